@@ -1,0 +1,43 @@
+"""Arguments and helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from delta_ops.table import DeltaTable
+
+
+def parse_storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--storage-option takes KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def parse_timestamp(text: str) -> datetime:
+    try:
+        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 timestamp: {text!r}") from exc
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+def add_table_arguments(p: argparse.ArgumentParser) -> None:
+    """TABLE, --json and --storage-option, which every subcommand takes."""
+    p.add_argument("table", metavar="TABLE", help="table root: path, file://, s3://, memory://")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000",
+    )
+
+
+def open_table(args: argparse.Namespace) -> DeltaTable:
+    return DeltaTable(args.table, storage_options=parse_storage_options(args.storage_option))

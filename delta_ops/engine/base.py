@@ -1,0 +1,75 @@
+"""The Engine: where work that grows with table size runs.
+
+Operations plan from a Snapshot (pure) and hand the heavy, parallel parts to an Engine:
+listing a table's directory tree, deleting many files, reading Parquet footers, writing
+many Parquet files, aggregating file sizes. `LocalEngine` runs them on threads in this
+process; `SparkEngine` runs them on Spark executors. Both give identical results; every
+method takes the table's Storage, whose `to_config()` is what travels to executors.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from delta_ops.storage import Storage
+
+LISTING_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),  # relative to the table root
+        pa.field("size", pa.int64()),
+        pa.field("modification_time", pa.int64()),  # ms since the epoch
+    ]
+)
+
+ROW_COUNT_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("num_records", pa.int64())])
+
+
+class Engine(ABC):
+    """Runs the heavy, parallel parts of maintenance operations."""
+
+    name: str = "engine"
+
+    @abstractmethod
+    def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
+        """Every file below each of `directories` (relative; "" is the root, non-recursive
+        for the root itself: only its direct files), as LISTING_SCHEMA. Each directory
+        other than "" is listed recursively. Hidden-directory rules are the caller's."""
+
+    @abstractmethod
+    def find_unreferenced(
+        self,
+        storage: Storage,
+        directories: Sequence[str],
+        keep: pa.Array,
+        older_than_ms: int,
+    ) -> pa.Table:
+        """Files below `directories` (as in `list_files`) whose path is not in `keep` and
+        whose modification time is before `older_than_ms`; LISTING_SCHEMA, sorted by path.
+        The anti-join runs where the engine runs (on Spark: in Spark, not on the driver)."""
+
+    @abstractmethod
+    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
+        """Delete `paths` (relative) in parallel; idempotent; returns how many existed."""
+
+    @abstractmethod
+    def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
+        """Row counts from the Parquet footers of `paths` (ROW_COUNT_SCHEMA, input order)."""
+
+    @abstractmethod
+    def write_parquet_files(
+        self, storage: Storage, files: Sequence[tuple[str, pa.Table]]
+    ) -> list[int]:
+        """Write each (relative path, table) as a Parquet file that appears under its name
+        only when complete; returns the sizes in bytes, in input order."""
+
+    @abstractmethod
+    def size_histogram(
+        self, sizes: pa.Array, boundaries: Sequence[int]
+    ) -> tuple[list[int], list[int]]:
+        """(file counts, total bytes) per bin; bin i is [boundaries[i], boundaries[i+1])."""
+
+    def close(self) -> None:
+        """Release resources (thread pools, sessions the engine started)."""

@@ -1,0 +1,83 @@
+"""One exception tree for delta_ops.
+
+Every error names what it is about: the table, and where it applies the version and the
+file involved, so that a message on its own tells an operator what went wrong and where.
+"""
+
+from __future__ import annotations
+
+
+class DeltaOpsError(Exception):
+    """Base class of every error delta_ops raises on purpose."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        version: int | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.table = table
+        self.version = version
+        self.file = file
+        self.reason = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.table is not None:
+            where.append(f"table {self.table}")
+        if self.version is not None:
+            where.append(f"version {self.version}")
+        if self.file is not None:
+            where.append(f"file {self.file}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+
+class StorageError(DeltaOpsError):
+    """A storage operation failed (I/O, permissions, unsupported scheme)."""
+
+
+class FileAlreadyExistsError(StorageError):
+    """Put-if-absent found the target already present."""
+
+
+class AtomicityUnsupportedError(StorageError):
+    """The storage scheme has no atomic put-if-absent and the caller did not accept the risk."""
+
+
+class CorruptLogError(DeltaOpsError):
+    """The log is malformed: unparsable file, gap between versions, missing protocol/metadata."""
+
+
+class VersionNotFoundError(DeltaOpsError):
+    """The requested version (or timestamp) does not exist in the table's log."""
+
+
+class NotATableError(DeltaOpsError):
+    """No Delta log was found at the given location."""
+
+
+class UnsupportedFeatureError(DeltaOpsError):
+    """The table uses protocol features this operation does not support."""
+
+    def __init__(self, message: str, *, features: list[str] | None = None, **kwargs) -> None:
+        self.features = sorted(features or [])
+        super().__init__(message, **kwargs)
+
+
+class DeletionVectorError(DeltaOpsError):
+    """A deletion vector descriptor or file is invalid (bad magic, checksum, size)."""
+
+
+class RetentionError(DeltaOpsError):
+    """A destructive operation was asked to use a retention shorter than is safe."""
+
+
+class CommitConflictError(DeltaOpsError):
+    """A concurrent commit conflicts logically with ours and the transaction cannot be rebased."""
+
+
+class ChecksumMismatchError(DeltaOpsError):
+    """A version checksum (.crc) does not match the recomputed table state."""

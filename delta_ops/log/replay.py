@@ -1,0 +1,423 @@
+"""Columnar action reconciliation: from a log segment to the state of one version.
+
+Spec sections: "Action Reconciliation", "Checkpoints" (V1 and V2 with sidecars), "Log
+Compaction Files". Commits (and compactions) are read newest first; the first action seen
+for a file key `(canonical path, deletion vector unique id)` wins, and the checkpoint's
+file actions are kept only for keys no later action touched. File actions stay in Arrow:
+a checkpoint with millions of adds is filtered with vectorized kernels, never turned into
+Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops.errors import CorruptLogError, StorageError
+from delta_ops.log.segment import CheckpointFiles, LogSegment
+from delta_ops.protocol import filenames
+from delta_ops.protocol.actions import (
+    ADD_SCHEMA,
+    ADD_TYPE,
+    REMOVE_SCHEMA,
+    REMOVE_TYPE,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Txn,
+    canonical_path,
+    conform,
+    dv_unique_id,
+    file_keys,
+)
+from delta_ops.storage import Storage
+
+_IO_THREADS = 16
+
+
+class SidecarMissingError(CorruptLogError):
+    """A V2 checkpoint names a sidecar file that is not there (the checkpoint is unusable)."""
+
+
+@dataclass
+class ReplayState:
+    """Reconciled state of one version.
+
+    Attributes:
+        protocol: the latest protocol action as in the log, or None.
+        metadata: the latest metaData action, or None.
+        adds: live add actions (ADD_SCHEMA).
+        removes: remove tombstones (REMOVE_SCHEMA), expired or not.
+        txns: latest txn per appId.
+        domains: latest domainMetadata per domain, removed ones included.
+        commit_infos: commitInfo of each commit read (not those inside a checkpoint).
+        checkpoint_sidecars: sidecar file names the checkpoint referenced.
+        checkpoint_metadata: the V2 checkpoint's checkpointMetadata action, if any.
+    """
+
+    protocol: dict | None = None
+    metadata: Metadata | None = None
+    adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table)
+    removes: pa.Table = field(default_factory=REMOVE_SCHEMA.empty_table)
+    txns: dict[str, Txn] = field(default_factory=dict)
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
+    commit_infos: dict[int, CommitInfo] = field(default_factory=dict)
+    checkpoint_sidecars: list[str] = field(default_factory=list)
+    checkpoint_metadata: dict | None = None
+
+
+def parse_json_actions(data: bytes, *, table: str, version: int | None, file: str) -> list[dict]:
+    """Parse newline-delimited JSON actions; CorruptLogError naming the file on bad lines."""
+    body = data.strip()
+    if not body:
+        return []
+    if b"\r" not in body and b"\n\n" not in body:
+        # One parser call for the whole file: lines joined as the elements of one array.
+        try:
+            out = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            out = None
+        if out is not None and all(isinstance(o, dict) for o in out):
+            return out
+    out = []
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptLogError(
+                f"line {lineno} is not valid JSON: {exc}", table=table, version=version, file=file
+            ) from exc
+        if not isinstance(obj, dict):
+            raise CorruptLogError(
+                f"line {lineno} is not a JSON object", table=table, version=version, file=file
+            )
+        out.append(obj)
+    return out
+
+
+class _Reconciler:
+    """Newest-first reconciliation of the non-checkpoint part of a segment."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.seen: set[str] = set()
+        self.adds: list[dict] = []
+        self.removes: list[dict] = []
+        self.state = ReplayState()
+        self._have_protocol = False
+        self._have_metadata = False
+
+    def apply_newest_first(self, actions: list[dict], *, table: str, version: int, file: str) -> None:
+        state = self.state
+        root = self.root
+        seen = self.seen
+        for obj in reversed(actions):
+            if (a := obj.get("add")) is not None:
+                key = _key(a, root)
+                if key not in seen:
+                    seen.add(key)
+                    self.adds.append(a)
+            elif (r := obj.get("remove")) is not None:
+                key = _key(r, root)
+                if key not in seen:
+                    seen.add(key)
+                    self.removes.append(r)
+            elif (m := obj.get("metaData")) is not None:
+                if not self._have_metadata:
+                    state.metadata = Metadata(m)
+                    self._have_metadata = True
+            elif (p := obj.get("protocol")) is not None:
+                if not self._have_protocol:
+                    state.protocol = p
+                    self._have_protocol = True
+            elif (t := obj.get("txn")) is not None:
+                try:
+                    txn = Txn.from_dict(t)
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise CorruptLogError(
+                        f"invalid txn action {t!r}", table=table, version=version, file=file
+                    ) from exc
+                state.txns.setdefault(txn.app_id, txn)
+            elif (d := obj.get("domainMetadata")) is not None:
+                try:
+                    dm = DomainMetadata.from_dict(d)
+                except (KeyError, TypeError) as exc:
+                    raise CorruptLogError(
+                        f"invalid domainMetadata action {d!r}",
+                        table=table, version=version, file=file,
+                    ) from exc
+                state.domains.setdefault(dm.domain, dm)
+            elif (c := obj.get("commitInfo")) is not None:
+                state.commit_infos.setdefault(version, CommitInfo(c))
+
+    def file_tables(self) -> tuple[pa.Table, pa.Table]:
+        adds = pa.Table.from_struct_array(_struct_array(self.adds, ADD_TYPE))
+        removes = pa.Table.from_struct_array(_struct_array(self.removes, REMOVE_TYPE))
+        return adds, removes
+
+
+def _key(action: Mapping[str, Any], root: str) -> str:
+    path = action.get("path")
+    if not isinstance(path, str):
+        raise CorruptLogError(f"file action without a path: {dict(action)!r}", table=root)
+    dv = action.get("deletionVector")
+    if "%" in path or ":" in path or path.startswith("/"):
+        path = canonical_path(path, root)
+    if dv:
+        return f"{path}\x00{dv_unique_id(dv)}"
+    return path
+
+
+def _struct_array(rows: list[dict], typ: pa.StructType) -> pa.StructArray:
+    if not rows:
+        return pa.array([], typ)
+    try:
+        return pa.array(rows, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # Some writers put numbers or booleans into string maps (e.g. partition values
+        # written as JSON numbers); coerce those values to strings and retry.
+        return pa.array([_stringify_maps(r) for r in rows], typ)
+
+
+def _stringify_maps(row: dict) -> dict:
+    out = dict(row)
+    for k in ("partitionValues", "tags"):
+        v = out.get(k)
+        if isinstance(v, dict):
+            out[k] = {
+                kk: (None if vv is None else vv if isinstance(vv, str) else orjson.dumps(vv).decode())
+                for kk, vv in v.items()
+            }
+    return out
+
+
+def _read_delta(storage: Storage, path: str) -> bytes:
+    return storage.read(path)
+
+
+def replay(storage: Storage, segment: LogSegment) -> ReplayState:
+    """Reconcile the actions of `segment` into the state of `segment.version`.
+
+    Raises:
+        CorruptLogError: unparsable files, or file actions without a path.
+        SidecarMissingError: the checkpoint is V2 and a sidecar is missing.
+    """
+    table = storage.root
+    rec = _Reconciler(table)
+    deltas = list(segment.deltas)
+    if deltas:
+        with ThreadPoolExecutor(min(_IO_THREADS, len(deltas))) as pool:
+            blobs = list(pool.map(lambda d: _read_delta(storage, d.file.path), deltas))
+        for delta, blob in zip(reversed(deltas), reversed(blobs), strict=True):
+            actions = parse_json_actions(blob, table=table, version=delta.end, file=delta.file.path)
+            rec.apply_newest_first(actions, table=table, version=delta.end, file=delta.file.path)
+    adds, removes = rec.file_tables()
+    state = rec.state
+    if segment.checkpoint is not None:
+        cp = read_checkpoint(storage, segment.checkpoint)
+        if not rec._have_protocol and cp.protocol is not None:
+            state.protocol = cp.protocol
+        if not rec._have_metadata and cp.metadata is not None:
+            state.metadata = cp.metadata
+        for app_id, txn in cp.txns.items():
+            state.txns.setdefault(app_id, txn)
+        for domain, dm in cp.domains.items():
+            state.domains.setdefault(domain, dm)
+        state.checkpoint_sidecars = cp.sidecars
+        state.checkpoint_metadata = cp.checkpoint_metadata
+        cp_adds, cp_removes = cp.adds, cp.removes
+        if rec.seen:
+            value_set = pa.array(list(rec.seen), pa.string())
+            if cp_adds.num_rows:
+                keep = pc.invert(pc.is_in(_keys_of(cp_adds, table), value_set))
+                cp_adds = cp_adds.filter(keep)
+            if cp_removes.num_rows:
+                keep = pc.invert(pc.is_in(_keys_of(cp_removes, table), value_set))
+                cp_removes = cp_removes.filter(keep)
+        adds = pa.concat_tables([cp_adds, adds]) if adds.num_rows else cp_adds
+        removes = pa.concat_tables([cp_removes, removes]) if removes.num_rows else cp_removes
+    state.adds = adds
+    state.removes = removes
+    return state
+
+
+def _keys_of(actions: pa.Table, root: str) -> pa.ChunkedArray:
+    return file_keys(actions.select(["path", "deletionVector"]).to_struct_array(), root)
+
+
+@dataclass
+class CheckpointContent:
+    """Everything read from one checkpoint (all parts and sidecars)."""
+
+    protocol: dict | None
+    metadata: Metadata | None
+    adds: pa.Table
+    removes: pa.Table
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+    sidecars: list[str]
+    checkpoint_metadata: dict | None
+    num_actions: int
+
+
+def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> CheckpointContent:
+    """Read every action of a checkpoint: V1 (classic, multi-part) or V2 (with sidecars)."""
+    table = storage.root
+    non_file: list[dict] = []
+    add_tables: list[pa.Table] = []
+    remove_tables: list[pa.Table] = []
+    sidecars: list[str] = []
+    num_actions = 0
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        if lf.format == "json":
+            actions = parse_json_actions(
+                storage.read(info.path), table=table, version=lf.version, file=info.path
+            )
+            num_actions += len(actions)
+            rows_add = [a["add"] for a in actions if a.get("add") is not None]
+            rows_rm = [a["remove"] for a in actions if a.get("remove") is not None]
+            add_tables.append(pa.Table.from_struct_array(_struct_array(rows_add, ADD_TYPE)))
+            remove_tables.append(pa.Table.from_struct_array(_struct_array(rows_rm, REMOVE_TYPE)))
+            non_file.extend(a for a in actions if a.get("add") is None and a.get("remove") is None)
+        else:
+            part = _read_parquet_actions(storage, info.path, lf.version)
+            num_actions += part.num_actions
+            add_tables.append(part.adds)
+            remove_tables.append(part.removes)
+            non_file.extend(part.non_file)
+    checkpoint_metadata = None
+    for obj in non_file:
+        if (sc := obj.get("sidecar")) is not None:
+            sidecars.append(sc["path"])
+        elif (cm := obj.get("checkpointMetadata")) is not None:
+            checkpoint_metadata = cm
+    for name in sidecars:
+        path = _sidecar_relative(name, table)
+        if not storage.exists(path):
+            raise SidecarMissingError(
+                "V2 checkpoint references a sidecar that does not exist",
+                table=table, version=checkpoint.version, file=path,
+            )
+        part = _read_parquet_actions(storage, path, checkpoint.version)
+        num_actions += part.num_actions
+        add_tables.append(part.adds)
+        remove_tables.append(part.removes)
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for obj in non_file:
+        if (p := obj.get("protocol")) is not None:
+            protocol = p
+        elif (m := obj.get("metaData")) is not None:
+            metadata = Metadata(m)
+        elif (t := obj.get("txn")) is not None:
+            txn = Txn.from_dict(t)
+            txns[txn.app_id] = txn
+        elif (d := obj.get("domainMetadata")) is not None:
+            dm = DomainMetadata.from_dict(d)
+            domains[dm.domain] = dm
+    return CheckpointContent(
+        protocol=protocol,
+        metadata=metadata,
+        adds=pa.concat_tables(add_tables) if add_tables else ADD_SCHEMA.empty_table(),
+        removes=pa.concat_tables(remove_tables) if remove_tables else REMOVE_SCHEMA.empty_table(),
+        txns=txns,
+        domains=domains,
+        sidecars=sidecars,
+        checkpoint_metadata=checkpoint_metadata,
+        num_actions=num_actions,
+    )
+
+
+def _sidecar_relative(name: str, table: str) -> str:
+    if "/" not in name:
+        return filenames.sidecar_path(name)
+    rel = canonical_path(name, table)
+    if rel.startswith(("file:", "s3:")) or "://" in rel:
+        raise CorruptLogError(
+            f"sidecar path {name!r} points outside the table", table=table
+        )
+    return rel
+
+
+@dataclass
+class _ParquetActions:
+    adds: pa.Table
+    removes: pa.Table
+    non_file: list[dict]
+    num_actions: int
+
+
+_NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+
+
+def _read_parquet_actions(storage: Storage, path: str, version: int) -> _ParquetActions:
+    table_uri = storage.root
+    try:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            top = set(pf.schema_arrow.names)
+            adds = _read_file_action_column(pf, "add", ADD_TYPE, top)
+            removes = _read_file_action_column(pf, "remove", REMOVE_TYPE, top)
+            wanted = [c for c in _NON_FILE_COLUMNS if c in top]
+            non_file: list[dict] = []
+            if wanted:
+                t = pf.read(columns=wanted, use_threads=True)
+                for name in wanted:
+                    col = t.column(name)
+                    valid = col.filter(pc.is_valid(col))
+                    non_file.extend({name: v} for v in valid.to_pylist())
+            num_rows = pf.metadata.num_rows
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise CorruptLogError(
+            f"checkpoint file cannot be read as Parquet: {exc}",
+            table=table_uri, version=version, file=path,
+        ) from exc
+    except StorageError:
+        raise
+    return _ParquetActions(adds, removes, non_file, num_rows)
+
+
+def _read_file_action_column(
+    pf: pq.ParquetFile, column: str, target: pa.StructType, top: Iterable[str]
+) -> pa.Table:
+    if column not in top:
+        return pa.schema(list(target)).empty_table()
+    struct_type = pf.schema_arrow.field(column).type
+    present = [f.name for f in target if struct_type.get_field_index(f.name) >= 0]
+    t = pf.read(columns=[f"{column}.{n}" for n in present], use_threads=True)
+    # Nested selection yields the struct with only the selected children (some pyarrow
+    # versions flatten a selection to top-level columns instead; accept both). Work chunk
+    # by chunk (one per row group): only chunks holding other actions need filtering, and
+    # nothing is copied into one contiguous array.
+    if column in t.column_names:
+        chunks = t.column(column).chunks
+    else:
+        chunks = [
+            pa.StructArray.from_arrays(
+                [c.chunk(i) for c in t.columns], names=t.column_names,
+                mask=pc.is_null(t.column("path").chunk(i)),
+            )
+            for i in range(t.column(0).num_chunks)
+        ]
+    out = []
+    for chunk in chunks:
+        valid = chunk.field("path")
+        if valid.null_count == len(valid):
+            continue
+        if valid.null_count:
+            chunk = chunk.filter(pc.is_valid(valid))
+        out.append(conform(chunk, target))
+    schema = pa.schema(list(target))
+    if not out:
+        return schema.empty_table()
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(c) for c in out], schema=schema)

@@ -1,0 +1,298 @@
+"""Which log files make version v of a table.
+
+Spec sections: "Delta Log Entries", "Checkpoints", "Last Checkpoint File", "Log Compaction
+Files", "Requirements for Readers". The log segment of version v is the newest complete
+checkpoint at or below v plus the contiguous commits (or compaction files covering them)
+after it. `_last_checkpoint` is a hint: when it is missing, unreadable, fails its checksum,
+points past v or at a checkpoint that is not there, the segment is found by listing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from delta_ops.errors import CorruptLogError, NotATableError, StorageError, VersionNotFoundError
+from delta_ops.protocol import filenames
+from delta_ops.protocol.filenames import LOG_DIR, LogFile, LogFileKind
+from delta_ops.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
+from delta_ops.storage import FileInfo, Storage
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """One checkpoint: a classic or UUID-named file, or every part of a multi-part one."""
+
+    version: int
+    kind: LogFileKind
+    files: tuple[FileInfo, ...]
+    log_files: tuple[LogFile, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [lf.name for lf in self.log_files]
+
+    @property
+    def may_be_v2(self) -> bool:
+        """UUID-named checkpoints are V2; a classic-named one may be either."""
+        return self.kind in (LogFileKind.CHECKPOINT_UUID, LogFileKind.CHECKPOINT_CLASSIC)
+
+    @property
+    def identity(self) -> str:
+        return self.log_files[0].name
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A commit (start == end) or a compaction file covering commits start..end."""
+
+    start: int
+    end: int
+    file: FileInfo
+
+    @property
+    def is_compaction(self) -> bool:
+        return self.start != self.end or self.file.path.endswith(".compacted.json")
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The files that make one version of a table.
+
+    Attributes:
+        table: table root URI, for messages.
+        version: the version this segment reconstructs.
+        checkpoint: the checkpoint replay starts from, or None (replay from version 0).
+        deltas: commits and compactions after the checkpoint, oldest first, contiguous.
+        commits: every commit file listed after the checkpoint up to `version` (those a
+            compaction replaces included), for commit timestamps.
+        last_checkpoint: the `_last_checkpoint` content when it was usable as a hint.
+        last_checkpoint_problem: why `_last_checkpoint` was not used, when it was not.
+    """
+
+    table: str
+    version: int
+    checkpoint: CheckpointFiles | None
+    deltas: tuple[Delta, ...]
+    commits: tuple[FileInfo, ...]
+    last_checkpoint: LastCheckpoint | None = None
+    last_checkpoint_problem: str | None = None
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.checkpoint.version if self.checkpoint else None
+
+
+def read_last_checkpoint(storage: Storage) -> tuple[LastCheckpoint | None, str | None]:
+    """Read `_last_checkpoint`; returns (hint, problem). A bad file is a problem, not an error."""
+    path = f"{LOG_DIR}/{filenames.LAST_CHECKPOINT}"
+    try:
+        if not storage.exists(path):
+            return None, None
+        data = storage.read(path)
+    except StorageError as exc:
+        return None, f"_last_checkpoint could not be read: {exc}"
+    try:
+        hint = parse_last_checkpoint(data)
+    except ValueError as exc:
+        return None, f"_last_checkpoint is not valid JSON: {exc}"
+    if hint.checksum_valid is False:
+        return None, "_last_checkpoint checksum does not match its content"
+    return hint, None
+
+
+def list_log(storage: Storage, start_version: int | None = None) -> list[tuple[LogFile, FileInfo]]:
+    """Sorted `_delta_log` listing from `start_version`, parsed; non-log files skipped."""
+    start = filenames.version_prefix(start_version) if start_version else None
+    out = []
+    for info in storage.list_dir(LOG_DIR, start=start):
+        name = info.path.rsplit("/", 1)[-1]
+        lf = filenames.parse(name)
+        if lf is not None:
+            out.append((lf, info))
+    return out
+
+
+def _complete_checkpoints(
+    listing: Iterable[tuple[LogFile, FileInfo]], max_version: int | None
+) -> list[CheckpointFiles]:
+    """Complete checkpoints from a listing, newest first (multi-part: all parts present)."""
+    multipart: dict[tuple[int, int], dict[int, tuple[LogFile, FileInfo]]] = defaultdict(dict)
+    found: list[CheckpointFiles] = []
+    for lf, info in listing:
+        if not lf.is_checkpoint or (max_version is not None and lf.version > max_version):
+            continue
+        if lf.kind == LogFileKind.CHECKPOINT_MULTIPART:
+            multipart[(lf.version, lf.num_parts or 0)][lf.part or 0] = (lf, info)
+        else:
+            found.append(CheckpointFiles(lf.version, lf.kind, (info,), (lf,)))
+    for (version, num_parts), parts in multipart.items():
+        if len(parts) == num_parts:
+            ordered = [parts[i] for i in sorted(parts)]
+            found.append(
+                CheckpointFiles(
+                    version,
+                    LogFileKind.CHECKPOINT_MULTIPART,
+                    tuple(i for _, i in ordered),
+                    tuple(lf for lf, _ in ordered),
+                )
+            )
+    # Newest first; at one version prefer V2 UUID-named, then classic, then multi-part.
+    rank = {
+        LogFileKind.CHECKPOINT_UUID: 0,
+        LogFileKind.CHECKPOINT_CLASSIC: 1,
+        LogFileKind.CHECKPOINT_MULTIPART: 2,
+    }
+    found.sort(key=lambda c: (-c.version, rank[c.kind], c.identity))
+    return found
+
+
+def build_log_segment(
+    storage: Storage,
+    version: int | None = None,
+    *,
+    exclude_checkpoints: frozenset[str] = frozenset(),
+    listing: list[tuple[LogFile, FileInfo]] | None = None,
+) -> LogSegment:
+    """Find the log segment for `version` (latest when None).
+
+    Args:
+        storage: the table's storage.
+        version: the version to reconstruct; None for the latest.
+        exclude_checkpoints: identities (first file name) of checkpoints found unusable
+            (e.g. a V2 checkpoint whose sidecars are missing), to skip.
+        listing: a full listing of the log already made by the caller, to reuse.
+
+    Raises:
+        NotATableError: no Delta log at the location.
+        VersionNotFoundError: `version` is not in the log.
+        CorruptLogError: versions are not contiguous or the log starts without a checkpoint.
+    """
+    table = storage.root
+    hint, problem = (None, None) if listing is not None else read_last_checkpoint(storage)
+    if hint is not None and version is not None and hint.version > version:
+        hint = None
+    if listing is None:
+        listing = list_log(storage, hint.version if hint else None)
+    segment = _segment_from_listing(
+        table, listing, version, exclude_checkpoints, hint, problem, from_hint=hint is not None
+    )
+    if segment is None:
+        # The hint pointed at a checkpoint that is not there, or at one that is not
+        # complete: list the whole log instead.
+        if hint is not None:
+            problem = problem or (
+                f"_last_checkpoint points to version {hint.version}, which has no complete "
+                "checkpoint; found the log segment by listing instead"
+            )
+        listing = list_log(storage, None)
+        segment = _segment_from_listing(
+            table, listing, version, exclude_checkpoints, None, problem, from_hint=False
+        )
+    assert segment is not None
+    return segment
+
+
+def _segment_from_listing(
+    table: str,
+    listing: list[tuple[LogFile, FileInfo]],
+    version: int | None,
+    exclude: frozenset[str],
+    hint: LastCheckpoint | None,
+    problem: str | None,
+    *,
+    from_hint: bool,
+) -> LogSegment | None:
+    commits: dict[int, FileInfo] = {}
+    compactions: list[tuple[LogFile, FileInfo]] = []
+    for lf, info in listing:
+        if lf.kind == LogFileKind.COMMIT:
+            commits[lf.version] = info
+        elif lf.kind == LogFileKind.COMPACTION:
+            compactions.append((lf, info))
+    checkpoints = [c for c in _complete_checkpoints(listing, None) if c.identity not in exclude]
+
+    newest = max(
+        [*commits, *(c.version for c in checkpoints), *(lf.version for lf, _ in compactions)],
+        default=None,
+    )
+    if newest is None:
+        if from_hint:
+            return None
+        if not listing:
+            raise NotATableError("no Delta log found (no commits or checkpoints)", table=table)
+        raise NotATableError("the Delta log holds no commits or checkpoints", table=table)
+    if version is None:
+        target = newest
+    else:
+        if version < 0:
+            raise VersionNotFoundError(f"version {version} is negative", table=table)
+        if version > newest:
+            if from_hint:
+                return None
+            raise VersionNotFoundError(
+                f"version {version} does not exist; the latest version is {newest}",
+                table=table, version=version,
+            )
+        target = version
+
+    checkpoint = next((c for c in checkpoints if c.version <= target), None)
+    if from_hint and (checkpoint is None or hint is None or checkpoint.version < hint.version):
+        return None
+
+    start = checkpoint.version + 1 if checkpoint else 0
+    if checkpoint is None and start not in commits and not any(
+        lf.start_version == 0 for lf, _ in compactions
+    ):
+        if from_hint:
+            return None
+        oldest = min(commits, default=None)
+        if version is not None and oldest is not None and version < oldest:
+            raise VersionNotFoundError(
+                f"version {version} cannot be reconstructed: the log starts at version "
+                f"{oldest} and there is no checkpoint at or below {version}",
+                table=table, version=version,
+            )
+        raise CorruptLogError(
+            f"the log starts at version {oldest} with no checkpoint to start from "
+            "(version 0 is missing)",
+            table=table, version=oldest,
+            file=f"{LOG_DIR}/{filenames.commit_name(0)}",
+        )
+
+    by_start: dict[int, list[tuple[LogFile, FileInfo]]] = defaultdict(list)
+    for lf, info in compactions:
+        if lf.start_version >= start and lf.version <= target:
+            by_start[lf.start_version].append((lf, info))
+    deltas: list[Delta] = []
+    pos = start
+    while pos <= target:
+        candidates = by_start.get(pos)
+        if candidates:
+            lf, info = max(candidates, key=lambda c: c[0].version)
+            # Prefer the commit itself when the compaction covers only that one version.
+            if lf.version > pos or pos not in commits:
+                deltas.append(Delta(lf.start_version, lf.version, info))
+                pos = lf.version + 1
+                continue
+        info = commits.get(pos)
+        if info is None:
+            raise CorruptLogError(
+                f"versions are not contiguous: commit {pos} is missing between "
+                f"{pos - 1 if pos else 'the start'} and {target}",
+                table=table, version=pos, file=f"{LOG_DIR}/{filenames.commit_name(pos)}",
+            )
+        deltas.append(Delta(pos, pos, info))
+        pos += 1
+
+    listed_commits = tuple(commits[v] for v in sorted(commits) if start <= v <= target)
+    return LogSegment(
+        table=table,
+        version=target,
+        checkpoint=checkpoint,
+        deltas=tuple(deltas),
+        commits=listed_commits,
+        last_checkpoint=hint,
+        last_checkpoint_problem=problem,
+    )

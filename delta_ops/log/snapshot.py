@@ -1,0 +1,244 @@
+"""The state of a table at one version.
+
+Spec sections: "Delta Table Specification" (a snapshot is protocol, metadata, files,
+tombstones, transactions and domain metadata), "Action Reconciliation", "Requirements for
+Readers". A Snapshot is immutable; its file actions are Arrow tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
+from delta_ops.log.replay import ReplayState, SidecarMissingError, replay
+from delta_ops.log.segment import LogSegment, build_log_segment
+from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
+from delta_ops.protocol import features
+from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.storage import Storage
+
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of a Delta table.
+
+    Attributes:
+        storage: the table's storage.
+        segment: the log files this snapshot was built from.
+        protocol: the protocol action as in the log.
+        metadata: the metaData action.
+        files: live add actions (pyarrow Table, ADD_SCHEMA).
+        tombstones: remove actions still in the state (pyarrow Table, REMOVE_SCHEMA),
+            expired ones included; `unexpired_tombstones(now)` filters them.
+        txns: latest transaction identifier per appId.
+        all_domains: latest domainMetadata per domain, removed ones included.
+        commit_infos: commitInfo actions of the commits read, by version.
+    """
+
+    storage: Storage
+    segment: LogSegment
+    protocol: dict
+    metadata: Metadata
+    files: pa.Table
+    tombstones: pa.Table
+    txns: dict[str, Txn]
+    all_domains: dict[str, DomainMetadata]
+    commit_infos: dict[int, CommitInfo]
+    checkpoint_sidecars: tuple[str, ...] = ()
+
+    @property
+    def table(self) -> str:
+        return self.storage.root
+
+    @property
+    def version(self) -> int:
+        return self.segment.version
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.segment.checkpoint_version
+
+    @property
+    def schema(self):
+        """The Delta schema (protocol.schema.StructType), None without a schemaString."""
+        return self.metadata.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self.metadata.partition_columns
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        """Live domain metadata (removed ones excluded)."""
+        return {k: v for k, v in self.all_domains.items() if not v.removed}
+
+    @cached_property
+    def properties(self) -> TableProperties:
+        return TableProperties.from_configuration(self.metadata.configuration)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        if not self.files.num_rows:
+            return 0
+        return int(pc.sum(self.files.column("size")).as_py() or 0)
+
+    @property
+    def reader_features(self) -> frozenset[str]:
+        return features.reader_features(self.protocol)
+
+    @property
+    def writer_features(self) -> frozenset[str]:
+        return features.writer_features(self.protocol)
+
+    def unsupported_features(self, operation: str = "read") -> dict[str, list[str]]:
+        return features.unsupported_features(self.protocol, operation)
+
+    def ensure_supported(self, operation: str) -> None:
+        """Raise UnsupportedFeatureError when this table's protocol forbids `operation`."""
+        features.ensure_supported(self.protocol, operation, table=self.table, version=self.version)
+
+    @cached_property
+    def ict(self) -> IctEnablement:
+        return IctEnablement.from_metadata(self.metadata)
+
+    @cached_property
+    def timestamp(self) -> int:
+        """The commit timestamp of this version in milliseconds (in-commit when enabled)."""
+        v = self.version
+        if self.ict.applies_to(v):
+            ci = self.commit_infos.get(v)
+            if ci is not None and ci.in_commit_timestamp is not None:
+                return int(ci.in_commit_timestamp)
+            return read_in_commit_timestamp(self.storage, v)
+        return self.file_timestamp
+
+    @property
+    def file_timestamp(self) -> int:
+        """Modification time of this version's commit file (or of what stands for it)."""
+        v = self.version
+        for info in reversed(self.segment.commits):
+            if info.path.endswith(f"{v:020d}.json"):
+                return info.modification_time
+        if self.segment.deltas:
+            return self.segment.deltas[-1].file.modification_time
+        assert self.segment.checkpoint is not None
+        return self.segment.checkpoint.files[0].modification_time
+
+    def unexpired_tombstones(self, now_ms: int) -> pa.Table:
+        """Tombstones younger than `delta.deletedFileRetentionDuration` at `now_ms`."""
+        if not self.tombstones.num_rows:
+            return self.tombstones
+        cutoff = now_ms - int(self.properties.deleted_file_retention.total_seconds() * 1000)
+        ts = pc.fill_null(self.tombstones.column("deletionTimestamp"), 0)
+        return self.tombstones.filter(pc.greater(ts, cutoff))
+
+    def commit_info(self, version: int | None = None) -> CommitInfo | None:
+        return self.commit_infos.get(self.version if version is None else version)
+
+
+def load_snapshot(
+    storage: Storage,
+    version: int | None = None,
+    *,
+    timestamp: datetime | int | None = None,
+) -> Snapshot:
+    """Load the snapshot of `version` (latest when None), or of the version current at
+    `timestamp` (a datetime, or milliseconds since the epoch).
+
+    Raises:
+        NotATableError, VersionNotFoundError, CorruptLogError: see `build_log_segment`;
+            also CorruptLogError when the reconstructed state has no protocol or metadata.
+        UnsupportedFeatureError: the protocol's reader or writer version is beyond what
+            the Delta protocol defines (e.g. reader version 99).
+    """
+    if version is not None and timestamp is not None:
+        raise ValueError("give either a version or a timestamp, not both")
+    if timestamp is not None:
+        latest = load_snapshot(storage)
+        ts_ms = _to_ms(timestamp)
+        earliest = _earliest_reconstructable(latest)
+        version = version_at_timestamp(storage, ts_ms, latest.metadata, earliest_version=earliest)
+        if version == latest.version:
+            return latest
+    excluded: set[str] = set()
+    while True:
+        segment = build_log_segment(storage, version, exclude_checkpoints=frozenset(excluded))
+        try:
+            state = replay(storage, segment)
+        except SidecarMissingError:
+            assert segment.checkpoint is not None
+            excluded.add(segment.checkpoint.identity)
+            continue
+        return _snapshot_from_state(storage, segment, state)
+
+
+def _to_ms(ts: datetime | int) -> int:
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        return int(ts.timestamp() * 1000)
+    return int(ts)
+
+
+def _earliest_reconstructable(latest: Snapshot) -> int | None:
+    from delta_ops.log.segment import _complete_checkpoints, list_log
+    from delta_ops.protocol.filenames import LogFileKind
+
+    listing = list_log(latest.storage)
+    commits = sorted(lf.version for lf, _ in listing if lf.kind == LogFileKind.COMMIT)
+    if commits and commits[0] == 0:
+        return 0
+    checkpoints = _complete_checkpoints(listing, None)
+    return min((c.version for c in checkpoints), default=None)
+
+
+def _snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplayState) -> Snapshot:
+    table = storage.root
+    if state.protocol is None:
+        raise CorruptLogError(
+            "no protocol action found while reconstructing the table state",
+            table=table, version=segment.version,
+        )
+    if state.metadata is None:
+        raise CorruptLogError(
+            "no metaData action found while reconstructing the table state",
+            table=table, version=segment.version,
+        )
+    reader = state.protocol.get("minReaderVersion")
+    writer = state.protocol.get("minWriterVersion")
+    if not isinstance(reader, int) or not isinstance(writer, int):
+        raise CorruptLogError(
+            f"protocol action lacks integer reader/writer versions: {state.protocol!r}",
+            table=table, version=segment.version,
+        )
+    if reader > MAX_READER_VERSION or writer > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"protocol (reader {reader}, writer {writer}) is newer than the Delta protocol "
+            f"this tool implements (reader {MAX_READER_VERSION}, writer {MAX_WRITER_VERSION})",
+            table=table, version=segment.version,
+        )
+    return Snapshot(
+        storage=storage,
+        segment=segment,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        files=state.adds,
+        tombstones=state.removes,
+        txns=state.txns,
+        all_domains=state.domains,
+        commit_infos=state.commit_infos,
+        checkpoint_sidecars=tuple(state.checkpoint_sidecars),
+    )

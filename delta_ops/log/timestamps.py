@@ -1,0 +1,148 @@
+"""Commit timestamps and time travel.
+
+Spec sections: "In-Commit Timestamps" (enablement version and timestamp, monotonic
+`inCommitTimestamp` in the first `commitInfo`), "Commit Provenance Information". A
+version's timestamp is its `inCommitTimestamp` when in-commit timestamps are enabled at
+that version, else the modification time of its commit file. Like Spark, file modification
+times are made monotonic (a commit never appears older than the one before it).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from delta_ops.errors import CorruptLogError, VersionNotFoundError
+from delta_ops.protocol import filenames
+from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.filenames import LogFileKind
+from delta_ops.storage import FileInfo, Storage
+
+
+@dataclass(frozen=True)
+class IctEnablement:
+    """Whether and since when in-commit timestamps are enabled (from table metadata)."""
+
+    enabled: bool
+    version: int | None = None
+    timestamp: int | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: Metadata | None) -> IctEnablement:
+        if metadata is None:
+            return cls(False)
+        cfg = metadata.configuration
+        if cfg.get("delta.enableInCommitTimestamps", "false").lower() != "true":
+            return cls(False)
+        v = cfg.get("delta.inCommitTimestampEnablementVersion")
+        ts = cfg.get("delta.inCommitTimestampEnablementTimestamp")
+        return cls(True, int(v) if v is not None else 0, int(ts) if ts is not None else None)
+
+    def applies_to(self, version: int) -> bool:
+        return self.enabled and version >= (self.version or 0)
+
+
+def read_in_commit_timestamp(storage: Storage, version: int) -> int:
+    """The `inCommitTimestamp` of commit `version` (in its commitInfo, the first action)."""
+    path = f"{filenames.LOG_DIR}/{filenames.commit_name(version)}"
+    data = storage.read(path)
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        obj = orjson.loads(line)
+        ci = obj.get("commitInfo")
+        if ci is not None and ci.get("inCommitTimestamp") is not None:
+            return int(ci["inCommitTimestamp"])
+    raise CorruptLogError(
+        "in-commit timestamps are enabled but the commit has no commitInfo.inCommitTimestamp",
+        table=storage.root, version=version, file=path,
+    )
+
+
+def monotonize(mtimes: Sequence[int]) -> list[int]:
+    """Spark's adjustment: each timestamp is at least the previous one plus 1 ms."""
+    out: list[int] = []
+    prev = None
+    for t in mtimes:
+        if prev is not None and t <= prev:
+            t = prev + 1
+        out.append(t)
+        prev = t
+    return out
+
+
+def list_commits(storage: Storage) -> list[tuple[int, FileInfo]]:
+    """Every commit file in the log, oldest first."""
+    out = []
+    for info in storage.list_dir(filenames.LOG_DIR):
+        lf = filenames.parse(info.path.rsplit("/", 1)[-1])
+        if lf is not None and lf.kind == LogFileKind.COMMIT:
+            out.append((lf.version, info))
+    return out
+
+
+def version_at_timestamp(
+    storage: Storage,
+    timestamp_ms: int,
+    latest_metadata: Metadata | None,
+    *,
+    earliest_version: int | None = None,
+) -> int:
+    """The latest version whose commit timestamp is at or before `timestamp_ms`.
+
+    Args:
+        storage: the table's storage.
+        timestamp_ms: milliseconds since the epoch.
+        latest_metadata: metadata of the latest snapshot (decides in-commit timestamps).
+        earliest_version: the oldest version that can be reconstructed (a checkpoint or
+            version 0); earlier commits are not candidates.
+
+    Raises:
+        VersionNotFoundError: the timestamp is before the first commit or after the last.
+    """
+    table = storage.root
+    commits = list_commits(storage)
+    if earliest_version is not None:
+        commits = [(v, i) for v, i in commits if v >= earliest_version]
+    if not commits:
+        raise VersionNotFoundError("the log has no commits to time travel to", table=table)
+    ict = IctEnablement.from_metadata(latest_metadata)
+    versions = [v for v, _ in commits]
+    # Versions before ICT enablement use (monotonized) file modification times.
+    split = len(versions)
+    if ict.enabled:
+        split = bisect.bisect_left(versions, ict.version or 0)
+    file_times = monotonize([i.modification_time for _, i in commits[:split]])
+
+    def ts_of(idx: int) -> int:
+        if idx < split:
+            return file_times[idx]
+        return read_in_commit_timestamp(storage, versions[idx])
+
+    first_ts, last_ts = ts_of(0), ts_of(len(versions) - 1)
+    if timestamp_ms < first_ts:
+        raise VersionNotFoundError(
+            f"timestamp {timestamp_ms} is before the earliest available commit "
+            f"(version {versions[0]} at {first_ts})",
+            table=table,
+        )
+    if timestamp_ms >= last_ts:
+        if timestamp_ms > last_ts:
+            raise VersionNotFoundError(
+                f"timestamp {timestamp_ms} is after the latest commit "
+                f"(version {versions[-1]} at {last_ts})",
+                table=table,
+            )
+        return versions[-1]
+    # Binary search for the last index with ts <= timestamp_ms (timestamps are monotonic).
+    lo, hi = 0, len(versions) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ts_of(mid) <= timestamp_ms:
+            lo = mid
+        else:
+            hi = mid - 1
+    return versions[lo]
