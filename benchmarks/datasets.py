@@ -128,25 +128,34 @@ def table_l(*, files: int = 1_000_000) -> Path:
     fmt_t = pa.struct([("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))])
     md_t = pa.struct(
         [
-            ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),
-            ("format", fmt_t), ("schemaString", pa.string()),
+            ("id", pa.string()),
+            ("name", pa.string()),
+            ("description", pa.string()),
+            ("format", fmt_t),
+            ("schemaString", pa.string()),
             ("partitionColumns", pa.list_(pa.string())),
-            ("configuration", pa.map_(pa.string(), pa.string())), ("createdTime", pa.int64()),
+            ("configuration", pa.map_(pa.string(), pa.string())),
+            ("createdTime", pa.int64()),
         ]
     )
-    txn_t = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+    txn_t = pa.struct(
+        [("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]
+    )
     schema = pa.schema(
-        [("txn", txn_t), ("add", ADD_TYPE), ("remove", REMOVE_TYPE), ("metaData", md_t),
-         ("protocol", proto_t)]
+        [
+            ("txn", txn_t),
+            ("add", ADD_TYPE),
+            ("remove", REMOVE_TYPE),
+            ("metaData", md_t),
+            ("protocol", proto_t),
+        ]
     )
     path = log / "00000000000000000001.checkpoint.parquet"
     with pq.ParquetWriter(path, schema, compression="snappy") as writer:
         md = dict(_metadata(False), name=None, description=None)
         md["format"] = {"provider": "parquet", "options": []}
         md["configuration"] = []
-        head = pa.Table.from_pylist(
-            [{"protocol": PROTOCOL}, {"metaData": md}], schema=schema
-        )
+        head = pa.Table.from_pylist([{"protocol": PROTOCOL}, {"metaData": md}], schema=schema)
         writer.write_table(head)
         for start in range(0, files, batch):
             rows = []

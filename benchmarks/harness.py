@@ -34,9 +34,7 @@ class Measurement:
 
 def measure(setup: str, run: str) -> Measurement:
     code = _RUNNER.format(setup=textwrap.dedent(setup), run=textwrap.dedent(run))
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark snippet failed:\n{proc.stderr[-2000:]}")
     obj = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -44,7 +42,11 @@ def measure(setup: str, run: str) -> Measurement:
 
 
 def compare(
-    name: str, ours: tuple[str, str], theirs: tuple[str, str], *, repeats: int = 3,
+    name: str,
+    ours: tuple[str, str],
+    theirs: tuple[str, str],
+    *,
+    repeats: int = 3,
     goal_time_ratio: float | None = None,
 ) -> dict:
     """Alternate ours/theirs `repeats` times; return medians and ratios (ours / theirs)."""

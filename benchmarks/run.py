@@ -13,7 +13,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     here = Path(__file__).resolve().parent
-    names = argv or sorted(p.stem[len("bench_"):] for p in here.glob("bench_*.py"))
+    names = argv or sorted(p.stem[len("bench_") :] for p in here.glob("bench_*.py"))
     results = {}
     for name in names:
         print(f"\n== {name} ==", flush=True)

@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Delta Lake table maintenance: inspect, checkpoint, clean up, vacuum, "
         "checksum, compact and backfill row tracking.",
     )
-    parser.add_argument("-V", "--version-info", action="version", version=f"delta-ops {__version__}")
+    parser.add_argument(
+        "-V", "--version-info", action="version", version=f"delta-ops {__version__}"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"delta_ops.commands.{name}").register(sub)

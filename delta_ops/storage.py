@@ -27,6 +27,7 @@ process) and never shown by ``repr``/``str`` or written to logs.
 from __future__ import annotations
 
 import errno
+from abc import ABC, abstractmethod
 import io
 import logging
 import os
@@ -40,6 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
 from urllib.parse import unquote
+
+import pyarrow as pa
 
 from delta_ops.errors import AtomicityUnsupportedError, StorageError
 
@@ -79,7 +82,7 @@ class FileInfo:
 # --------------------------------------------------------------------------------------
 
 
-class _Backend:
+class _Backend(ABC):
     """Operations of one storage backend, on backend-native paths."""
 
     #: Exception types that mean "the storage operation failed" for this backend.
@@ -87,41 +90,41 @@ class _Backend:
     #: Whether `put_if_absent` is atomic (exclusive and all-or-nothing).
     atomic_put_if_absent: bool = False
 
+    @abstractmethod
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         """(name, size, mtime_ms) of the files directly inside `native_dir`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def walk(self, native_dir: str) -> Iterator[tuple[str, int, int]]:
         """(path relative to `native_dir`, size, mtime_ms) of every file below it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def list_subdirs(self, native_dir: str) -> list[str]:
         """Names of the immediate subdirectories of `native_dir`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def read(self, native: str) -> bytes:
         """Whole content of a file; FileNotFoundError when absent."""
-        raise NotImplementedError
 
+    @abstractmethod
     def info(self, native: str) -> tuple[int, int] | None:
         """(size, mtime_ms) of a file, None when there is no file there."""
-        raise NotImplementedError
 
+    @abstractmethod
     def open_input(self, native: str) -> BinaryIO:
         """A seekable binary reader; FileNotFoundError when absent."""
-        raise NotImplementedError
 
+    @abstractmethod
     def put_if_absent(self, native: str, data: bytes, accept_non_atomic: bool) -> bool:
         """Create the file with `data` unless it exists; True when written."""
-        raise NotImplementedError
 
+    @abstractmethod
     def put_atomic(self, native: str, data: bytes) -> None:
         """Create or replace the file so that readers never see a partial content."""
-        raise NotImplementedError
 
+    @abstractmethod
     def delete(self, native: str) -> bool:
         """Delete a file; False when it was already absent."""
-        raise NotImplementedError
 
     def delete_many(self, natives: list[str]) -> int:
         """Delete files; the number that existed and were deleted."""
@@ -197,7 +200,9 @@ class _LocalBackend(_Backend):
         return st.st_size, st.st_mtime_ns // 1_000_000
 
     def open_input(self, native: str) -> BinaryIO:
-        return open(native, "rb")
+        # Arrow's native file reads Parquet without going through Python file objects
+        # (several times faster for checkpoints); it is a binary, seekable reader too.
+        return pa.OSFile(native, "rb")
 
     @staticmethod
     def _write_temp(native: str, data: bytes) -> str:

@@ -56,7 +56,11 @@ def _checkpoint_rows(log: Path, version: int) -> list[dict] | None:
     first = files[0].name
     if re.match(r"^\d{20}\.checkpoint\.\d{10}\.\d{10}\.parquet$", first):
         n = int(first.split(".")[3])
-        files = [f for f in files if re.match(rf"^\d{{20}}\.checkpoint\.\d{{10}}\.{n:010d}\.parquet$", f.name)]
+        files = [
+            f
+            for f in files
+            if re.match(rf"^\d{{20}}\.checkpoint\.\d{{10}}\.{n:010d}\.parquet$", f.name)
+        ]
         if len(files) != n:
             return None
     else:
@@ -83,14 +87,16 @@ def _checkpoint_rows(log: Path, version: int) -> list[dict] | None:
 def oracle_replay(root: Path, version: int | None = None) -> OracleState:
     """Replay `root`'s log to `version` (latest commit when None)."""
     log = root / "_delta_log"
-    commits = sorted(
-        int(p.name[:20]) for p in log.iterdir() if re.match(r"^\d{20}\.json$", p.name)
-    )
+    commits = sorted(int(p.name[:20]) for p in log.iterdir() if re.match(r"^\d{20}\.json$", p.name))
     target = commits[-1] if version is None else version
     start_rows: list[dict] = []
     start = 0
     cp_versions = sorted(
-        {int(p.name[:20]) for p in log.iterdir() if ".checkpoint." in p.name and p.name[0].isdigit()},
+        {
+            int(p.name[:20])
+            for p in log.iterdir()
+            if ".checkpoint." in p.name and p.name[0].isdigit()
+        },
         reverse=True,
     )
     for cv in cp_versions:

@@ -13,8 +13,18 @@ from delta_ops_tests.conftest import corpus_path
 from delta_ops_tests.oracle import oracle_replay
 
 KEYS = {
-    "version", "timestamp", "protocol", "metadata", "num_files", "size_bytes", "num_tombstones",
-    "txns", "domains", "checkpoint_version", "unsupported_features", "warnings",
+    "version",
+    "timestamp",
+    "protocol",
+    "metadata",
+    "num_files",
+    "size_bytes",
+    "num_tombstones",
+    "txns",
+    "domains",
+    "checkpoint_version",
+    "unsupported_features",
+    "warnings",
 }
 
 
@@ -34,7 +44,12 @@ def test_snapshot_json_shape(capsys):
     assert obj["version"] == expected.version
     assert obj["protocol"] == expected.protocol
     assert set(obj["metadata"]) == {
-        "id", "name", "description", "partitionColumns", "configuration", "createdTime",
+        "id",
+        "name",
+        "description",
+        "partitionColumns",
+        "configuration",
+        "createdTime",
         "schemaString",
     }
     assert obj["metadata"]["partitionColumns"] == ["id"]
@@ -48,15 +63,23 @@ def test_snapshot_json_shape(capsys):
 
 
 def test_snapshot_json_reports_dvs_domains_and_unknown_features(capsys):
-    code, out, _ = run(capsys, "snapshot", str(corpus_path("deletion_vectors")), "--json", "--files")
+    code, out, _ = run(
+        capsys, "snapshot", str(corpus_path("deletion_vectors")), "--json", "--files"
+    )
     obj = json.loads(out)
     assert code == 0 and any(f["deletion_vector"] for f in obj["files"])
     code, out, _ = run(
-        capsys, "snapshot", str(corpus_path("kernel-benchmarks__basic_catalog_managed/delta")), "--json"
+        capsys,
+        "snapshot",
+        str(corpus_path("kernel-benchmarks__basic_catalog_managed/delta")),
+        "--json",
     )
     obj = json.loads(out)
     assert code == 0
-    assert "catalogManaged" in obj["unsupported_features"]["read"] + obj["unsupported_features"]["write"]
+    assert (
+        "catalogManaged"
+        in obj["unsupported_features"]["read"] + obj["unsupported_features"]["write"]
+    )
 
 
 def test_snapshot_version_and_text(capsys):
@@ -72,7 +95,12 @@ def test_snapshot_version_and_text(capsys):
     ],
 )
 def test_errors_are_one_line_without_traceback(capsys, argv, needle):
-    argv = [a.format(root=corpus_path("basic_append"), broken=corpus_path("golden__versions-not-contiguous")) for a in argv]
+    argv = [
+        a.format(
+            root=corpus_path("basic_append"), broken=corpus_path("golden__versions-not-contiguous")
+        )
+        for a in argv
+    ]
     code, out, err = run(capsys, *argv)
     assert code != 0 and out == ""
     assert needle in err and "Traceback" not in err

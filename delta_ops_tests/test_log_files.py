@@ -54,7 +54,9 @@ def test_every_spark_last_checkpoint_checksum_validates():
 
 
 def test_built_last_checkpoint_validates_and_tamper_fails():
-    lc = build_last_checkpoint(version=12, size=40, size_in_bytes=1234, num_of_add_files=30, parts=2)
+    lc = build_last_checkpoint(
+        version=12, size=40, size_in_bytes=1234, num_of_add_files=30, parts=2
+    )
     assert lc.checksum_valid
     tampered = dict(lc.raw, size=41)
     assert compute_checksum(tampered) != lc.checksum
@@ -65,12 +67,24 @@ def test_built_last_checkpoint_validates_and_tamper_fails():
     [
         ("00000000000000000007.json", LogFileKind.COMMIT, 7, {}),
         ("00000000000000000010.checkpoint.parquet", LogFileKind.CHECKPOINT_CLASSIC, 10, {}),
-        ("00000000000000000010.checkpoint.0000000002.0000000003.parquet",
-         LogFileKind.CHECKPOINT_MULTIPART, 10, {"part": 2, "num_parts": 3}),
-        ("00000000000000000002.checkpoint.6374b053-df23-479b-b2cf-c9c550132b49.json",
-         LogFileKind.CHECKPOINT_UUID, 2, {"uuid": "6374b053-df23-479b-b2cf-c9c550132b49", "format": "json"}),
-        ("00000000000000000006.00000000000000000010.compacted.json", LogFileKind.COMPACTION, 10,
-         {"start_version": 6}),
+        (
+            "00000000000000000010.checkpoint.0000000002.0000000003.parquet",
+            LogFileKind.CHECKPOINT_MULTIPART,
+            10,
+            {"part": 2, "num_parts": 3},
+        ),
+        (
+            "00000000000000000002.checkpoint.6374b053-df23-479b-b2cf-c9c550132b49.json",
+            LogFileKind.CHECKPOINT_UUID,
+            2,
+            {"uuid": "6374b053-df23-479b-b2cf-c9c550132b49", "format": "json"},
+        ),
+        (
+            "00000000000000000006.00000000000000000010.compacted.json",
+            LogFileKind.COMPACTION,
+            10,
+            {"start_version": 6},
+        ),
         ("00000000000000000004.crc", LogFileKind.CHECKSUM, 4, {}),
     ],
 )
@@ -83,9 +97,15 @@ def test_parse_names(name, kind, version, extra):
 
 @pytest.mark.parametrize(
     "name",
-    [".00000000000000000000.json.crc", "_last_checkpoint", "00000000000000000001.json.tmp",
-     "0000000000000000001.json", "00000000000000000010.checkpoint.0000000004.0000000003.parquet",
-     "00000000000000000010.00000000000000000006.compacted.json", "_sidecars"],
+    [
+        ".00000000000000000000.json.crc",
+        "_last_checkpoint",
+        "00000000000000000001.json.tmp",
+        "0000000000000000001.json",
+        "00000000000000000010.checkpoint.0000000004.0000000003.parquet",
+        "00000000000000000010.00000000000000000006.compacted.json",
+        "_sidecars",
+    ],
 )
 def test_non_log_names(name):
     assert filenames.parse(name) is None
@@ -216,16 +236,24 @@ def test_in_commit_timestamps_are_used(tmp_path):
     log = root / "_delta_log"
     log.mkdir(parents=True)
     proto = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
-          "schemaString": '{"type":"struct","fields":[]}',
-          "configuration": {"delta.enableInCommitTimestamps": "true"}}
+    md = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "partitionColumns": [],
+        "schemaString": '{"type":"struct","fields":[]}',
+        "configuration": {"delta.enableInCommitTimestamps": "true"},
+    }
     icts = [1_000_000, 2_000_000, 3_000_000]
     for v, ict in enumerate(icts):
         actions = [{"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict}}]
         if v == 0:
             actions += [{"protocol": proto}, {"metaData": md}]
-        (log / filenames.commit_name(v)).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
-        os.utime(log / filenames.commit_name(v), (5_000_000 - v, 5_000_000 - v))  # misleading mtimes
+        (log / filenames.commit_name(v)).write_text(
+            "\n".join(json.dumps(a) for a in actions) + "\n"
+        )
+        os.utime(
+            log / filenames.commit_name(v), (5_000_000 - v, 5_000_000 - v)
+        )  # misleading mtimes
     table = DeltaTable(str(root))
     assert table.snapshot().timestamp == 3_000_000
     assert table.snapshot(1).timestamp == 2_000_000
@@ -237,20 +265,44 @@ def test_ict_enablement_version_splits_history(tmp_path):
     root = tmp_path / "ict2"
     log = root / "_delta_log"
     log.mkdir(parents=True)
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
-          "schemaString": '{"type":"struct","fields":[]}', "configuration": {}}
+    md = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "partitionColumns": [],
+        "schemaString": '{"type":"struct","fields":[]}',
+        "configuration": {},
+    }
     (log / filenames.commit_name(0)).write_text(
-        json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}) + "\n"
-        + json.dumps({"metaData": md}) + "\n")
+        json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+        + "\n"
+        + json.dumps({"metaData": md})
+        + "\n"
+    )
     os.utime(log / filenames.commit_name(0), (100, 100))  # 100 s -> 100_000 ms
-    md2 = dict(md, configuration={"delta.enableInCommitTimestamps": "true",
-                                  "delta.inCommitTimestampEnablementVersion": "1",
-                                  "delta.inCommitTimestampEnablementTimestamp": "200000"})
+    md2 = dict(
+        md,
+        configuration={
+            "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "1",
+            "delta.inCommitTimestampEnablementTimestamp": "200000",
+        },
+    )
     (log / filenames.commit_name(1)).write_text(
-        json.dumps({"commitInfo": {"inCommitTimestamp": 200_000}}) + "\n"
-        + json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                                   "writerFeatures": ["inCommitTimestamp"]}}) + "\n"
-        + json.dumps({"metaData": md2}) + "\n")
+        json.dumps({"commitInfo": {"inCommitTimestamp": 200_000}})
+        + "\n"
+        + json.dumps(
+            {
+                "protocol": {
+                    "minReaderVersion": 1,
+                    "minWriterVersion": 7,
+                    "writerFeatures": ["inCommitTimestamp"],
+                }
+            }
+        )
+        + "\n"
+        + json.dumps({"metaData": md2})
+        + "\n"
+    )
     os.utime(log / filenames.commit_name(1), (1, 1))
     table = DeltaTable(str(root))
     assert table.snapshot(0).timestamp == 100_000

@@ -19,21 +19,50 @@ from hypothesis import strategies as st
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE
 from delta_ops.table import DeltaTable
 
-PROTOCOL = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-            "writerFeatures": ["deletionVectors", "domainMetadata"]}
-METADATA = {"id": "tbl", "format": {"provider": "parquet", "options": {}},
-            "schemaString": '{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]}',
-            "partitionColumns": [], "configuration": {}, "createdTime": 0}
+PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"],
+    "writerFeatures": ["deletionVectors", "domainMetadata"],
+}
+METADATA = {
+    "id": "tbl",
+    "format": {"provider": "parquet", "options": {}},
+    "schemaString": (
+        '{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]}'
+    ),
+    "partitionColumns": [],
+    "configuration": {},
+    "createdTime": 0,
+}
 
 FILES = [f"part-{i:03d}.parquet" for i in range(12)] + ["dir%20a/part-x.parquet"]
-DVS = [None, None, {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1,
-                    "sizeInBytes": 36, "cardinality": 2},
-       {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-        "sizeInBytes": 40, "cardinality": 6}]
+DVS = [
+    None,
+    None,
+    {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    },
+    {
+        "storageType": "i",
+        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+        "sizeInBytes": 40,
+        "cardinality": 6,
+    },
+]
 
 action = st.one_of(
-    st.tuples(st.just("add"), st.sampled_from(FILES), st.sampled_from(range(len(DVS))),
-              st.integers(1, 10_000), st.booleans()),
+    st.tuples(
+        st.just("add"),
+        st.sampled_from(FILES),
+        st.sampled_from(range(len(DVS))),
+        st.integers(1, 10_000),
+        st.booleans(),
+    ),
     st.tuples(st.just("remove"), st.sampled_from(FILES), st.sampled_from(range(len(DVS)))),
     st.tuples(st.just("txn"), st.sampled_from(["app-a", "app-b"]), st.integers(0, 50)),
     st.tuples(st.just("domain"), st.sampled_from(["d1", "d2"]), st.booleans()),
@@ -46,13 +75,26 @@ def _to_json(a, root: Path, version: int) -> dict:
     if kind == "add":
         _, f, dv, size, absolute = a
         path = f"file://{root}/{f}" if absolute else f
-        return {"add": {"path": path, "partitionValues": {}, "size": size,
-                        "modificationTime": version, "dataChange": True,
-                        "deletionVector": DVS[dv]}}
+        return {
+            "add": {
+                "path": path,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": version,
+                "dataChange": True,
+                "deletionVector": DVS[dv],
+            }
+        }
     if kind == "remove":
         _, f, dv = a
-        return {"remove": {"path": f, "deletionTimestamp": version, "dataChange": True,
-                           "deletionVector": DVS[dv]}}
+        return {
+            "remove": {
+                "path": f,
+                "deletionTimestamp": version,
+                "dataChange": True,
+                "deletionVector": DVS[dv],
+            }
+        }
     if kind == "txn":
         return {"txn": {"appId": a[1], "version": a[2]}}
     return {"domainMetadata": {"domain": a[1], "configuration": f"c{version}", "removed": a[2]}}
@@ -60,8 +102,9 @@ def _to_json(a, root: Path, version: int) -> dict:
 
 def _norm(path: str, root: Path) -> str:
     from urllib.parse import unquote
+
     prefix = f"file://{root}/"
-    return unquote(path[len(prefix):] if path.startswith(prefix) else path)
+    return unquote(path[len(prefix) :] if path.startswith(prefix) else path)
 
 
 def _naive(commits: list[list[dict]], root: Path, upto: int):
@@ -94,24 +137,54 @@ def _write_checkpoint(root: Path, version: int, state) -> None:
     rows += [{"txn": {"appId": k, "version": v}} for k, v in txns.items()]
     rows += [{"domainMetadata": d} for d in domains.values()]
     fmt = pa.struct([("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))])
-    schema = pa.schema([
-        ("protocol", pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32()),
-                                ("readerFeatures", pa.list_(pa.string())),
-                                ("writerFeatures", pa.list_(pa.string()))])),
-        ("metaData", pa.struct([("id", pa.string()), ("format", fmt), ("schemaString", pa.string()),
-                                ("partitionColumns", pa.list_(pa.string())),
-                                ("configuration", pa.map_(pa.string(), pa.string())),
-                                ("createdTime", pa.int64())])),
-        ("add", ADD_TYPE), ("remove", REMOVE_TYPE),
-        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
-        ("domainMetadata", pa.struct([("domain", pa.string()), ("configuration", pa.string()),
-                                      ("removed", pa.bool_())])),
-    ])
+    schema = pa.schema(
+        [
+            (
+                "protocol",
+                pa.struct(
+                    [
+                        ("minReaderVersion", pa.int32()),
+                        ("minWriterVersion", pa.int32()),
+                        ("readerFeatures", pa.list_(pa.string())),
+                        ("writerFeatures", pa.list_(pa.string())),
+                    ]
+                ),
+            ),
+            (
+                "metaData",
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("format", fmt),
+                        ("schemaString", pa.string()),
+                        ("partitionColumns", pa.list_(pa.string())),
+                        ("configuration", pa.map_(pa.string(), pa.string())),
+                        ("createdTime", pa.int64()),
+                    ]
+                ),
+            ),
+            ("add", ADD_TYPE),
+            ("remove", REMOVE_TYPE),
+            ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
+            (
+                "domainMetadata",
+                pa.struct(
+                    [
+                        ("domain", pa.string()),
+                        ("configuration", pa.string()),
+                        ("removed", pa.bool_()),
+                    ]
+                ),
+            ),
+        ]
+    )
     table = pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
     pq.write_table(table, root / "_delta_log" / f"{version:020d}.checkpoint.parquet")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(history=history, data=st.data())
 def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
     root = tmp_path_factory.mktemp("hist")
@@ -146,10 +219,28 @@ def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
             for r in snap.files.select(["path", "size", "deletionVector"]).to_pylist()
         }
         # Arrow fills absent DV fields (offset) with None; compare DVs by their non-null fields.
-        got = {(p, json.dumps({k: x for k, x in json.loads(d).items() if x is not None}, sort_keys=True) if d != "null" else d): s
-               for (p, d), s in got.items()}
-        want = {(p, json.dumps({k: x for k, x in json.loads(d).items() if x is not None}, sort_keys=True) if d != "null" else d): a["size"]
-                for (p, d), a in files.items()}
+        got = {
+            (
+                p,
+                json.dumps(
+                    {k: x for k, x in json.loads(d).items() if x is not None}, sort_keys=True
+                )
+                if d != "null"
+                else d,
+            ): s
+            for (p, d), s in got.items()
+        }
+        want = {
+            (
+                p,
+                json.dumps(
+                    {k: x for k, x in json.loads(d).items() if x is not None}, sort_keys=True
+                )
+                if d != "null"
+                else d,
+            ): a["size"]
+            for (p, d), a in files.items()
+        }
         assert got == want, f"version {v} (checkpoint {cp})"
         assert {a: t.version for a, t in snap.txns.items()} == txns
         assert {d: m.configuration for d, m in snap.domains.items()} == {

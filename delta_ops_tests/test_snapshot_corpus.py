@@ -87,7 +87,9 @@ def test_not_contiguous_table_still_reads_before_the_gap():
     assert snap.version == 0
 
 
-@pytest.mark.parametrize("name", ["golden__corrupted-last-checkpoint", "golden__corrupted-last-checkpoint-kernel"])
+@pytest.mark.parametrize(
+    "name", ["golden__corrupted-last-checkpoint", "golden__corrupted-last-checkpoint-kernel"]
+)
 def test_corrupted_last_checkpoint_falls_back_to_listing(name):
     root = corpus_path(name)
     snap = DeltaTable(str(root)).snapshot()
@@ -110,9 +112,15 @@ def test_v2_checkpoint_with_missing_sidecar_falls_back(table_copy):
     before = DeltaTable(str(root)).snapshot()
     sidecars = sorted((root / "_delta_log" / "_sidecars").iterdir())
     # Sidecars of the newest checkpoint (v4) go missing: the reader must fall back.
-    cp4 = [p for p in (root / "_delta_log").iterdir() if p.name.startswith("00000000000000000004.checkpoint")]
+    cp4 = [
+        p
+        for p in (root / "_delta_log").iterdir()
+        if p.name.startswith("00000000000000000004.checkpoint")
+    ]
     assert cp4
-    referenced = [s for s in sidecars if s.name in cp4[0].read_text(errors="ignore")] or sidecars[-1:]
+    referenced = [s for s in sidecars if s.name in cp4[0].read_text(errors="ignore")] or sidecars[
+        -1:
+    ]
     for s in referenced:
         s.unlink()
     after = DeltaTable(str(root)).snapshot()
@@ -122,7 +130,9 @@ def test_v2_checkpoint_with_missing_sidecar_falls_back(table_copy):
 
 def test_missing_version_is_a_clear_error():
     root = corpus_path("basic_append")
-    with pytest.raises(VersionNotFoundError, match="version 7 does not exist; the latest version is 1"):
+    with pytest.raises(
+        VersionNotFoundError, match="version 7 does not exist; the latest version is 1"
+    ):
         DeltaTable(str(root)).snapshot(7)
 
 

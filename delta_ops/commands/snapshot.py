@@ -56,7 +56,9 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
                 "deletion_vector": _dv_id(dv),
             }
             for p, s, dv in zip(
-                files.column("path").to_pylist(), files.column("size").to_pylist(), dvs,
+                files.column("path").to_pylist(),
+                files.column("size").to_pylist(),
+                dvs,
                 strict=True,
             )
         ]
@@ -91,8 +93,6 @@ def _cmd_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     if args.files:
         lines += [f"  {f['path']}  {f['size']}" for f in obj["files"]]
     return obj, "\n".join(lines), 0
-
-
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -72,4 +72,5 @@ class Engine(ABC):
         """(file counts, total bytes) per bin; bin i is [boundaries[i], boundaries[i+1])."""
 
     def close(self) -> None:
-        """Release resources (thread pools, sessions the engine started)."""
+        """Release resources (thread pools, sessions the engine started); nothing by default."""
+        return None

@@ -83,7 +83,10 @@ class LocalEngine(Engine):
 
         counts = self._map(one, paths)
         return pa.table(
-            {"path": pa.array(list(paths), pa.string()), "num_records": pa.array(counts, pa.int64())},
+            {
+                "path": pa.array(list(paths), pa.string()),
+                "num_records": pa.array(counts, pa.int64()),
+            },
             schema=ROW_COUNT_SCHEMA,
         )
 

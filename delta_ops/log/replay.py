@@ -116,7 +116,9 @@ class _Reconciler:
         self._have_protocol = False
         self._have_metadata = False
 
-    def apply_newest_first(self, actions: list[dict], *, table: str, version: int, file: str) -> None:
+    def apply_newest_first(
+        self, actions: list[dict], *, table: str, version: int, file: str
+    ) -> None:
         state = self.state
         root = self.root
         seen = self.seen
@@ -153,7 +155,9 @@ class _Reconciler:
                 except (KeyError, TypeError) as exc:
                     raise CorruptLogError(
                         f"invalid domainMetadata action {d!r}",
-                        table=table, version=version, file=file,
+                        table=table,
+                        version=version,
+                        file=file,
                     ) from exc
                 state.domains.setdefault(dm.domain, dm)
             elif (c := obj.get("commitInfo")) is not None:
@@ -194,7 +198,9 @@ def _stringify_maps(row: dict) -> dict:
         v = out.get(k)
         if isinstance(v, dict):
             out[k] = {
-                kk: (None if vv is None else vv if isinstance(vv, str) else orjson.dumps(vv).decode())
+                kk: (
+                    None if vv is None else vv if isinstance(vv, str) else orjson.dumps(vv).decode()
+                )
                 for kk, vv in v.items()
             }
     return out
@@ -237,12 +243,8 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
         cp_adds, cp_removes = cp.adds, cp.removes
         if rec.seen:
             value_set = pa.array(list(rec.seen), pa.string())
-            if cp_adds.num_rows:
-                keep = pc.invert(pc.is_in(_keys_of(cp_adds, table), value_set))
-                cp_adds = cp_adds.filter(keep)
-            if cp_removes.num_rows:
-                keep = pc.invert(pc.is_in(_keys_of(cp_removes, table), value_set))
-                cp_removes = cp_removes.filter(keep)
+            cp_adds = _drop_superseded(cp_adds, value_set, table)
+            cp_removes = _drop_superseded(cp_removes, value_set, table)
         adds = pa.concat_tables([cp_adds, adds]) if adds.num_rows else cp_adds
         removes = pa.concat_tables([cp_removes, removes]) if removes.num_rows else cp_removes
     state.adds = adds
@@ -250,8 +252,23 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
     return state
 
 
-def _keys_of(actions: pa.Table, root: str) -> pa.ChunkedArray:
-    return file_keys(actions.select(["path", "deletionVector"]).to_struct_array(), root)
+def _drop_superseded(actions: pa.Table, value_set: pa.Array, root: str) -> pa.Table:
+    """Checkpoint actions minus those whose key a later commit touched. Only record
+    batches that hold such a key are filtered (copied); the others are kept as they are."""
+    if not actions.num_rows:
+        return actions
+    batches = []
+    for batch in actions.to_batches():
+        keys = file_keys(
+            pa.StructArray.from_arrays(
+                [batch.column("path"), batch.column("deletionVector")],
+                names=["path", "deletionVector"],
+            ),
+            root,
+        )
+        hit = pc.is_in(keys, value_set=value_set)
+        batches.append(batch.filter(pc.invert(hit)) if pc.any(hit).as_py() else batch)
+    return pa.Table.from_batches(batches, schema=actions.schema)
 
 
 @dataclass
@@ -305,7 +322,9 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
         if not storage.exists(path):
             raise SidecarMissingError(
                 "V2 checkpoint references a sidecar that does not exist",
-                table=table, version=checkpoint.version, file=path,
+                table=table,
+                version=checkpoint.version,
+                file=path,
             )
         part = _read_parquet_actions(storage, path, checkpoint.version)
         num_actions += part.num_actions
@@ -343,10 +362,18 @@ def _sidecar_relative(name: str, table: str) -> str:
         return filenames.sidecar_path(name)
     rel = canonical_path(name, table)
     if rel.startswith(("file:", "s3:")) or "://" in rel:
-        raise CorruptLogError(
-            f"sidecar path {name!r} points outside the table", table=table
-        )
+        raise CorruptLogError(f"sidecar path {name!r} points outside the table", table=table)
     return rel
+
+
+def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:
+    """Rows whose path is set; a zero-copy slice when they are contiguous (the usual case:
+    other actions sit at the start of the first row group)."""
+    n_valid = len(path) - path.null_count
+    first = pc.index(pc.is_valid(path), True).as_py()
+    if first >= 0 and path.slice(first, n_valid).null_count == 0:
+        return chunk.slice(first, n_valid)
+    return chunk.filter(pc.is_valid(path))
 
 
 @dataclass
@@ -357,7 +384,14 @@ class _ParquetActions:
     num_actions: int
 
 
-_NON_FILE_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+_NON_FILE_COLUMNS = (
+    "metaData",
+    "protocol",
+    "txn",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
 
 
 def _read_parquet_actions(storage: Storage, path: str, version: int) -> _ParquetActions:
@@ -380,7 +414,9 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
     except (OSError, pa.ArrowInvalid) as exc:
         raise CorruptLogError(
             f"checkpoint file cannot be read as Parquet: {exc}",
-            table=table_uri, version=version, file=path,
+            table=table_uri,
+            version=version,
+            file=path,
         ) from exc
     except StorageError:
         raise
@@ -404,7 +440,8 @@ def _read_file_action_column(
     else:
         chunks = [
             pa.StructArray.from_arrays(
-                [c.chunk(i) for c in t.columns], names=t.column_names,
+                [c.chunk(i) for c in t.columns],
+                names=t.column_names,
                 mask=pc.is_null(t.column("path").chunk(i)),
             )
             for i in range(t.column(0).num_chunks)
@@ -415,7 +452,7 @@ def _read_file_action_column(
         if valid.null_count == len(valid):
             continue
         if valid.null_count:
-            chunk = chunk.filter(pc.is_valid(valid))
+            chunk = _valid_rows(chunk, valid)
         out.append(conform(chunk, target))
     schema = pa.schema(list(target))
     if not out:

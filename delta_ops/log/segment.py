@@ -233,7 +233,8 @@ def _segment_from_listing(
                 return None
             raise VersionNotFoundError(
                 f"version {version} does not exist; the latest version is {newest}",
-                table=table, version=version,
+                table=table,
+                version=version,
             )
         target = version
 
@@ -242,8 +243,10 @@ def _segment_from_listing(
         return None
 
     start = checkpoint.version + 1 if checkpoint else 0
-    if checkpoint is None and start not in commits and not any(
-        lf.start_version == 0 for lf, _ in compactions
+    if (
+        checkpoint is None
+        and start not in commits
+        and not any(lf.start_version == 0 for lf, _ in compactions)
     ):
         if from_hint:
             return None
@@ -252,12 +255,14 @@ def _segment_from_listing(
             raise VersionNotFoundError(
                 f"version {version} cannot be reconstructed: the log starts at version "
                 f"{oldest} and there is no checkpoint at or below {version}",
-                table=table, version=version,
+                table=table,
+                version=version,
             )
         raise CorruptLogError(
             f"the log starts at version {oldest} with no checkpoint to start from "
             "(version 0 is missing)",
-            table=table, version=oldest,
+            table=table,
+            version=oldest,
             file=f"{LOG_DIR}/{filenames.commit_name(0)}",
         )
 
@@ -281,7 +286,9 @@ def _segment_from_listing(
             raise CorruptLogError(
                 f"versions are not contiguous: commit {pos} is missing between "
                 f"{pos - 1 if pos else 'the start'} and {target}",
-                table=table, version=pos, file=f"{LOG_DIR}/{filenames.commit_name(pos)}",
+                table=table,
+                version=pos,
+                file=f"{LOG_DIR}/{filenames.commit_name(pos)}",
             )
         deltas.append(Delta(pos, pos, info))
         pos += 1

@@ -210,25 +210,29 @@ def _snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplaySta
     if state.protocol is None:
         raise CorruptLogError(
             "no protocol action found while reconstructing the table state",
-            table=table, version=segment.version,
+            table=table,
+            version=segment.version,
         )
     if state.metadata is None:
         raise CorruptLogError(
             "no metaData action found while reconstructing the table state",
-            table=table, version=segment.version,
+            table=table,
+            version=segment.version,
         )
     reader = state.protocol.get("minReaderVersion")
     writer = state.protocol.get("minWriterVersion")
     if not isinstance(reader, int) or not isinstance(writer, int):
         raise CorruptLogError(
             f"protocol action lacks integer reader/writer versions: {state.protocol!r}",
-            table=table, version=segment.version,
+            table=table,
+            version=segment.version,
         )
     if reader > MAX_READER_VERSION or writer > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(
             f"protocol (reader {reader}, writer {writer}) is newer than the Delta protocol "
             f"this tool implements (reader {MAX_READER_VERSION}, writer {MAX_WRITER_VERSION})",
-            table=table, version=segment.version,
+            table=table,
+            version=segment.version,
         )
     return Snapshot(
         storage=storage,

@@ -58,7 +58,9 @@ def read_in_commit_timestamp(storage: Storage, version: int) -> int:
             return int(ci["inCommitTimestamp"])
     raise CorruptLogError(
         "in-commit timestamps are enabled but the commit has no commitInfo.inCommitTimestamp",
-        table=storage.root, version=version, file=path,
+        table=storage.root,
+        version=version,
+        file=path,
     )
 
 

@@ -210,7 +210,7 @@ def canonical_path(path: str, root: str) -> str:
     root_abs = _absolute_form(root) or root
     prefix = root_abs.rstrip("/") + "/"
     if absolute.startswith(prefix):
-        return absolute[len(prefix):]
+        return absolute[len(prefix) :]
     return absolute
 
 
@@ -239,17 +239,12 @@ def file_key(path: str, dv: Mapping[str, Any] | None, root: str) -> str:
     return cp if uid is None else f"{cp}\x00{uid}"
 
 
-def file_keys(
-    actions: pa.StructArray | pa.ChunkedArray, root: str
-) -> pa.Array | pa.ChunkedArray:
+def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array | pa.ChunkedArray:
     """Vectorized `file_key` over an Arrow array of add or remove structs (no nulls)."""
     if isinstance(actions, pa.ChunkedArray):
         return pa.chunked_array([file_keys(c, root) for c in actions.chunks], type=pa.string())
     paths = actions.field("path")
-    needs = pc.or_(
-        pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, ":")),
-        pc.starts_with(paths, "/"),
-    )
+    needs = pc.match_substring_regex(paths, r"[%:]|^/")
     if pc.any(needs).as_py():
         fixed = [
             canonical_path(p, root) if n else p

@@ -98,7 +98,12 @@ def parse(name: str) -> LogFile | None:
         if parts < 1 or not 1 <= part <= parts:
             return None
         return LogFile(
-            name, LogFileKind.CHECKPOINT_MULTIPART, v, v, part=part, num_parts=parts,
+            name,
+            LogFileKind.CHECKPOINT_MULTIPART,
+            v,
+            v,
+            part=part,
+            num_parts=parts,
             format="parquet",
         )
     if m := _UUID.match(name):

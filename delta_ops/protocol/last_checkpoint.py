@@ -50,7 +50,7 @@ def _flatten(prefix: list[str], value: Any, out: list[tuple[str, str]]) -> None:
 
 
 def canonicalize(obj: Mapping[str, Any]) -> str:
-    """Canonical JSON form used for the `_last_checkpoint` checksum (top-level `checksum` ignored)."""
+    """Canonical JSON form for the `_last_checkpoint` checksum (top-level `checksum` ignored)."""
     pairs: list[tuple[str, str]] = []
     for k, v in obj.items():
         if k == "checksum":
