@@ -10,10 +10,9 @@ Python objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -122,17 +121,31 @@ class _Reconciler:
         state = self.state
         root = self.root
         seen = self.seen
+        seen_add = seen.add
+        # Hot loop (one iteration per action of every commit): locals, no helper calls for
+        # the common case of a relative path without a deletion vector.
         for obj in reversed(actions):
-            if (a := obj.get("add")) is not None:
-                key = _key(a, root)
+            a = obj.get("add")
+            out = self.adds
+            if a is None:
+                a = obj.get("remove")
+                out = self.removes
+            if a is not None:
+                path = a.get("path")
+                if path.__class__ is not str:
+                    raise CorruptLogError(
+                        f"file action without a path: {obj!r}",
+                        table=table,
+                        version=version,
+                        file=file,
+                    )
+                if "%" in path or ":" in path or path[:1] == "/":
+                    path = canonical_path(path, root)
+                dv = a.get("deletionVector")
+                key = f"{path}\x00{dv_unique_id(dv)}" if dv else path
                 if key not in seen:
-                    seen.add(key)
-                    self.adds.append(a)
-            elif (r := obj.get("remove")) is not None:
-                key = _key(r, root)
-                if key not in seen:
-                    seen.add(key)
-                    self.removes.append(r)
+                    seen_add(key)
+                    out.append(a)
             elif (m := obj.get("metaData")) is not None:
                 if not self._have_metadata:
                     state.metadata = Metadata(m)
@@ -167,18 +180,6 @@ class _Reconciler:
         adds = pa.Table.from_struct_array(_struct_array(self.adds, ADD_TYPE))
         removes = pa.Table.from_struct_array(_struct_array(self.removes, REMOVE_TYPE))
         return adds, removes
-
-
-def _key(action: Mapping[str, Any], root: str) -> str:
-    path = action.get("path")
-    if not isinstance(path, str):
-        raise CorruptLogError(f"file action without a path: {dict(action)!r}", table=root)
-    dv = action.get("deletionVector")
-    if "%" in path or ":" in path or path.startswith("/"):
-        path = canonical_path(path, root)
-    if dv:
-        return f"{path}\x00{dv_unique_id(dv)}"
-    return path
 
 
 def _struct_array(rows: list[dict], typ: pa.StructType) -> pa.StructArray:
