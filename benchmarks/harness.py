@@ -1,7 +1,8 @@
 """Measure delta_ops against deltalake in fresh processes, alternating, in one run.
 
 Each measurement runs a small Python snippet in its own interpreter so peak RSS belongs to
-that operation alone; the snippet's `setup` runs before the clock starts and its `run` is
+that operation alone (VmHWM of the interpreter's own address space: `ru_maxrss` would carry
+the parent's peak across fork and exec); the snippet's `setup` runs before the clock starts and its `run` is
 timed. Ours and theirs alternate (ABAB...) so drift in the machine hits both alike.
 """
 
@@ -21,8 +22,9 @@ gc.collect()
 t0 = time.perf_counter()
 {run}
 dt = time.perf_counter() - t0
-print(json.dumps({{"seconds": dt,
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+rss_kb = int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": dt, "rss_mb": rss_kb / 1024}}))
 """
 
 

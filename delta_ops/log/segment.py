@@ -266,32 +266,7 @@ def _segment_from_listing(
             file=f"{LOG_DIR}/{filenames.commit_name(0)}",
         )
 
-    by_start: dict[int, list[tuple[LogFile, FileInfo]]] = defaultdict(list)
-    for lf, info in compactions:
-        if lf.start_version >= start and lf.version <= target:
-            by_start[lf.start_version].append((lf, info))
-    deltas: list[Delta] = []
-    pos = start
-    while pos <= target:
-        candidates = by_start.get(pos)
-        if candidates:
-            lf, info = max(candidates, key=lambda c: c[0].version)
-            # Prefer the commit itself when the compaction covers only that one version.
-            if lf.version > pos or pos not in commits:
-                deltas.append(Delta(lf.start_version, lf.version, info))
-                pos = lf.version + 1
-                continue
-        info = commits.get(pos)
-        if info is None:
-            raise CorruptLogError(
-                f"versions are not contiguous: commit {pos} is missing between "
-                f"{pos - 1 if pos else 'the start'} and {target}",
-                table=table,
-                version=pos,
-                file=f"{LOG_DIR}/{filenames.commit_name(pos)}",
-            )
-        deltas.append(Delta(pos, pos, info))
-        pos += 1
+    deltas = _cover(table, start, target, commits, compactions)
 
     listed_commits = tuple(commits[v] for v in sorted(commits) if start <= v <= target)
     return LogSegment(
@@ -303,3 +278,54 @@ def _segment_from_listing(
         last_checkpoint=hint,
         last_checkpoint_problem=problem,
     )
+
+
+def _cover(
+    table: str,
+    start: int,
+    target: int,
+    commits: dict[int, FileInfo],
+    compactions: list[tuple[LogFile, FileInfo]],
+) -> list[Delta]:
+    """The fewest commits and compactions that cover versions start..target exactly.
+
+    A shortest path over positions start..target+1: commit v is an edge v -> v+1, and the
+    compaction x.y an edge x -> y+1. Positions only grow, so one pass in order is enough.
+    On ties a commit is preferred to a compaction (commits come first and only a strictly
+    shorter path replaces a found one). Unlike picking the longest compaction at each
+    position, this finds a cover whenever one exists (e.g. 0-4 + 5-15 when commits are gone
+    and 0-10 would strand version 11) and never reads more files than needed.
+    """
+    edges: dict[int, list[tuple[int, Delta]]] = defaultdict(list)
+    for v in range(start, target + 1):
+        if v in commits:
+            edges[v].append((v + 1, Delta(v, v, commits[v])))
+    for lf, info in compactions:
+        if start <= lf.start_version and lf.version <= target:
+            delta = Delta(lf.start_version, lf.version, info)
+            edges[lf.start_version].append((lf.version + 1, delta))
+    best: dict[int, tuple[int, int, Delta | None]] = {start: (0, -1, None)}
+    for pos in range(start, target + 1):
+        if pos not in best:
+            continue
+        hops = best[pos][0] + 1
+        for nxt, delta in edges.get(pos, ()):
+            if nxt not in best or hops < best[nxt][0]:
+                best[nxt] = (hops, pos, delta)
+    if target + 1 not in best:
+        # The furthest reachable position has no commit (else the next one would be reachable).
+        missing = max(p for p in best if p <= target)
+        raise CorruptLogError(
+            f"versions are not contiguous: commit {missing} is missing between "
+            f"{missing - 1 if missing else 'the start'} and {target}",
+            table=table, version=missing, file=f"{LOG_DIR}/{filenames.commit_name(missing)}",
+        )
+    out: list[Delta] = []
+    pos = target + 1
+    while pos != start:
+        _, prev, delta = best[pos]
+        assert delta is not None
+        out.append(delta)
+        pos = prev
+    out.reverse()
+    return out

@@ -1,0 +1,378 @@
+"""Log compaction: write `x.y.compacted.json`, and the policy that decides which ranges.
+
+Spec section: "Log Compaction Files" (a compaction holds the action reconciliation of
+commits x..y; readers may use it instead of those commits), with "Action Reconciliation"
+for what survives: the latest `add`/`remove` per file key (path + deletion vector id;
+removes stay as tombstones, since an earlier checkpoint may still list the file), the latest
+`txn` per appId, the latest `domainMetadata` per domain (removed ones stay as tombstones for
+the same reason), and the latest `protocol` and `metaData` when the range has one. No
+`commitInfo`, no `cdc`: they are per-commit information, not state.
+
+Reading compactions is the log segment's job (`delta_ops.log.segment`); this module writes
+them. The file appears atomically (put-if-absent) and an existing file under the same name is
+never replaced: it is an `already_existed` result, with a check of whether it reconciles to
+the same actions.
+
+The policy (`compaction_plan`) compacts the commits after the latest checkpoint in fixed
+windows of `interval` commits starting right after that checkpoint. It is off by default
+(`DEFAULT_COMPACTION_INTERVAL` is None): delta-kernel-rs switched log compaction off for
+insufficient integration coverage once, and readers that ignore compactions gain nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+
+from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
+from delta_ops.log.replay import parse_json_actions
+from delta_ops.log.segment import (
+    CheckpointFiles,
+    _complete_checkpoints,
+    build_log_segment,
+    list_log,
+)
+from delta_ops.log.snapshot import Snapshot
+from delta_ops.protocol import features
+from delta_ops.protocol.actions import file_key
+from delta_ops.protocol.crc import InvalidChecksumError, parse_checksum
+from delta_ops.protocol.filenames import (
+    LOG_DIR,
+    LogFile,
+    LogFileKind,
+    checksum_name,
+    commit_name,
+    compaction_name,
+)
+from delta_ops.storage import FileInfo, Storage
+
+#: Off until a table (or the registry's policy) asks for it.
+DEFAULT_COMPACTION_INTERVAL: int | None = None
+#: Table property read by `compaction_interval` (delta_ops' own; Delta defines none).
+COMPACTION_INTERVAL_PROPERTY = "delta.logCompactionInterval"
+
+# Actions kept by reconciliation, in the order they are written.
+_ORDER = ("protocol", "metaData", "txn", "domainMetadata", "add", "remove")
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """Outcome of compacting commits `start`..`end`.
+
+    Attributes:
+        file: the compaction file, relative to the table root.
+        num_actions: actions in the compaction we computed.
+        already_existed: a file with that name was already there (it was not replaced).
+        existing_matches: when it already existed: whether its actions reconcile to the
+            same state as ours (False means the existing file is wrong for its range).
+    """
+
+    table: str
+    start: int
+    end: int
+    file: str
+    num_actions: int
+    already_existed: bool
+    existing_matches: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "start": self.start,
+            "end": self.end,
+            "file": self.file,
+            "num_actions": self.num_actions,
+            "already_existed": self.already_existed,
+            "existing_matches": self.existing_matches,
+        }
+
+
+def reconcile_actions(commits: Iterable[Sequence[Mapping[str, Any]]], *, root: str) -> list[dict]:
+    """Action reconciliation of consecutive commits, oldest first. Pure.
+
+    Within a commit a later line wins over an earlier one for the same key, as readers do.
+
+    Args:
+        commits: the actions of each commit, oldest commit first.
+        root: the table root URI (to canonicalize absolute paths in file keys).
+
+    Returns:
+        The surviving actions as single-key dicts: protocol, metaData, txns (by appId),
+        domainMetadata (by domain), adds, then removes.
+
+    Raises:
+        CorruptLogError: a file action without a path, or a txn/domain without its key.
+    """
+    protocol: dict | None = None
+    metadata: dict | None = None
+    txns: dict[str, dict] = {}
+    domains: dict[str, dict] = {}
+    files: dict[str, tuple[str, dict]] = {}
+    for actions in commits:
+        for action in actions:
+            for kind in ("add", "remove"):
+                body = action.get(kind)
+                if body is None:
+                    continue
+                path = body.get("path")
+                if not isinstance(path, str):
+                    raise CorruptLogError(
+                        f"{kind} action without a path: {body!r:.200}", table=root
+                    )
+                key = file_key(path, body.get("deletionVector"), root)
+                files.pop(key, None)  # the newest occurrence decides the position
+                files[key] = (kind, body)
+            if (p := action.get("protocol")) is not None:
+                protocol = p
+            elif (m := action.get("metaData")) is not None:
+                metadata = m
+            elif (t := action.get("txn")) is not None:
+                app = t.get("appId")
+                if not isinstance(app, str):
+                    raise CorruptLogError(f"txn action without an appId: {t!r:.200}", table=root)
+                txns[app] = t
+            elif (d := action.get("domainMetadata")) is not None:
+                domain = d.get("domain")
+                if not isinstance(domain, str):
+                    raise CorruptLogError(
+                        f"domainMetadata action without a domain: {d!r:.200}", table=root
+                    )
+                domains[domain] = d
+    out: list[dict] = []
+    if protocol is not None:
+        out.append({"protocol": protocol})
+    if metadata is not None:
+        out.append({"metaData": metadata})
+    out += [{"txn": t} for t in txns.values()]
+    out += [{"domainMetadata": d} for d in domains.values()]
+    out += [{kind: body} for kind, body in files.values() if kind == "add"]
+    out += [{kind: body} for kind, body in files.values() if kind == "remove"]
+    return out
+
+
+def _canonical_set(actions: Iterable[Mapping[str, Any]]) -> set[bytes]:
+    return {orjson.dumps(a, option=orjson.OPT_SORT_KEYS) for a in actions}
+
+
+def _storage(table_or_storage: Any) -> Storage:
+    if isinstance(table_or_storage, Storage):
+        return table_or_storage
+    if isinstance(table_or_storage, str):
+        return Storage.for_uri(table_or_storage)
+    storage = getattr(table_or_storage, "storage", None)
+    if isinstance(storage, Storage):
+        return storage
+    raise TypeError(
+        f"expected a DeltaTable, Storage or URI string, not {type(table_or_storage).__name__}"
+    )
+
+
+def _read_commit(storage: Storage, version: int) -> list[dict]:
+    path = f"{LOG_DIR}/{commit_name(version)}"
+    try:
+        data = storage.read(path)
+    except StorageError as exc:
+        if not storage.exists(path):
+            raise VersionNotFoundError(
+                "cannot compact: the commit does not exist",
+                table=storage.root, version=version, file=path,
+            ) from exc
+        raise
+    return parse_json_actions(data, table=storage.root, version=version, file=path)
+
+
+def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list[dict]]) -> dict:
+    """The protocol in force at the end of the range, found cheaply.
+
+    The newest protocol action inside the range; else the protocol of `start-1.crc`; else
+    the newest one in the commits between the checkpoint and the range; else the
+    checkpoint's (only its `protocol` column is read).
+    """
+    for actions in range_newest_first:
+        for action in reversed(actions):
+            if (p := action.get("protocol")) is not None:
+                return p
+    if start == 0:
+        raise CorruptLogError("the log has no protocol action", table=storage.root, version=0)
+    crc_path = f"{LOG_DIR}/{checksum_name(start - 1)}"
+    if storage.exists(crc_path):
+        try:
+            recorded = parse_checksum(storage.read(crc_path))
+        except InvalidChecksumError:
+            recorded = None
+        if recorded is not None and recorded.protocol is not None:
+            return recorded.protocol
+    segment = build_log_segment(storage, start - 1)
+    for delta in reversed(segment.deltas):
+        data = storage.read(delta.file.path)
+        if b'"protocol"' not in data:
+            continue
+        actions = parse_json_actions(
+            data, table=storage.root, version=delta.end, file=delta.file.path
+        )
+        for action in reversed(actions):
+            if (p := action.get("protocol")) is not None:
+                return p
+    if segment.checkpoint is not None:
+        found = _checkpoint_protocol(storage, segment.checkpoint)
+        if found is not None:
+            return found
+    raise CorruptLogError(
+        "no protocol action found before the compacted range", table=storage.root,
+        version=start - 1,
+    )
+
+
+def _checkpoint_protocol(storage: Storage, checkpoint: CheckpointFiles) -> dict | None:
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        if lf.format == "json":
+            actions = parse_json_actions(
+                storage.read(info.path), table=storage.root, version=lf.version, file=info.path
+            )
+            found = [a["protocol"] for a in actions if a.get("protocol") is not None]
+        else:
+            with storage.open_input(info.path) as fh:
+                pf = pq.ParquetFile(fh)
+                if "protocol" not in pf.schema_arrow.names:
+                    continue
+                column = pf.read(columns=["protocol"]).column("protocol")
+                found = [p for p in column.to_pylist() if p is not None]
+        if found:
+            return {k: v for k, v in found[-1].items() if v is not None}
+    return None
+
+
+def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionResult:
+    """Write `start.end.compacted.json` holding the reconciliation of commits start..end.
+
+    Args:
+        table_or_storage: a DeltaTable, Storage or table URI.
+        start: first commit of the range.
+        end: last commit of the range (> start: one commit is its own compaction).
+
+    Raises:
+        ValueError: an empty or one-commit range, or a negative start.
+        VersionNotFoundError: a commit of the range does not exist.
+        UnsupportedFeatureError: the table's protocol does not allow delta_ops to write.
+        CorruptLogError: a commit is not valid JSON or has malformed actions.
+    """
+    if start < 0 or end <= start:
+        raise ValueError(
+            f"a compaction covers at least two commits (start < end); got {start}..{end}"
+        )
+    storage = _storage(table_or_storage)
+    commits = [_read_commit(storage, v) for v in range(start, end + 1)]
+    protocol = _protocol_at(storage, start, commits[::-1])
+    features.ensure_supported(protocol, "compaction", table=storage.root, version=end)
+    actions = reconcile_actions(commits, root=storage.root)
+    path = f"{LOG_DIR}/{compaction_name(start, end)}"
+    data = b"".join(orjson.dumps(a) + b"\n" for a in actions)
+    written = storage.put_if_absent(path, data)
+    matches = None
+    if not written:
+        existing = parse_json_actions(
+            storage.read(path), table=storage.root, version=end, file=path
+        )
+        ours = _canonical_set(actions)
+        theirs = _canonical_set(reconcile_actions([existing], root=storage.root))
+        matches = ours == theirs
+    return CompactionResult(
+        storage.root, start, end, path, len(actions), not written, matches
+    )
+
+
+# ---- policy -------------------------------------------------------------------------------
+
+
+def compaction_interval(
+    configuration: Mapping[str, str] | None, *, override: int | None = None
+) -> int | None:
+    """The compaction interval for a table: `override`, else the table property
+    `delta.logCompactionInterval`, else DEFAULT_COMPACTION_INTERVAL (off). 0 means off.
+
+    Raises:
+        ValueError: the property is not a non-negative integer.
+    """
+    if override is not None:
+        value: Any = override
+    else:
+        value = (configuration or {}).get(COMPACTION_INTERVAL_PROPERTY)
+        if value is None:
+            return DEFAULT_COMPACTION_INTERVAL
+    try:
+        interval = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{COMPACTION_INTERVAL_PROPERTY} must be an integer, not {value!r}"
+        ) from exc
+    if interval < 0:
+        raise ValueError(f"{COMPACTION_INTERVAL_PROPERTY} cannot be negative: {interval}")
+    return interval or None
+
+
+def compaction_plan(
+    snapshot_or_listing: Snapshot | Sequence[tuple[LogFile, FileInfo]], interval: int | None
+) -> list[tuple[int, int]]:
+    """The compactions the policy asks for that do not exist yet. Pure.
+
+    Windows of `interval` commits start right after the latest checkpoint (or at 0):
+    [c+1, c+interval], [c+interval+1, c+2*interval], ...; only windows that end at or
+    before the latest version are planned, and never one whose file exists.
+
+    Args:
+        snapshot_or_listing: the latest Snapshot, or a parsed `_delta_log` listing
+            (`delta_ops.log.segment.list_log`), which also shows existing compactions.
+        interval: commits per compaction; None or < 2 plans nothing.
+    """
+    if interval is None or interval < 2:
+        return []
+    if isinstance(snapshot_or_listing, Snapshot):
+        snap = snapshot_or_listing
+        checkpoint = snap.checkpoint_version
+        latest = snap.version
+        existing = {(d.start, d.end) for d in snap.segment.deltas if d.is_compaction}
+    else:
+        listing = list(snapshot_or_listing)
+        commits = [lf.version for lf, _ in listing if lf.kind == LogFileKind.COMMIT]
+        if not commits:
+            return []
+        latest = max(commits)
+        cps = _complete_checkpoints(listing, latest)
+        checkpoint = cps[0].version if cps else None
+        existing = {
+            (lf.start_version, lf.version)
+            for lf, _ in listing
+            if lf.kind == LogFileKind.COMPACTION
+        }
+    first = 0 if checkpoint is None else checkpoint + 1
+    plan = []
+    window_start = first
+    while window_start + interval - 1 <= latest:
+        window = (window_start, window_start + interval - 1)
+        if window not in existing:
+            plan.append(window)
+        window_start += interval
+    return plan
+
+
+def compact_by_policy(table_or_storage: Any, *, interval: int | None) -> list[CompactionResult]:
+    """Write every compaction `compaction_plan` asks for on the table's current log."""
+    storage = _storage(table_or_storage)
+    plan = compaction_plan(list_log(storage), interval)
+    return [compact_log(storage, start=s, end=e) for s, e in plan]
+
+
+__all__ = [
+    "COMPACTION_INTERVAL_PROPERTY",
+    "DEFAULT_COMPACTION_INTERVAL",
+    "CompactionResult",
+    "compact_by_policy",
+    "compact_log",
+    "compaction_interval",
+    "compaction_plan",
+    "reconcile_actions",
+]

@@ -1,0 +1,612 @@
+"""The version checksum (`N.crc`) object model: fields, histograms, parsing, comparison.
+
+Spec section: "Version Checksum File" (the checksum fields, `FileSizeHistogram`,
+`DeletedRecordCountsHistogram`, and how readers validate a version against its checksum).
+
+Where the spec's prose and what Spark writes differ, this module follows Spark:
+
+* Spark writes the file size histogram under `histogramOpt` (its legacy name; the spec calls
+  it `fileSizeHistogram`); both are read, and `histogramOpt` is the default name written.
+* Spark's default bin boundaries (`FileSizeHistogram.DEFAULT_BINS`) are
+  `FILE_SIZE_BIN_BOUNDARIES`, so histograms compare across engines.
+* Old Spark and Databricks writers wrote `numTransactions` (a count) instead of
+  `setTransactions`, and files without `metadata`/`protocol`; they parse, and verification
+  compares what is there.
+* Spark compares metadata and protocol as values: `None` fields are absent, feature lists are
+  sets.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from delta_ops.errors import CorruptLogError
+
+KB = 1024
+MB = 1024 * KB
+GB = 1024 * MB
+
+# Spark's FileSizeHistogram.DEFAULT_BINS: powers of two to 4 MB, then finer steps around the
+# usual target sizes (128 MB, 512 MB, 1 GB), then powers of two to 256 GB. 95 bins.
+FILE_SIZE_BIN_BOUNDARIES: tuple[int, ...] = (
+    0,
+    *(n * KB for n in (8, 16, 32, 64, 128, 256, 512)),
+    *(n * MB for n in (1, 2, 4)),
+    *(n * MB for n in range(8, 41, 4)),  # 4 MB steps to 40 MB
+    *(n * MB for n in range(48, 121, 8)),  # 8 MB steps to 120 MB
+    *(n * MB for n in range(124, 145, 4)),  # 4 MB steps to 144 MB
+    *(n * MB for n in range(160, 577, 16)),  # 16 MB steps to 576 MB
+    *(n * MB for n in range(640, 1409, 64)),  # 64 MB steps to 1408 MB
+    *(n * MB for n in range(1536, 2049, 128)),  # 128 MB steps to 2 GB
+    *(n * MB for n in range(2304, 4097, 256)),  # 256 MB steps to 4 GB
+    *(n * GB for n in (8, 16, 32, 64, 128, 256)),
+)
+
+INT_MAX = 2**31 - 1
+# Lower bounds of the 10 deleted-record-count bins (spec; Spark's
+# DeletedRecordCountsHistogramUtils.BUCKET_BOUNDARIES without its Long.MaxValue end).
+DELETED_RECORD_COUNT_BIN_STARTS: tuple[int, ...] = (
+    0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, INT_MAX,
+)
+NUM_DELETED_RECORD_BINS = len(DELETED_RECORD_COUNT_BIN_STARTS)
+
+HISTOGRAM_FIELD = "fileSizeHistogram"  # the spec's name
+LEGACY_HISTOGRAM_FIELD = "histogramOpt"  # Spark's (default) and Databricks' name
+
+# Field order of Spark's VersionChecksum (Jackson writes case-class fields in order).
+_FIELD_ORDER = (
+    "txnId",
+    "tableSizeBytes",
+    "numFiles",
+    "numDeletedRecordsOpt",
+    "numDeletionVectorsOpt",
+    "numMetadata",
+    "numProtocol",
+    "inCommitTimestampOpt",
+    "setTransactions",
+    "domainMetadata",
+    "metadata",
+    "protocol",
+    "<histogram>",
+    "deletedRecordCountsHistogramOpt",
+    "allFiles",
+)
+_KNOWN = frozenset(_FIELD_ORDER) - {"<histogram>"} | {
+    HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD, "numTransactions",
+}
+
+
+class InvalidChecksumError(CorruptLogError):
+    """A `.crc` file is not a valid version checksum (not JSON, wrong types, bad histogram)."""
+
+
+def file_size_bin(size: int, boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES) -> int:
+    """Index of the bin holding `size`: the last i with boundaries[i] <= size; -1 below 0.
+
+    Spark's `FileStatsHistogram.getBinIndex` (a binary search): a size equal to a boundary
+    opens that bin; sizes past the last boundary fall in the last (open-ended) bin.
+    """
+    lo, hi = 0, len(boundaries)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if boundaries[mid] <= size:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+def deleted_records_bin(cardinality: int) -> int:
+    """Bin of the deleted-record-counts histogram for a file with `cardinality` deleted rows.
+
+    Bins: [0], [1, 9], [10, 99], ..., [10^7, 2^31 - 2], [2^31 - 1, inf).
+
+    Raises:
+        ValueError: a negative cardinality.
+    """
+    if cardinality < 0:
+        raise ValueError(f"a deletion vector cardinality cannot be negative: {cardinality}")
+    return file_size_bin(cardinality, DELETED_RECORD_COUNT_BIN_STARTS)
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise InvalidChecksumError(f"{what} must be a list of integers, got {value!r:.200}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class FileSizeHistogram:
+    """File counts and byte totals per size bin (spec `FileSizeHistogram`).
+
+    Bin i holds sizes in [sorted_bin_boundaries[i], sorted_bin_boundaries[i + 1]); the last
+    bin is open-ended.
+    """
+
+    sorted_bin_boundaries: tuple[int, ...]
+    file_counts: tuple[int, ...]
+    total_bytes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        b = self.sorted_bin_boundaries
+        if not b or b[0] != 0:
+            raise InvalidChecksumError(f"histogram boundaries must start at 0: {list(b)[:5]}")
+        if any(x >= y for x, y in zip(b, b[1:], strict=False)):
+            raise InvalidChecksumError("histogram boundaries must be strictly increasing")
+        if len(self.file_counts) != len(b) or len(self.total_bytes) != len(b):
+            raise InvalidChecksumError(
+                f"histogram has {len(b)} boundaries but {len(self.file_counts)} file counts "
+                f"and {len(self.total_bytes)} byte totals"
+            )
+
+    @classmethod
+    def empty(cls, boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES) -> FileSizeHistogram:
+        zeros = (0,) * len(boundaries)
+        return cls(tuple(boundaries), zeros, zeros)
+
+    @classmethod
+    def from_sizes(
+        cls, sizes: Iterable[int], boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES
+    ) -> FileSizeHistogram:
+        return cls.empty(boundaries).updated(added=sizes)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> FileSizeHistogram:
+        if not isinstance(d, Mapping):
+            raise InvalidChecksumError(f"a file size histogram must be an object: {d!r:.200}")
+        try:
+            return cls(
+                _int_list(d["sortedBinBoundaries"], "sortedBinBoundaries"),
+                _int_list(d["fileCounts"], "fileCounts"),
+                _int_list(d["totalBytes"], "totalBytes"),
+            )
+        except KeyError as exc:
+            raise InvalidChecksumError(f"file size histogram lacks {exc.args[0]}") from exc
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {
+            "sortedBinBoundaries": list(self.sorted_bin_boundaries),
+            "fileCounts": list(self.file_counts),
+            "totalBytes": list(self.total_bytes),
+        }
+
+    def updated(
+        self, *, added: Iterable[int] = (), removed: Iterable[int] = ()
+    ) -> FileSizeHistogram:
+        """A new histogram with file sizes inserted and removed (Spark's insert/remove).
+
+        Sizes below the first boundary (negative) belong to no bin and are ignored, as in
+        Spark.
+        """
+        counts = list(self.file_counts)
+        totals = list(self.total_bytes)
+        b = self.sorted_bin_boundaries
+        for sign, sizes in ((1, added), (-1, removed)):
+            for size in sizes:
+                i = file_size_bin(size, b)
+                if i >= 0:
+                    counts[i] += sign
+                    totals[i] += sign * size
+        return FileSizeHistogram(b, tuple(counts), tuple(totals))
+
+    @property
+    def is_valid(self) -> bool:
+        """No negative count or total (an incremental update gone wrong would show one)."""
+        return min(self.file_counts, default=0) >= 0 and min(self.total_bytes, default=0) >= 0
+
+
+@dataclass(frozen=True)
+class DeletedRecordCountsHistogram:
+    """Number of files per deleted-record-count bin (spec `DeletedRecordCountsHistogram`)."""
+
+    deleted_record_counts: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.deleted_record_counts) != NUM_DELETED_RECORD_BINS:
+            raise InvalidChecksumError(
+                f"deletedRecordCounts must have {NUM_DELETED_RECORD_BINS} bins, "
+                f"not {len(self.deleted_record_counts)}"
+            )
+
+    @classmethod
+    def empty(cls) -> DeletedRecordCountsHistogram:
+        return cls((0,) * NUM_DELETED_RECORD_BINS)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> DeletedRecordCountsHistogram:
+        if not isinstance(d, Mapping) or "deletedRecordCounts" not in d:
+            raise InvalidChecksumError(
+                f"deletedRecordCountsHistogramOpt must hold deletedRecordCounts: {d!r:.200}"
+            )
+        return cls(_int_list(d["deletedRecordCounts"], "deletedRecordCounts"))
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {"deletedRecordCounts": list(self.deleted_record_counts)}
+
+    def updated(
+        self, *, added: Iterable[int] = (), removed: Iterable[int] = ()
+    ) -> DeletedRecordCountsHistogram:
+        """Insert/remove files by their deleted-record count (0 for files without a DV)."""
+        counts = list(self.deleted_record_counts)
+        for c in added:
+            counts[deleted_records_bin(c)] += 1
+        for c in removed:
+            counts[deleted_records_bin(c)] -= 1
+        return DeletedRecordCountsHistogram(tuple(counts))
+
+    @property
+    def is_valid(self) -> bool:
+        return min(self.deleted_record_counts) >= 0
+
+
+@dataclass(frozen=True)
+class VersionChecksum:
+    """The content of one `N.crc` file.
+
+    Optional fields are None when absent. `set_transactions`, `domain_metadata` and
+    `all_files` are tuples of action dicts as in the log (`txn`, live `domainMetadata`,
+    `add` with `dataChange: false`). `num_transactions` is the legacy count some old writers
+    wrote instead of `setTransactions`. `extra` keeps fields this model does not know (e.g.
+    Databricks' `lastManifestCommit`) so a parsed file round-trips. `histogram_field` is the
+    name the histogram was read under (or is to be written under).
+    """
+
+    table_size_bytes: int
+    num_files: int
+    num_metadata: int = 1
+    num_protocol: int = 1
+    txn_id: str | None = None
+    in_commit_timestamp: int | None = None
+    set_transactions: tuple[dict, ...] | None = None
+    domain_metadata: tuple[dict, ...] | None = None
+    metadata: dict | None = None
+    protocol: dict | None = None
+    file_size_histogram: FileSizeHistogram | None = None
+    num_deleted_records: int | None = None
+    num_deletion_vectors: int | None = None
+    deleted_record_counts_histogram: DeletedRecordCountsHistogram | None = None
+    all_files: tuple[dict, ...] | None = None
+    num_transactions: int | None = None
+    extra: dict = field(default_factory=dict)
+    histogram_field: str = LEGACY_HISTOGRAM_FIELD
+
+    @property
+    def has_dv_metrics(self) -> bool:
+        return self.num_deleted_records is not None and self.num_deletion_vectors is not None
+
+    def with_histogram_field(self, name: str) -> VersionChecksum:
+        if name not in (HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD):
+            raise ValueError(
+                f"the histogram field is {HISTOGRAM_FIELD!r} or {LEGACY_HISTOGRAM_FIELD!r}, "
+                f"not {name!r}"
+            )
+        return replace(self, histogram_field=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, in Spark's field order, absent optional fields left out."""
+        values: dict[str, Any] = {
+            "txnId": self.txn_id,
+            "tableSizeBytes": self.table_size_bytes,
+            "numFiles": self.num_files,
+            "numDeletedRecordsOpt": self.num_deleted_records,
+            "numDeletionVectorsOpt": self.num_deletion_vectors,
+            "numMetadata": self.num_metadata,
+            "numProtocol": self.num_protocol,
+            "inCommitTimestampOpt": self.in_commit_timestamp,
+            "setTransactions": _list(self.set_transactions),
+            "domainMetadata": _list(self.domain_metadata),
+            "metadata": self.metadata,
+            "protocol": self.protocol,
+            "<histogram>": self.file_size_histogram.to_dict() if self.file_size_histogram else None,
+            "deletedRecordCountsHistogramOpt": (
+                self.deleted_record_counts_histogram.to_dict()
+                if self.deleted_record_counts_histogram
+                else None
+            ),
+            "allFiles": _list(self.all_files),
+        }
+        out: dict[str, Any] = {}
+        for name in _FIELD_ORDER:
+            value = values[name]
+            if value is None:
+                continue
+            out[self.histogram_field if name == "<histogram>" else name] = value
+        if self.num_transactions is not None and self.set_transactions is None:
+            out["numTransactions"] = self.num_transactions
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    def to_json(self) -> bytes:
+        """The file content: one JSON object and a newline, as Spark writes it."""
+        return orjson.dumps(self.to_dict()) + b"\n"
+
+
+def _list(items: tuple[dict, ...] | None) -> list[dict] | None:
+    return None if items is None else [dict(i) for i in items]
+
+
+def _opt_int(obj: Mapping[str, Any], key: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidChecksumError(f"{key} must be an integer, got {value!r:.100}")
+    return value
+
+
+def _opt_dicts(obj: Mapping[str, Any], key: str) -> tuple[dict, ...] | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InvalidChecksumError(f"{key} must be a list of objects, got {value!r:.100}")
+    return tuple(value)
+
+
+def _opt_dict(obj: Mapping[str, Any], key: str) -> dict | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidChecksumError(f"{key} must be an object, got {value!r:.100}")
+    return value
+
+
+def checksum_from_dict(obj: Mapping[str, Any]) -> VersionChecksum:
+    """Build a VersionChecksum from a parsed `.crc` JSON object (legacy names accepted).
+
+    Raises:
+        InvalidChecksumError: a required field is missing or a field has the wrong type.
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidChecksumError("a version checksum must be a JSON object")
+    for key in ("tableSizeBytes", "numFiles"):
+        if _opt_int(obj, key) is None:
+            raise InvalidChecksumError(f"the required field {key} is missing")
+    if HISTOGRAM_FIELD in obj and obj[HISTOGRAM_FIELD] is not None:
+        hist_name, hist = HISTOGRAM_FIELD, obj[HISTOGRAM_FIELD]
+    else:
+        hist_name, hist = LEGACY_HISTOGRAM_FIELD, obj.get(LEGACY_HISTOGRAM_FIELD)
+    drc = obj.get("deletedRecordCountsHistogramOpt")
+    txn_id = obj.get("txnId")
+    if txn_id is not None and not isinstance(txn_id, str):
+        raise InvalidChecksumError(f"txnId must be a string, got {txn_id!r:.100}")
+    return VersionChecksum(
+        table_size_bytes=obj["tableSizeBytes"],
+        num_files=obj["numFiles"],
+        num_metadata=_opt_int(obj, "numMetadata") if obj.get("numMetadata") is not None else 1,
+        num_protocol=_opt_int(obj, "numProtocol") if obj.get("numProtocol") is not None else 1,
+        txn_id=txn_id,
+        in_commit_timestamp=_opt_int(obj, "inCommitTimestampOpt"),
+        set_transactions=_opt_dicts(obj, "setTransactions"),
+        domain_metadata=_opt_dicts(obj, "domainMetadata"),
+        metadata=_opt_dict(obj, "metadata"),
+        protocol=_opt_dict(obj, "protocol"),
+        file_size_histogram=FileSizeHistogram.from_dict(hist) if hist is not None else None,
+        num_deleted_records=_opt_int(obj, "numDeletedRecordsOpt"),
+        num_deletion_vectors=_opt_int(obj, "numDeletionVectorsOpt"),
+        deleted_record_counts_histogram=(
+            DeletedRecordCountsHistogram.from_dict(drc) if drc is not None else None
+        ),
+        all_files=_opt_dicts(obj, "allFiles"),
+        num_transactions=_opt_int(obj, "numTransactions"),
+        extra={k: v for k, v in obj.items() if k not in _KNOWN},
+        histogram_field=hist_name,
+    )
+
+
+def parse_checksum(data: bytes | str) -> VersionChecksum:
+    """Parse the content of a `.crc` file (one JSON object; Spark adds a newline).
+
+    Raises:
+        InvalidChecksumError: empty, not JSON, or not a valid checksum object.
+    """
+    text = data.strip() if isinstance(data, (bytes, str)) else data
+    if not text:
+        raise InvalidChecksumError("the checksum file is empty")
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # Some writers may append further lines; Spark reads only the first.
+        first = text.splitlines()[0]
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidChecksumError(f"the checksum file is not valid JSON: {exc}") from exc
+    return checksum_from_dict(obj)
+
+
+# ---- comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldMismatch:
+    """One field whose recorded value differs from the recomputed one."""
+
+    field: str
+    recorded: Any
+    computed: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "recorded": self.recorded, "computed": self.computed}
+
+
+def normalize_metadata(m: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata as a value: None fields dropped, defaults filled (format, lists, maps)."""
+    out = {k: v for k, v in m.items() if v is not None}
+    fmt = dict(out.get("format") or {})
+    fmt.setdefault("provider", "parquet")
+    fmt["options"] = {k: v for k, v in (fmt.get("options") or {}).items()}
+    out["format"] = fmt
+    out["partitionColumns"] = list(out.get("partitionColumns") or [])
+    out["configuration"] = dict(out.get("configuration") or {})
+    return out
+
+
+def normalize_protocol(p: Mapping[str, Any]) -> dict[str, Any]:
+    """Protocol as a value: versions, and feature lists as sorted sets (absent = empty)."""
+    out = {k: v for k, v in p.items() if v is not None}
+    for key in ("readerFeatures", "writerFeatures"):
+        out[key] = sorted(set(out.get(key) or []))
+    return out
+
+
+def _txn_key(t: Mapping[str, Any]) -> tuple:
+    return (t.get("appId"), t.get("version"), t.get("lastUpdated"))
+
+
+def _domain_key(d: Mapping[str, Any]) -> tuple:
+    return (d.get("domain"), d.get("configuration") or "")
+
+
+def _stats_value(stats: Any) -> Any:
+    if isinstance(stats, str):
+        try:
+            return orjson.loads(stats)
+        except orjson.JSONDecodeError:
+            return stats
+    return stats
+
+
+def _file_identity(a: Mapping[str, Any]) -> tuple:
+    dv = a.get("deletionVector") or None
+    dv_id = None
+    if dv:
+        dv_id = (dv.get("storageType"), dv.get("pathOrInlineDv"), dv.get("offset"))
+    return (a.get("path"), dv_id)
+
+
+def _file_value(a: Mapping[str, Any]) -> tuple:
+    dv = a.get("deletionVector") or None
+    dv_v = None
+    if dv:
+        dv_v = tuple(sorted((k, v) for k, v in dv.items() if v is not None))
+    pv = a.get("partitionValues") or {}
+    return (
+        tuple(sorted(pv.items())),
+        a.get("size"),
+        a.get("modificationTime"),
+        dv_v,
+        orjson.dumps(_stats_value(a.get("stats")), option=orjson.OPT_SORT_KEYS),
+    )
+
+
+def _compare_files(recorded: Sequence[Mapping], computed: Sequence[Mapping]) -> tuple[list, list]:
+    """Recorded and computed add actions that do not match (by path+DV, then by value)."""
+    rec = {_file_identity(a): a for a in recorded}
+    com = {_file_identity(a): a for a in computed}
+    only_rec = [
+        rec[k] for k in rec if k not in com or _file_value(rec[k]) != _file_value(com[k])
+    ]
+    only_com = [
+        com[k] for k in com if k not in rec or _file_value(rec[k]) != _file_value(com[k])
+    ]
+    if len(rec) != len(recorded) and not only_rec:
+        only_rec = [dict(a) for a in recorded]  # duplicates in the recorded list
+    return only_rec, only_com
+
+
+def compare_checksums(recorded: VersionChecksum, computed: VersionChecksum) -> list[FieldMismatch]:
+    """Every field present in both whose values differ (Spark's `checkMismatch`, extended).
+
+    Fields are named as in the recorded file (e.g. `histogramOpt` when it used that name).
+    Counts are compared always; optional fields only when both sides have them; metadata
+    and protocol as values; transactions, domains and files as sets; the histogram must
+    have been computed with the recorded boundaries to compare equal.
+    """
+    out: list[FieldMismatch] = []
+
+    def add(name: str, r: Any, c: Any) -> None:
+        out.append(FieldMismatch(name, r, c))
+
+    if recorded.txn_id is not None and computed.txn_id is not None:
+        if recorded.txn_id != computed.txn_id:
+            add("txnId", recorded.txn_id, computed.txn_id)
+    for name, r, c in (
+        ("tableSizeBytes", recorded.table_size_bytes, computed.table_size_bytes),
+        ("numFiles", recorded.num_files, computed.num_files),
+        ("numMetadata", recorded.num_metadata, computed.num_metadata),
+        ("numProtocol", recorded.num_protocol, computed.num_protocol),
+    ):
+        if r != c:
+            add(name, r, c)
+    for name, r, c in (
+        ("inCommitTimestampOpt", recorded.in_commit_timestamp, computed.in_commit_timestamp),
+        ("numDeletedRecordsOpt", recorded.num_deleted_records, computed.num_deleted_records),
+        ("numDeletionVectorsOpt", recorded.num_deletion_vectors, computed.num_deletion_vectors),
+    ):
+        if r is not None and c is not None and r != c:
+            add(name, r, c)
+    if recorded.set_transactions is not None and computed.set_transactions is not None:
+        r_set = sorted(map(_txn_key, recorded.set_transactions), key=repr)
+        c_set = sorted(map(_txn_key, computed.set_transactions), key=repr)
+        if r_set != c_set or len(set(r_set)) != len(r_set):
+            add("setTransactions", list(recorded.set_transactions), list(computed.set_transactions))
+    if recorded.num_transactions is not None:
+        count = (
+            len(computed.set_transactions)
+            if computed.set_transactions is not None
+            else computed.num_transactions
+        )
+        if count is not None and count != recorded.num_transactions:
+            add("numTransactions", recorded.num_transactions, count)
+    if recorded.domain_metadata is not None and computed.domain_metadata is not None:
+        r_dom = sorted(
+            (_domain_key(d) for d in recorded.domain_metadata if not d.get("removed")), key=repr
+        )
+        c_dom = sorted(
+            (_domain_key(d) for d in computed.domain_metadata if not d.get("removed")), key=repr
+        )
+        if r_dom != c_dom or any(d.get("removed") for d in recorded.domain_metadata):
+            add("domainMetadata", list(recorded.domain_metadata), list(computed.domain_metadata))
+    if recorded.metadata is not None and computed.metadata is not None:
+        if normalize_metadata(recorded.metadata) != normalize_metadata(computed.metadata):
+            add("metadata", recorded.metadata, computed.metadata)
+    if recorded.protocol is not None and computed.protocol is not None:
+        if normalize_protocol(recorded.protocol) != normalize_protocol(computed.protocol):
+            add("protocol", recorded.protocol, computed.protocol)
+    if recorded.file_size_histogram is not None and computed.file_size_histogram is not None:
+        if recorded.file_size_histogram != computed.file_size_histogram:
+            add(
+                recorded.histogram_field,
+                recorded.file_size_histogram.to_dict(),
+                computed.file_size_histogram.to_dict(),
+            )
+    r_drc = recorded.deleted_record_counts_histogram
+    c_drc = computed.deleted_record_counts_histogram
+    if r_drc is not None and c_drc is not None and r_drc != c_drc:
+        add("deletedRecordCountsHistogramOpt", r_drc.to_dict(), c_drc.to_dict())
+    if recorded.all_files is not None and computed.all_files is not None:
+        only_rec, only_com = _compare_files(recorded.all_files, computed.all_files)
+        if only_rec or only_com:
+            add("allFiles", only_rec, only_com)
+    return out
+
+
+__all__ = [
+    "DELETED_RECORD_COUNT_BIN_STARTS",
+    "FILE_SIZE_BIN_BOUNDARIES",
+    "HISTOGRAM_FIELD",
+    "LEGACY_HISTOGRAM_FIELD",
+    "DeletedRecordCountsHistogram",
+    "FieldMismatch",
+    "FileSizeHistogram",
+    "InvalidChecksumError",
+    "VersionChecksum",
+    "checksum_from_dict",
+    "compare_checksums",
+    "deleted_records_bin",
+    "file_size_bin",
+    "normalize_metadata",
+    "normalize_protocol",
+    "parse_checksum",
+]
