@@ -79,5 +79,22 @@ class CommitConflictError(DeltaOpsError):
     """A concurrent commit conflicts logically with ours and the transaction cannot be rebased."""
 
 
+class InvalidCommitError(DeltaOpsError, ValueError):
+    """The transaction's actions break a rule of the protocol (duplicate actions, removed
+    features, a system domain, enabling row tracking too early...); nothing was written."""
+
+
+class AppendOnlyError(InvalidCommitError):
+    """The table is append-only (`delta.appendOnly=true`) and the commit removes data."""
+
+
+class TableExistsError(CommitConflictError):
+    """`create_table` found a table (a commit or checkpoint) already there."""
+
+
+class CommitRetriesExhaustedError(CommitConflictError):
+    """Every attempt lost the race to concurrent writers; the transaction gave up."""
+
+
 class ChecksumMismatchError(DeltaOpsError):
     """A version checksum (.crc) does not match the recomputed table state."""

@@ -47,6 +47,15 @@ def _dv(d: dict | None) -> str:
     return s + (f"@{d['offset']}" if d.get("offset") is not None else "")
 
 
+def _json_shape(v):
+    # Parquet gives null for a field the JSON log would leave out.
+    if isinstance(v, dict):
+        return {k: _json_shape(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_json_shape(x) for x in v]
+    return v
+
+
 def _checkpoint_rows(log: Path, version: int) -> list[dict] | None:
     files = sorted(log.glob(f"{version:020d}.checkpoint*.parquet")) + sorted(
         log.glob(f"{version:020d}.checkpoint.*.json")
@@ -71,13 +80,16 @@ def _checkpoint_rows(log: Path, version: int) -> list[dict] | None:
             rows += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
         else:
             t = pq.read_table(f)
-            for r in t.to_pylist():
-                rows += [{k: v} for k, v in r.items() if v is not None]
+            for r in t.to_pylist(maps_as_pydicts="strict"):
+                rows += [{k: _json_shape(v) if k not in ("add", "remove") else v}
+                         for k, v in r.items() if v is not None]
     for r in list(rows):
         if "sidecar" in r:
             rows += [
                 {k: v}
-                for rr in pq.read_table(log / "_sidecars" / r["sidecar"]["path"]).to_pylist()
+                for rr in pq.read_table(log / "_sidecars" / r["sidecar"]["path"]).to_pylist(
+                    maps_as_pydicts="strict"
+                )
                 for k, v in rr.items()
                 if v is not None
             ]

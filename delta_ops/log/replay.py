@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -377,6 +378,16 @@ def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:
     return chunk.filter(pc.is_valid(path))
 
 
+def _drop_nulls(value: Any) -> Any:
+    """A non-file action read from Parquet, shaped as the JSON log writes it: absent fields
+    (null struct children) dropped, maps as objects."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
 @dataclass
 class _ParquetActions:
     adds: pa.Table
@@ -410,7 +421,10 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
                 for name in wanted:
                     col = t.column(name)
                     valid = col.filter(pc.is_valid(col))
-                    non_file.extend({name: v} for v in valid.to_pylist())
+                    non_file.extend(
+                        {name: _drop_nulls(v)}
+                        for v in valid.to_pylist(maps_as_pydicts="strict")
+                    )
             num_rows = pf.metadata.num_rows
     except (OSError, pa.ArrowInvalid) as exc:
         raise CorruptLogError(
