@@ -180,3 +180,35 @@ def test_errors_name_table_version_and_file(table_copy):
     msg = str(info.value)
     assert "version 1" in msg and "00000000000000000001.json" in msg and root.name in msg
     assert isinstance(info.value, DeltaOpsError)
+
+
+def test_corrupt_checkpoint_falls_back_to_commits(table_copy):
+    root = table_copy("kernel-defaults__basic-with-checkpoint")
+    before = DeltaTable(str(root)).snapshot()
+    assert before.checkpoint_version == 10
+    (root / "_delta_log" / "00000000000000000010.checkpoint.parquet").write_bytes(b"not parquet")
+    after = DeltaTable(str(root)).snapshot()
+    assert after.checkpoint_version is None
+    assert _ours(after, root) == _ours(before, root)
+
+
+def test_corrupt_checkpoint_without_commits_to_fall_back_on(table_copy):
+    root = table_copy("no_replay")  # the log starts at its checkpoint (v2)
+    for cp in (root / "_delta_log").glob("*.checkpoint.parquet"):
+        cp.write_bytes(b"not parquet")
+    with pytest.raises(CorruptLogError, match="cannot be read as Parquet") as info:
+        DeltaTable(str(root)).snapshot()
+    assert "checkpoint.parquet" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["basic_append", "basic_partitioned", "deletion_vectors"])
+def test_reads_checkpoints_written_by_deltalake(table_copy, name):
+    from deltalake import DeltaTable as RsTable
+
+    root = table_copy(name)
+    before = DeltaTable(str(root)).snapshot()
+    RsTable(str(root)).create_checkpoint()
+    after = DeltaTable(str(root)).snapshot()
+    assert after.checkpoint_version == before.version
+    assert _ours(after, root) == _ours(before, root)
+    assert after.tombstones.num_rows <= before.tombstones.num_rows

@@ -42,7 +42,12 @@ from delta_ops.storage import Storage
 _IO_THREADS = 16
 
 
-class SidecarMissingError(CorruptLogError):
+class UnusableCheckpointError(CorruptLogError):
+    """A checkpoint cannot be read (corrupt Parquet or JSON, or a V2 checkpoint whose
+    sidecar is missing); readers fall back to an older checkpoint or the commits."""
+
+
+class SidecarMissingError(UnusableCheckpointError):
     """A V2 checkpoint names a sidecar file that is not there (the checkpoint is unusable)."""
 
 
@@ -298,9 +303,14 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
     num_actions = 0
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
         if lf.format == "json":
-            actions = parse_json_actions(
-                storage.read(info.path), table=table, version=lf.version, file=info.path
-            )
+            try:
+                actions = parse_json_actions(
+                    storage.read(info.path), table=table, version=lf.version, file=info.path
+                )
+            except CorruptLogError as exc:
+                raise UnusableCheckpointError(
+                    exc.reason, table=table, version=lf.version, file=info.path
+                ) from exc
             num_actions += len(actions)
             rows_add = [a["add"] for a in actions if a.get("add") is not None]
             rows_rm = [a["remove"] for a in actions if a.get("remove") is not None]
@@ -412,8 +422,8 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
         with storage.open_input(path) as fh:
             pf = pq.ParquetFile(fh)
             top = set(pf.schema_arrow.names)
-            adds = _read_file_action_column(pf, "add", ADD_TYPE, top)
-            removes = _read_file_action_column(pf, "remove", REMOVE_TYPE, top)
+            adds = read_file_action_column(pf, "add", ADD_TYPE, top)
+            removes = read_file_action_column(pf, "remove", REMOVE_TYPE, top)
             wanted = [c for c in _NON_FILE_COLUMNS if c in top]
             non_file: list[dict] = []
             if wanted:
@@ -427,7 +437,7 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
                     )
             num_rows = pf.metadata.num_rows
     except (OSError, pa.ArrowInvalid) as exc:
-        raise CorruptLogError(
+        raise UnusableCheckpointError(
             f"checkpoint file cannot be read as Parquet: {exc}",
             table=table_uri,
             version=version,
@@ -438,7 +448,7 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
     return _ParquetActions(adds, removes, non_file, num_rows)
 
 
-def _read_file_action_column(
+def read_file_action_column(
     pf: pq.ParquetFile, column: str, target: pa.StructType, top: Iterable[str]
 ) -> pa.Table:
     if column not in top:
@@ -463,7 +473,7 @@ def _read_file_action_column(
         ]
     out = []
     for chunk in chunks:
-        valid = chunk.field("path")
+        valid = pc.struct_field(chunk, "path")  # honours the add/remove struct's own nulls
         if valid.null_count == len(valid):
             continue
         if valid.null_count:

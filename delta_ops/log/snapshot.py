@@ -14,8 +14,8 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
-from delta_ops.log.replay import ReplayState, SidecarMissingError, replay
+from delta_ops.errors import CorruptLogError, DeltaOpsError, UnsupportedFeatureError
+from delta_ops.log.replay import ReplayState, UnusableCheckpointError, replay
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
 from delta_ops.protocol import features
@@ -174,13 +174,22 @@ def load_snapshot(
         if version == latest.version:
             return latest
     excluded: set[str] = set()
+    unusable: UnusableCheckpointError | None = None
     while True:
-        segment = build_log_segment(storage, version, exclude_checkpoints=frozenset(excluded))
+        try:
+            segment = build_log_segment(storage, version, exclude_checkpoints=frozenset(excluded))
+        except DeltaOpsError as exc:
+            if unusable is None:
+                raise
+            # Without the unusable checkpoint the version cannot be rebuilt: report why.
+            raise unusable from exc
         try:
             state = replay(storage, segment)
-        except SidecarMissingError:
+        except UnusableCheckpointError as exc:
+            # A corrupt checkpoint, or a V2 one missing a sidecar: use an older one.
             assert segment.checkpoint is not None
             excluded.add(segment.checkpoint.identity)
+            unusable = exc
             continue
         return _snapshot_from_state(storage, segment, state)
 

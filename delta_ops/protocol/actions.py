@@ -263,9 +263,8 @@ def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array 
     uid_off = pc.binary_join_element_wise(uid, off, "@")
     uid = pc.if_else(pc.is_null(off), uid, uid_off)
     keyed = pc.binary_join_element_wise(paths, uid, "\x00")
-    has_dv = pc.is_valid(dv)
-    if dv.null_count:
-        has_dv = pc.and_(has_dv, pc.is_valid(st))
+    # A DV struct can be present with null children (some writers fill every column).
+    has_dv = pc.and_(pc.is_valid(dv), pc.is_valid(st))
     return pc.if_else(has_dv, keyed, paths)
 
 

@@ -1,0 +1,74 @@
+"""`delta-ops checkpoint`: write a checkpoint (classic, multi-part or V2) and `_last_checkpoint`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.maintenance.checkpoint import CheckpointKind, write_checkpoint
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    table = open_table(args)
+    result = write_checkpoint(
+        table,
+        version=args.version,
+        kind=args.kind,
+        fmt=args.format,
+        sidecar_actions=args.sidecar_actions,
+        parts=args.parts,
+    )
+    obj = result.to_dict()
+    state = "already existed" if result.already_existed else "written"
+    lines = [
+        f"checkpoint  {result.kind} at version {result.version} ({state})",
+        f"actions     {result.num_actions} ({result.num_add_files} add files), "
+        f"{result.size_in_bytes} bytes",
+        f"_last_checkpoint {'updated' if result.last_checkpoint_updated else 'unchanged'}",
+    ]
+    lines += [f"  _delta_log/{name}" for name in result.files]
+    return obj, "\n".join(lines), 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "checkpoint",
+        help="write a checkpoint of a version (default: latest) and update _last_checkpoint",
+    )
+    add_table_arguments(p)
+    p.add_argument("--version", type=int, help="version to checkpoint (default: latest)")
+    p.add_argument(
+        "--kind",
+        choices=[k.value for k in CheckpointKind],
+        help="checkpoint kind (default: v2-uuid when delta.checkpointPolicy=v2, else classic)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["json", "parquet"],
+        default="parquet",
+        help="top-level file format of a v2-uuid checkpoint (default: parquet)",
+    )
+    p.add_argument(
+        "--sidecar-actions",
+        type=_non_negative,
+        metavar="N",
+        help="V2: most file actions per sidecar (default 50000); 0 embeds them all",
+    )
+    p.add_argument(
+        "--parts",
+        type=int,
+        metavar="N",
+        help="multi-part: number of parts (implies --kind multi-part)",
+    )
+    p.set_defaults(handler=_cmd_checkpoint)

@@ -1,0 +1,63 @@
+"""`delta-ops cleanup`: delete expired log files and unreferenced sidecars (spec "Metadata
+Cleanup")."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import timedelta
+from typing import Any
+
+from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.maintenance.cleanup import cleanup_metadata, describe
+from delta_ops.protocol.properties import parse_interval
+
+_SHORT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SHORT_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30 days`, `interval 1 week`, `12 hours` (as table properties spell them) or the
+    short forms `30d`, `12h`, `90m`, `2w`, `45s`."""
+    m = _SHORT.match(text)
+    if m:
+        text = f"{m.group(1)} {_SHORT_UNITS[m.group(2)]}"
+    try:
+        value = parse_interval(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if value < timedelta(0):
+        raise argparse.ArgumentTypeError(f"retention cannot be negative: {text!r}")
+    return value
+
+
+def _cmd_cleanup(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    result = cleanup_metadata(
+        open_table(args),
+        retention=args.retention,
+        ensure_checkpoint=args.ensure_checkpoint,
+        dry_run=args.dry_run,
+    )
+    return result.to_dict(), describe(result), 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "cleanup",
+        help="delete commits, checkpoints, checksums, compactions and sidecars older than "
+        "the log retention",
+    )
+    add_table_arguments(p)
+    p.add_argument(
+        "--retention",
+        type=parse_duration,
+        metavar="DURATION",
+        help="log retention instead of delta.logRetentionDuration, e.g. '30 days' or 7d",
+    )
+    p.add_argument(
+        "--ensure-checkpoint",
+        action="store_true",
+        help="write a checkpoint at the cutoff version first when there is none there",
+    )
+    p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    p.set_defaults(handler=_cmd_cleanup)

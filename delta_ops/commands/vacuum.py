@@ -1,0 +1,56 @@
+"""`delta-ops vacuum`: delete data files the table no longer references (spec "VACUUM
+Protocol Check", "Add File and Remove File", "Deletion Vectors", "Change Data Files")."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.maintenance.vacuum import describe, vacuum
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"retention cannot be negative: {text!r}")
+    return value
+
+
+def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    result = vacuum(
+        open_table(args),
+        retention_hours=args.retention_hours,
+        force_retention=args.force_retention,
+        lite=args.lite,
+        dry_run=args.dry_run,
+    )
+    return result.to_dict(), describe(result), 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "vacuum", help="delete unreferenced data files older than the retention"
+    )
+    add_table_arguments(p)
+    p.add_argument(
+        "--retention-hours",
+        type=_hours,
+        metavar="H",
+        help="retention instead of delta.deletedFileRetentionDuration (default 168 hours)",
+    )
+    p.add_argument(
+        "--force-retention",
+        action="store_true",
+        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration",
+    )
+    p.add_argument(
+        "--lite",
+        action="store_true",
+        help="use expired tombstones from the log instead of listing the table",
+    )
+    p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    p.set_defaults(handler=_cmd_vacuum)

@@ -1,0 +1,307 @@
+"""Read a just-written checkpoint file back and check it against what the snapshot holds.
+
+Spec section: "Checkpoints" (a checkpoint "contains the complete replay of all actions, up
+to and including the checkpointed table version"). Each file of a new checkpoint is read
+back independently of how it was written (Parquet through pyarrow with column projection,
+JSON line by line) before the checkpoint is published: the live files (path, size,
+deletion vector, in order), the tombstones, and the protocol, metadata, transaction
+identifiers, domain metadata, checkpoint metadata and sidecar actions. A mismatch raises
+CheckpointVerificationError and nothing is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops.maintenance.checkpoint.plan import CheckpointVerificationError
+from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
+
+NON_FILE_COLUMNS = (
+    "protocol",
+    "metaData",
+    "txn",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
+
+
+def normalize(value: Any) -> Any:
+    """JSON-like value with nulls dropped from objects and Arrow maps as dicts."""
+    if isinstance(value, Mapping):
+        return {str(k): normalize(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [normalize(v) for v in value]
+    return value
+
+
+def _key(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass
+class Expected:
+    """What one file of a checkpoint must hold.
+
+    Attributes:
+        adds: expected live files in file order (columns path, size, deletionVector).
+        removes: expected tombstones in file order (columns path, deletionVector).
+        non_file: expected non-file actions per column, normalized; a column missing here
+            must hold no action.
+    """
+
+    adds: pa.Table
+    removes: pa.Table
+    non_file: dict[str, list[Any]] = field(default_factory=dict)
+
+
+@dataclass
+class _ReadBack:
+    add_path: pa.Array
+    add_size: pa.Array
+    add_dv: pa.Array
+    remove_path: pa.Array
+    remove_dv: pa.Array
+    non_file: dict[str, list[Any]]
+    num_rows: int
+
+
+def _one(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def _valid_chunks(col: pa.ChunkedArray) -> list[pa.Array]:
+    """The valid rows of a (struct) column, chunk by chunk: all-null chunks (row groups of
+    other actions) are skipped, all-valid ones kept without a copy."""
+    out = []
+    for chunk in col.chunks:
+        if chunk.null_count == len(chunk):
+            continue
+        out.append(chunk.filter(pc.is_valid(chunk)) if chunk.null_count else chunk)
+    return out
+
+
+def _file_column(t: pa.Table, name: str, children: list[str]) -> dict[str, pa.Array]:
+    if name in t.column_names:
+        chunks = _valid_chunks(t.column(name))
+        if not chunks:
+            return {}
+        present = [f.name for f in chunks[0].type]
+        return {
+            c: pa.chunked_array([pc.struct_field(ch, c) for ch in chunks]).combine_chunks()
+            for c in children
+            if c in present
+        }
+    # Some pyarrow versions flatten a nested selection to "add.path" style columns.
+    prefix = f"{name}."
+    cols = {c[len(prefix) :]: _one(t.column(c)) for c in t.column_names if c.startswith(prefix)}
+    if not cols:
+        return {}
+    mask = pc.is_valid(cols["path"])
+    return {c: cols[c].filter(mask) for c in children if c in cols}
+
+
+# One leaf per non-file action: reading it gives the action's validity row by row, cheaply.
+_MARKERS = {
+    "protocol": "minReaderVersion",
+    "metaData": "id",
+    "txn": "appId",
+    "domainMetadata": "domain",
+    "checkpointMetadata": "version",
+    "sidecar": "path",
+}
+
+
+def _row_groups_with(pf: pq.ParquetFile, t: pa.Table, name: str) -> list[int]:
+    """Row groups in which column `name` has a non-null value."""
+    if name in t.column_names:
+        valid = pc.is_valid(_one(t.column(name)))
+    else:
+        leaf = f"{name}.{_MARKERS[name]}"
+        if leaf not in t.column_names:
+            return []
+        valid = pc.is_valid(_one(t.column(leaf)))
+    groups = []
+    start = 0
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        if n and pc.any(valid.slice(start, n)).as_py():
+            groups.append(i)
+        start += n
+    return groups
+
+
+def _read_parquet(source: Any) -> _ReadBack:
+    pf = pq.ParquetFile(source, pre_buffer=False)
+    top = pf.schema_arrow
+    wanted: list[str] = []
+    for name, children in (
+        ("add", ("path", "size", "deletionVector")),
+        ("remove", ("path", "deletionVector")),
+    ):
+        if name in top.names:
+            sub = top.field(name).type
+            wanted += [f"{name}.{c}" for c in children if sub.get_field_index(c) >= 0]
+    present = [c for c in NON_FILE_COLUMNS if c in top.names]
+    for name in present:
+        sub = top.field(name).type
+        marker = _MARKERS[name]
+        if pa.types.is_struct(sub) and sub.get_field_index(marker) >= 0:
+            wanted.append(f"{name}.{marker}")
+    t = pf.read(columns=wanted, use_threads=True)
+    adds = _file_column(t, "add", ["path", "size", "deletionVector"])
+    removes = _file_column(t, "remove", ["path", "deletionVector"])
+    non_file: dict[str, list[Any]] = {}
+    for name in present:
+        groups = _row_groups_with(pf, t, name)
+        if not groups:
+            continue
+        col = _one(pf.read_row_groups(groups, columns=[name], use_threads=True).column(name))
+        values = col.filter(pc.is_valid(col)).to_pylist(maps_as_pydicts="strict")
+        if values:
+            non_file[name] = [normalize(v) for v in values]
+    n_add = len(adds.get("path", []))
+    n_rm = len(removes.get("path", []))
+    return _ReadBack(
+        add_path=adds.get("path", pa.array([], pa.string())),
+        add_size=adds.get("size", pa.nulls(n_add, pa.int64())),
+        add_dv=adds.get("deletionVector", pa.nulls(n_add, DELETION_VECTOR_TYPE)),
+        remove_path=removes.get("path", pa.array([], pa.string())),
+        remove_dv=removes.get("deletionVector", pa.nulls(n_rm, DELETION_VECTOR_TYPE)),
+        non_file=non_file,
+        num_rows=pf.metadata.num_rows,
+    )
+
+
+def _read_json(data: bytes) -> _ReadBack:
+    adds: list[dict] = []
+    removes: list[dict] = []
+    non_file: dict[str, list[Any]] = {}
+    rows = 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        obj = orjson.loads(line)
+        rows += 1
+        for name, value in obj.items():
+            if value is None:
+                continue
+            if name == "add":
+                adds.append(value)
+            elif name == "remove":
+                removes.append(value)
+            elif name in NON_FILE_COLUMNS:
+                non_file.setdefault(name, []).append(normalize(value))
+    return _ReadBack(
+        add_path=pa.array([a.get("path") for a in adds], pa.string()),
+        add_size=pa.array([a.get("size") for a in adds], pa.int64()),
+        add_dv=pa.array([a.get("deletionVector") for a in adds], DELETION_VECTOR_TYPE),
+        remove_path=pa.array([r.get("path") for r in removes], pa.string()),
+        remove_dv=pa.array([r.get("deletionVector") for r in removes], DELETION_VECTOR_TYPE),
+        non_file=non_file,
+        num_rows=rows,
+    )
+
+
+def _dv_children(arr: pa.Array) -> list[pa.Array]:
+    arr = _one(arr)
+    if arr.type != DELETION_VECTOR_TYPE:
+        arr = conform(arr, DELETION_VECTOR_TYPE)
+    return list(arr.flatten())
+
+
+def _equal(a: pa.Array, b: pa.Array) -> bool:
+    a, b = _one(a), _one(b)
+    if len(a) != len(b):
+        return False
+    if a.type != b.type:
+        try:
+            b = b.cast(a.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+    return a.equals(b)
+
+
+def _compare(got: _ReadBack, expected: Expected) -> str | None:
+    ea, er = expected.adds, expected.removes
+    if len(got.add_path) != ea.num_rows:
+        return f"holds {len(got.add_path)} add actions, expected {ea.num_rows}"
+    if len(got.remove_path) != er.num_rows:
+        return f"holds {len(got.remove_path)} remove actions, expected {er.num_rows}"
+    if ea.num_rows:
+        if not _equal(ea.column("path"), got.add_path):
+            return "add paths differ from the snapshot's live files"
+        if not _equal(ea.column("size"), got.add_size):
+            return "add sizes differ from the snapshot's live files"
+        exp_dv, got_dv = _dv_children(ea.column("deletionVector")), _dv_children(got.add_dv)
+        if not all(_equal(x, y) for x, y in zip(exp_dv, got_dv, strict=True)):
+            return "add deletion vectors differ from the snapshot's live files"
+    if er.num_rows:
+        if not _equal(er.column("path"), got.remove_path):
+            return "remove paths differ from the snapshot's tombstones"
+        exp_dv, got_dv = _dv_children(er.column("deletionVector")), _dv_children(got.remove_dv)
+        if not all(_equal(x, y) for x, y in zip(exp_dv, got_dv, strict=True)):
+            return "remove deletion vectors differ from the snapshot's tombstones"
+    want = {k: sorted(map(_key, v)) for k, v in expected.non_file.items() if v}
+    have = {k: sorted(map(_key, v)) for k, v in got.non_file.items() if v}
+    for name in sorted(set(want) | set(have)):
+        if want.get(name) != have.get(name):
+            return (
+                f"{name} actions differ: expected {len(want.get(name, []))} "
+                f"({b','.join(want.get(name, []))[:300]!r}), "
+                f"read {len(have.get(name, []))} ({b','.join(have.get(name, []))[:300]!r})"
+            )
+    return None
+
+
+def verify_file(
+    source: Any,
+    fmt: str,
+    expected: Expected,
+    *,
+    table: str,
+    version: int,
+    file: str,
+) -> int:
+    """Read one checkpoint file (bytes, a buffer or an open file) and compare it.
+
+    Returns:
+        The number of actions (rows) it holds.
+
+    Raises:
+        CheckpointVerificationError: it cannot be read, or it differs from `expected`.
+    """
+    try:
+        if fmt == "json":
+            data = bytes(source) if not isinstance(source, bytes) else source
+            got = _read_json(data)
+        else:
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                source = pa.BufferReader(source)
+            got = _read_parquet(source)
+    except (pa.ArrowException, orjson.JSONDecodeError, OSError, ValueError) as exc:
+        raise CheckpointVerificationError(
+            f"the checkpoint file written cannot be read back: {exc}",
+            table=table,
+            version=version,
+            file=file,
+        ) from exc
+    problem = _compare(got, expected)
+    if problem is not None:
+        raise CheckpointVerificationError(
+            f"the checkpoint read back does not reproduce the snapshot: {problem}; "
+            "it was not published",
+            table=table,
+            version=version,
+            file=file,
+        )
+    return got.num_rows

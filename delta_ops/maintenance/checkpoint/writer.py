@@ -1,0 +1,560 @@
+"""Write a checkpoint: sidecars, then the top-level file(s), then `_last_checkpoint`.
+
+Spec sections: "Checkpoints" (classic, multi-part and UUID-named files; "checkpoints for a
+given version must only be created after the associated delta file has been successfully
+written"), "V2 Checkpoint Table Feature" / "Checkpoint Specs" (sidecars in
+`_delta_log/_sidecars`, exactly one checkpointMetadata action, file actions either all
+embedded or all in sidecars), "Last Checkpoint File" (fields and checksum).
+
+Safety, in the order things happen:
+
+1. Every file is serialized in memory and read back (verify.py) before it gets its final
+   name; sidecars, which the engine writes (possibly on Spark executors), are read back
+   from storage before the top-level file that references them is written.
+2. Files appear atomically under their final names (`Storage.put_atomic`, or
+   `put_if_absent` for UUID-named files, which are never overwritten). A sidecar nobody
+   references is harmless; a multi-part checkpoint is ignored by readers until its last
+   part lands, and every part is verified before the first one is written.
+3. `_last_checkpoint` is written last and only ever moves to a newer version
+   (last_checkpoint.py).
+
+A crash at any point leaves the table readable: readers find checkpoints by listing, and
+`_last_checkpoint` only names a checkpoint once it is complete.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from delta_ops.engine.base import Engine
+from delta_ops.errors import StorageError
+from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.maintenance.checkpoint import actions as act
+from delta_ops.maintenance.checkpoint.existing import find_existing
+from delta_ops.maintenance.checkpoint.last_checkpoint import (
+    LAST_CHECKPOINT_LIST_THRESHOLD,
+    advance_last_checkpoint,
+    last_checkpoint_of,
+    schema_for_last_checkpoint,
+)
+from delta_ops.maintenance.checkpoint.plan import (
+    CheckpointError,
+    CheckpointKind,
+    CheckpointPlan,
+    CheckpointVerificationError,
+    plan_checkpoint,
+)
+from delta_ops.maintenance.checkpoint.verify import Expected, normalize, verify_file
+from delta_ops.protocol import filenames
+from delta_ops.protocol.checkpoint_schema import (
+    classic_schema,
+    hash_partition,
+    null_key_partition,
+    sidecar_schema,
+    v2_schema,
+)
+from delta_ops.protocol.filenames import LOG_DIR
+from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
+from delta_ops.storage import Storage
+
+#: Sidecars handed to the engine per call (bounds how many are in memory at once).
+SIDECARS_PER_ENGINE_CALL = 8
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """What `write_checkpoint` did.
+
+    Attributes:
+        version: the version checkpointed.
+        kind: classic, multi-part, v2-classic or v2-uuid.
+        files: the checkpoint's files relative to `_delta_log` (sidecars as
+            `_sidecars/<name>`); for an existing checkpoint, its files.
+        num_actions: actions in the checkpoint (sidecars' included).
+        num_add_files: add actions in the checkpoint.
+        size_in_bytes: total size of the checkpoint's files.
+        last_checkpoint_updated: whether `_last_checkpoint` was (re)written.
+        already_existed: a valid checkpoint of that kind was already there; nothing but
+            `_last_checkpoint` (if it was behind) was written.
+    """
+
+    version: int
+    kind: str
+    files: tuple[str, ...]
+    num_actions: int
+    num_add_files: int
+    size_in_bytes: int
+    last_checkpoint_updated: bool
+    already_existed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["files"] = list(self.files)
+        return out
+
+
+@dataclass
+class _Written:
+    names: list[str]
+    num_actions: int
+    size_in_bytes: int
+    last_checkpoint: LastCheckpoint
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _storage_of(table_or_storage: Any) -> Storage:
+    """The Storage of a DeltaTable, a URI, or the storage itself (anything with the
+    Storage interface, e.g. a wrapper that instruments it)."""
+    if isinstance(table_or_storage, str):
+        return Storage.for_uri(table_or_storage)
+    storage = getattr(table_or_storage, "storage", None)
+    if storage is not None:
+        return storage
+    if hasattr(table_or_storage, "put_atomic") and hasattr(table_or_storage, "list_dir"):
+        return table_or_storage
+    raise TypeError(
+        f"write_checkpoint needs a DeltaTable, a Storage or a URI, not {type(table_or_storage)!r}"
+    )
+
+
+def _parquet_bytes(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink, schema, compression="snappy", use_dictionary=False, write_statistics=False
+    ) as writer:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write_batch(batch, row_group_size=act.BATCH_ROWS)
+    return sink.getvalue()
+
+
+def _expected_files(files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The columns verification compares: live files and tombstones, in file order."""
+    return files.select(["path", "size", "deletionVector"]), tombstones.select(
+        ["path", "deletionVector"]
+    )
+
+
+def _expected_non_file(
+    snapshot: Snapshot,
+    plan: CheckpointPlan,
+    *,
+    json: bool = False,
+    checkpoint_version: int | None = None,
+    sidecars: list[dict[str, Any]] | None = None,
+) -> dict[str, list[Any]]:
+    if json:
+        protocol = normalize(act.json_protocol(snapshot.protocol))
+        metadata = normalize(act.json_metadata(snapshot.metadata.raw))
+    else:
+        protocol = normalize(act.checkpoint_protocol(snapshot.protocol, plan.layout))
+        row = act.checkpoint_metadata_row(snapshot.metadata.raw)
+        row["format"]["options"] = dict(row["format"]["options"] or [])
+        row["configuration"] = dict(row["configuration"] or [])
+        metadata = normalize(row)
+    out: dict[str, list[Any]] = {
+        "protocol": [protocol],
+        "metaData": [metadata],
+        "txn": [normalize(t.to_dict()) for t in snapshot.txns.values()],
+        "domainMetadata": [normalize(d.to_dict()) for d in snapshot.domains.values()],
+    }
+    if checkpoint_version is not None:
+        out["checkpointMetadata"] = [{"version": checkpoint_version}]
+        out["sidecar"] = [normalize(s) for s in sidecars or []]
+    return out
+
+
+def _put_verified(
+    storage: Storage, path: str, data: bytes, *, overwrite: bool, plan: CheckpointPlan
+) -> None:
+    """Write a verified file under its final name and check what landed."""
+    if overwrite:
+        storage.put_atomic(path, data)
+    elif not storage.put_if_absent(path, data):
+        raise CheckpointError(
+            "a file with this unique name already exists; refusing to overwrite it",
+            table=plan.table,
+            version=plan.version,
+            file=path,
+        )
+    info = storage.info(path)
+    if info is None or info.size != len(data):
+        raise CheckpointError(
+            f"the checkpoint file written has size {None if info is None else info.size}, "
+            f"expected {len(data)}",
+            table=plan.table,
+            version=plan.version,
+            file=path,
+        )
+
+
+def _file_range(
+    files: pa.Table, tombstones: pa.Table, start: int, stop: int
+) -> tuple[pa.Table, pa.Table]:
+    """Live files and tombstones of the file-action range `start:stop` (adds first)."""
+    a = files.num_rows
+    adds = files.slice(start, max(0, min(stop, a) - start)) if start < a else files.slice(0, 0)
+    lo, hi = max(start, a) - a, max(stop, a) - a
+    removes = tombstones.slice(lo, max(0, hi - lo))
+    return adds, removes
+
+
+# ---- the kinds ---------------------------------------------------------------------------------
+
+
+def _write_classic(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan) -> _Written:
+    files, tombstones = snapshot.files, plan.tombstones
+    schema = classic_schema(plan.layout.add)
+    batches = itertools.chain(
+        [act.non_file_batch(act.non_file_columns(snapshot, plan.layout), schema)],
+        act.file_action_batches(files, tombstones, plan.layout, schema),
+    )
+    buf = _parquet_bytes(schema, batches)
+    name = filenames.classic_checkpoint_name(plan.version)
+    path = f"{LOG_DIR}/{name}"
+    adds, removes = _expected_files(files, tombstones)
+    rows = verify_file(
+        buf,
+        "parquet",
+        Expected(adds, removes, _expected_non_file(snapshot, plan)),
+        table=plan.table,
+        version=plan.version,
+        file=path,
+    )
+    data = buf.to_pybytes()
+    del buf
+    _put_verified(storage, path, data, overwrite=True, plan=plan)
+    lc = build_last_checkpoint(
+        version=plan.version,
+        size=rows,
+        size_in_bytes=len(data),
+        num_of_add_files=plan.num_adds,
+        checkpoint_schema=schema_for_last_checkpoint(schema),
+    )
+    return _Written([name], rows, len(data), lc)
+
+
+def _write_multipart(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan) -> _Written:
+    assert plan.parts is not None
+    n = plan.parts
+    files, tombstones = snapshot.files, plan.tombstones
+    schema = classic_schema(plan.layout.add)
+    add_part = hash_partition(files.column("path"), n)
+    rm_part = hash_partition(tombstones.column("path"), n)
+    add_order = np.argsort(add_part, kind="stable")
+    rm_order = np.argsort(rm_part, kind="stable")
+    add_bounds = np.concatenate([[0], np.cumsum(np.bincount(add_part, minlength=n))])
+    rm_bounds = np.concatenate([[0], np.cumsum(np.bincount(rm_part, minlength=n))])
+    home = null_key_partition(n)
+    non_file = _expected_non_file(snapshot, plan)
+    prepared: list[tuple[str, bytes]] = []
+    rows_total = 0
+    for p in range(n):
+        files_p = files.take(pa.array(add_order[add_bounds[p] : add_bounds[p + 1]]))
+        tomb_p = tombstones.take(pa.array(rm_order[rm_bounds[p] : rm_bounds[p + 1]]))
+        head = (
+            [act.non_file_batch(act.non_file_columns(snapshot, plan.layout), schema)]
+            if p == home
+            else []
+        )
+        batches = itertools.chain(
+            head, act.file_action_batches(files_p, tomb_p, plan.layout, schema)
+        )
+        buf = _parquet_bytes(schema, batches)
+        name = filenames.multipart_checkpoint_name(plan.version, p + 1, n)
+        adds, removes = _expected_files(files_p, tomb_p)
+        rows_total += verify_file(
+            buf,
+            "parquet",
+            Expected(adds, removes, non_file if p == home else {}),
+            table=plan.table,
+            version=plan.version,
+            file=f"{LOG_DIR}/{name}",
+        )
+        prepared.append((name, buf.to_pybytes()))
+        del buf, files_p, tomb_p
+    if rows_total != 2 + len(snapshot.txns) + len(snapshot.domains) + plan.num_file_actions:
+        raise CheckpointVerificationError(
+            f"the parts hold {rows_total} actions in all, expected "
+            f"{2 + len(snapshot.txns) + len(snapshot.domains) + plan.num_file_actions}",
+            table=plan.table,
+            version=plan.version,
+        )
+    size = 0
+    for name, data in prepared:
+        _put_verified(storage, f"{LOG_DIR}/{name}", data, overwrite=True, plan=plan)
+        size += len(data)
+    lc = build_last_checkpoint(
+        version=plan.version,
+        size=rows_total,
+        size_in_bytes=size,
+        num_of_add_files=plan.num_adds,
+        parts=n,
+        checkpoint_schema=schema_for_last_checkpoint(schema),
+    )
+    return _Written([name for name, _ in prepared], rows_total, size, lc)
+
+
+def _sidecar_ranges(plan: CheckpointPlan) -> list[tuple[int, int]]:
+    total, step = plan.num_file_actions, plan.sidecar_actions
+    return [(s, min(s + step, total)) for s in range(0, total, step)]
+
+
+def _write_sidecars(
+    storage: Storage,
+    snapshot: Snapshot,
+    plan: CheckpointPlan,
+    engine: Engine,
+    written: list[str],
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Write and verify the sidecars; returns (sidecar actions, rows, bytes)."""
+    files, tombstones = snapshot.files, plan.tombstones
+    schema = sidecar_schema(plan.layout.add)
+    sidecars: list[dict[str, Any]] = []
+    rows_total = size_total = 0
+    ranges = _sidecar_ranges(plan)
+    for i in range(0, len(ranges), SIDECARS_PER_ENGINE_CALL):
+        group = ranges[i : i + SIDECARS_PER_ENGINE_CALL]
+        items: list[tuple[str, pa.Table]] = []
+        for start, stop in group:
+            path = filenames.sidecar_path(f"{uuid.uuid4()}.parquet")
+            batches = list(
+                act.file_action_batches(
+                    files, tombstones, plan.layout, schema, start=start, stop=stop
+                )
+            )
+            items.append((path, pa.Table.from_batches(batches, schema=schema)))
+        written.extend(path for path, _ in items)
+        sizes = engine.write_parquet_files(storage, items)
+        del items
+        for (start, stop), path, size in zip(group, written[-len(group) :], sizes, strict=True):
+            info = storage.info(path)
+            if info is None or info.size != size:
+                raise CheckpointVerificationError(
+                    f"sidecar written with {size} bytes is "
+                    f"{'missing' if info is None else f'{info.size} bytes'} in storage",
+                    table=plan.table,
+                    version=plan.version,
+                    file=path,
+                )
+            adds, removes = _expected_files(*_file_range(files, tombstones, start, stop))
+            with storage.open_input(path) as fh:
+                rows = verify_file(
+                    fh,
+                    "parquet",
+                    Expected(adds, removes, {}),
+                    table=plan.table,
+                    version=plan.version,
+                    file=path,
+                )
+            rows_total += rows
+            size_total += info.size
+            sidecars.append(
+                {
+                    "path": path.rsplit("/", 1)[-1],
+                    "sizeInBytes": info.size,
+                    "modificationTime": info.modification_time,
+                }
+            )
+    return sidecars, rows_total, size_total
+
+
+def _write_v2(
+    storage: Storage, snapshot: Snapshot, plan: CheckpointPlan, engine: Engine
+) -> _Written:
+    files, tombstones = snapshot.files, plan.tombstones
+    v = plan.version
+    sidecar_paths: list[str] = []
+    sidecars: list[dict[str, Any]] = []
+    side_rows = side_bytes = 0
+    published = False
+    try:
+        if plan.uses_sidecars:
+            sidecars, side_rows, side_bytes = _write_sidecars(
+                storage, snapshot, plan, engine, sidecar_paths
+            )
+        embedded = not plan.uses_sidecars
+        schema = v2_schema(plan.layout.add)
+        if plan.fmt == "parquet":
+            head = act.non_file_batch(
+                act.non_file_columns(
+                    snapshot, plan.layout, checkpoint_version=v, sidecars=sidecars
+                ),
+                schema,
+            )
+            tail: Iterator[pa.RecordBatch] = (
+                act.file_action_batches(files, tombstones, plan.layout, schema)
+                if embedded
+                else iter(())
+            )
+            buf = _parquet_bytes(schema, itertools.chain([head], tail))
+            source: Any = buf
+        else:
+            objs = act.non_file_dicts(snapshot, checkpoint_version=v, sidecars=sidecars)
+            lines = act.json_lines(objs)
+            if embedded:
+                lines = itertools.chain(
+                    lines, act.json_file_action_lines(files, tombstones, plan.layout)
+                )
+            source = b"".join(lines)
+        if plan.kind is CheckpointKind.V2_UUID:
+            name = filenames.uuid_checkpoint_name(v, str(uuid.uuid4()), plan.fmt)
+        else:
+            name = filenames.classic_checkpoint_name(v)
+        path = f"{LOG_DIR}/{name}"
+        if embedded:
+            adds, removes = _expected_files(files, tombstones)
+        else:
+            adds, removes = _expected_files(files.slice(0, 0), tombstones.slice(0, 0))
+        expected = Expected(
+            adds,
+            removes,
+            _expected_non_file(
+                snapshot, plan, json=plan.fmt == "json", checkpoint_version=v, sidecars=sidecars
+            ),
+        )
+        rows = verify_file(source, plan.fmt, expected, table=plan.table, version=v, file=path)
+        data = source.to_pybytes() if isinstance(source, pa.Buffer) else source
+        del source
+        published = True  # from here on a failure may leave the file in place
+        _put_verified(
+            storage, path, data, overwrite=plan.kind is CheckpointKind.V2_CLASSIC, plan=plan
+        )
+    except (CheckpointError, StorageError):
+        if not published:
+            _discard(storage, sidecar_paths)
+        raise
+    info = storage.info(path)
+    mtime = info.modification_time if info is not None else plan.now_ms
+    v2: dict[str, Any] = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime}
+    non_file = act.non_file_dicts(snapshot) + [{"checkpointMetadata": {"version": v}}]
+    if len(non_file) <= LAST_CHECKPOINT_LIST_THRESHOLD:
+        v2["nonFileActions"] = non_file
+    if len(sidecars) <= LAST_CHECKPOINT_LIST_THRESHOLD:
+        v2["sidecarFiles"] = sidecars
+    lc = build_last_checkpoint(
+        version=v,
+        size=rows + side_rows,
+        size_in_bytes=len(data) + side_bytes,
+        num_of_add_files=plan.num_adds,
+        checkpoint_schema=schema_for_last_checkpoint(schema) if plan.fmt == "parquet" else None,
+        v2_checkpoint=v2,
+    )
+    names = [name] + [p[len(LOG_DIR) + 1 :] for p in sidecar_paths]
+    return _Written(names, rows + side_rows, len(data) + side_bytes, lc)
+
+
+def _discard(storage: Storage, paths: list[str]) -> None:
+    """Best-effort removal of sidecars no checkpoint references (harmless if it fails:
+    metadata cleanup removes unreferenced sidecars)."""
+    for path in paths:
+        try:
+            storage.delete(path)
+        except StorageError:
+            pass
+
+
+# ---- the operation ----------------------------------------------------------------------------
+
+
+def apply_checkpoint(
+    storage: Storage, snapshot: Snapshot, plan: CheckpointPlan, engine: Engine
+) -> _Written:
+    """Write the checkpoint `plan` describes (no `_last_checkpoint`)."""
+    if plan.kind is CheckpointKind.CLASSIC:
+        return _write_classic(storage, snapshot, plan)
+    if plan.kind is CheckpointKind.MULTI_PART:
+        return _write_multipart(storage, snapshot, plan)
+    return _write_v2(storage, snapshot, plan, engine)
+
+
+def write_checkpoint(
+    table_or_storage: Any,
+    *,
+    version: int | None = None,
+    kind: CheckpointKind | str | None = None,
+    fmt: str = "parquet",
+    sidecar_actions: int | None = None,
+    parts: int | None = None,
+    now_ms: int | None = None,
+    engine: Engine | None = None,
+) -> CheckpointResult:
+    """Write a checkpoint of the table at `version` (latest when None).
+
+    Args:
+        table_or_storage: a `DeltaTable`, a `Storage` rooted at the table, or a table URI.
+        version: the version to checkpoint; its commit must exist.
+        kind: "classic", "multi-part", "v2-classic" or "v2-uuid"; None follows the table
+            (`delta.checkpointPolicy` = v2 with v2Checkpoint supported -> v2-uuid, else
+            classic), or multi-part when `parts` is given.
+        fmt: top-level file format for V2 checkpoints: "parquet" or "json" (UUID-named only).
+        sidecar_actions: V2 only: most file actions per sidecar (default 50,000); 0 embeds
+            every file action in the top-level file.
+        parts: multi-part only: the number of parts (at least 2).
+        now_ms: the clock (ms since the epoch) for tombstone expiry; default now.
+        engine: where sidecars are written (default `LocalEngine()`).
+
+    Returns:
+        CheckpointResult; `already_existed` when a valid checkpoint of that kind was there.
+
+    Raises:
+        UnsupportedFeatureError: the table has features the checkpoint writer does not
+            support (nothing is written).
+        InvalidCheckpointRequestError: a kind/format/parts/sidecar option the table or the
+            spec does not allow.
+        CheckpointVerificationError: the checkpoint read back did not reproduce the
+            snapshot; it was not published.
+        NotATableError, VersionNotFoundError, CorruptLogError, StorageError.
+    """
+    storage = _storage_of(table_or_storage)
+    clock = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    snapshot = load_snapshot(storage, version)
+    snapshot.ensure_supported("checkpoint")
+    plan = plan_checkpoint(
+        snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=clock
+    )
+    existing = find_existing(storage, plan.version, plan.kind, parts=parts)
+    if existing is not None:
+        updated = advance_last_checkpoint(
+            storage, last_checkpoint_of(existing, plan.version), replace_same_version=False
+        )
+        return CheckpointResult(
+            version=plan.version,
+            kind=plan.kind.value,
+            files=existing.names,
+            num_actions=existing.num_actions,
+            num_add_files=existing.num_add_files,
+            size_in_bytes=existing.size_in_bytes,
+            last_checkpoint_updated=updated,
+            already_existed=True,
+        )
+    if engine is None:
+        from delta_ops.engine.local import LocalEngine
+
+        engine = LocalEngine()
+    written = apply_checkpoint(storage, snapshot, plan, engine)
+    updated = advance_last_checkpoint(storage, written.last_checkpoint)
+    return CheckpointResult(
+        version=plan.version,
+        kind=plan.kind.value,
+        files=tuple(written.names),
+        num_actions=written.num_actions,
+        num_add_files=plan.num_adds,
+        size_in_bytes=written.size_in_bytes,
+        last_checkpoint_updated=updated,
+        already_existed=False,
+    )
+
+
+__all__ = ["CheckpointResult", "apply_checkpoint", "write_checkpoint"]

@@ -1,0 +1,804 @@
+"""Metadata cleanup: delete expired commits, checkpoints, checksums, compactions and sidecars.
+
+Spec sections: "Metadata Cleanup" (the algorithm below), "Checkpoints" ("Metadata cleanup
+MUST provide a checkpoint for the oldest kept table version"), "Last Checkpoint File",
+"V2 Checkpoint Table Feature" (sidecars), "Log Compaction Files", "Version Checksum File",
+"In-Commit Timestamps" (commit timestamps), and the table properties
+`delta.logRetentionDuration` (default 30 days) and `delta.enableExpiredLogCleanup`.
+
+The algorithm, as the spec words it:
+
+1. `cutOffTimestamp` is midnight UTC of (now - log retention). `cutoffCommit` is the newest
+   commit not newer than it. Commit timestamps are in-commit timestamps from the version
+   where they are enabled, else commit file modification times made monotonic as Spark does
+   (a commit never counts as older than the one before it).
+2. `cutOffCheckpoint` is the newest complete checkpoint not newer than `cutoffCommit`
+   (multi-part: every part present; V2: every sidecar present; Parquet footers readable).
+3. Delete every commit, checkpoint (any kind), version checksum (`.crc`) and Hadoop side
+   checksum (`.<name>.crc`) older than `cutOffCheckpoint`, and every compaction file whose
+   start version is at or below it.
+4. Sidecars: keep those referenced by any remaining checkpoint and those younger than one
+   day (midnight UTC); delete the rest.
+
+Crash safety: `_last_checkpoint` is moved forward first when it names a checkpoint that is
+about to go; then files go oldest version first (within a version: compactions, the commit,
+its checksum, and the checkpoint last, each Hadoop side file just before its file); sidecars
+go last. Every version from `cutOffCheckpoint` on stays readable at every step, and a re-run
+finishes an interrupted run.
+
+No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (newest
+commits first, then the checkpoint's protocol/metaData columns), and the footers and sidecar
+references of the checkpoints that are kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops.errors import CorruptLogError
+from delta_ops.log.segment import (
+    CheckpointFiles,
+    LogSegment,
+    _complete_checkpoints,
+    build_log_segment,
+    read_last_checkpoint,
+)
+from delta_ops.log.timestamps import IctEnablement, monotonize, read_in_commit_timestamp
+from delta_ops.protocol import features, filenames
+from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogFile, LogFileKind
+from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.storage import FileInfo, Storage
+
+__all__ = [
+    "CleanupPlan",
+    "CleanupResult",
+    "DAY_MS",
+    "cleanup_metadata",
+    "midnight_utc",
+    "plan_cleanup",
+    "protocol_and_metadata",
+]
+
+DAY_MS = 86_400_000
+SIDECARS = f"{LOG_DIR}/{SIDECAR_DIR}"
+_READ_THREADS = 16
+_READ_BATCH = 32
+# Deletion order inside one version: compactions, the commit, its checksum, checkpoints.
+_KIND_RANK = {
+    LogFileKind.COMPACTION: 0,
+    LogFileKind.COMMIT: 1,
+    LogFileKind.CHECKSUM: 2,
+    LogFileKind.CHECKPOINT_MULTIPART: 3,
+    LogFileKind.CHECKPOINT_CLASSIC: 3,
+    LogFileKind.CHECKPOINT_UUID: 3,
+}
+
+
+def midnight_utc(ms: int) -> int:
+    """The start (00:00 UTC) of the day holding `ms` milliseconds since the epoch."""
+    return ms - ms % DAY_MS
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+
+
+# --------------------------------------------------------------------------------------
+# Protocol and metadata of the latest version, without replaying file actions
+# --------------------------------------------------------------------------------------
+
+
+def _normalize_maps(value: Any) -> Any:
+    """Arrow map values come back as lists of (key, value) pairs; make them dicts."""
+    if isinstance(value, list) and value and all(
+        isinstance(x, tuple) and len(x) == 2 for x in value
+    ):
+        return {k: v for k, v in value}
+    if isinstance(value, dict):
+        return {k: _normalize_maps(v) for k, v in value.items()}
+    return value
+
+
+def _scan_blob(data: bytes, want: set[str], found: dict[str, dict]) -> None:
+    """Take the first protocol/metaData action of a commit's bytes (lines in order)."""
+    if not any(f'"{key}"'.encode() in data for key in want):
+        return  # most commits hold neither: one substring search each
+    for line in data.splitlines():
+        for key in tuple(want):
+            if f'"{key}"'.encode() in line:
+                obj = orjson.loads(line)
+                if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+                    found.setdefault(key, obj[key])
+                    want.discard(key)
+        if not want:
+            return
+
+
+def _checkpoint_protocol_metadata(
+    storage: Storage, checkpoint: CheckpointFiles, want: set[str], found: dict[str, dict]
+) -> None:
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        if not want:
+            return
+        if lf.format == "json":
+            _scan_blob(storage.read(info.path), want, found)
+            continue
+        try:
+            with storage.open_input(info.path) as fh:
+                pf = pq.ParquetFile(fh)
+                columns = [c for c in want if c in pf.schema_arrow.names]
+                if not columns:
+                    continue
+                t = pf.read(columns=columns)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise CorruptLogError(
+                f"checkpoint file cannot be read as Parquet: {exc}",
+                table=storage.root, version=lf.version, file=info.path,
+            ) from exc
+        for name in columns:
+            col = t.column(name)
+            valid = col.filter(pc.is_valid(col))
+            if len(valid):
+                found.setdefault(name, _normalize_maps(valid[0].as_py()))
+                want.discard(name)
+
+
+def protocol_and_metadata(
+    storage: Storage,
+    segment: LogSegment,
+    *,
+    blobs: Mapping[str, bytes] | None = None,
+) -> tuple[dict, Metadata]:
+    """The protocol and metaData actions in force at `segment.version`.
+
+    Commits (and compactions) after the checkpoint are scanned newest first for the two
+    actions, stopping as soon as both are found; what is still missing comes from the
+    checkpoint's `protocol`/`metaData` columns. No file action is parsed.
+
+    Args:
+        storage: The table's storage.
+        segment: The log segment of the version wanted.
+        blobs: Contents of the segment's deltas already read, by path (read here when
+            missing).
+
+    Raises:
+        CorruptLogError: No protocol or no metaData action in the segment, or an
+            unreadable log file.
+    """
+    want = {"protocol", "metaData"}
+    found: dict[str, dict] = {}
+    deltas = list(reversed(segment.deltas))
+    for start in range(0, len(deltas), _READ_BATCH):
+        batch = deltas[start : start + _READ_BATCH]
+        missing = [d.file.path for d in batch if blobs is None or d.file.path not in blobs]
+        read: dict[str, bytes] = {}
+        if missing:
+            with ThreadPoolExecutor(min(_READ_THREADS, len(missing))) as pool:
+                read = dict(zip(missing, pool.map(storage.read, missing), strict=True))
+        for d in batch:
+            data = read[d.file.path] if d.file.path in read else blobs[d.file.path]  # type: ignore[index]
+            try:
+                _scan_blob(data, want, found)
+            except orjson.JSONDecodeError as exc:
+                raise CorruptLogError(
+                    f"invalid JSON: {exc}", table=storage.root, version=d.end, file=d.file.path
+                ) from exc
+            if not want:
+                break
+        if not want:
+            break
+    if want and segment.checkpoint is not None:
+        _checkpoint_protocol_metadata(storage, segment.checkpoint, want, found)
+    if "protocol" not in found:
+        raise CorruptLogError(
+            "no protocol action found for the latest version", table=storage.root,
+            version=segment.version,
+        )
+    if "metaData" not in found:
+        raise CorruptLogError(
+            "no metaData action found for the latest version", table=storage.root,
+            version=segment.version,
+        )
+    return found["protocol"], Metadata(found["metaData"])
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoint inspection: validity, sidecar references, _last_checkpoint content
+# --------------------------------------------------------------------------------------
+
+
+def _sidecar_name(path: str) -> str:
+    """Bare file name of a sidecar action's (URI-encoded) path, as Spark compares them."""
+    return unquote(path.rstrip("/").rsplit("/", 1)[-1])
+
+
+@dataclass(frozen=True)
+class _FileFacts:
+    """What one checkpoint file (or sidecar) holds: actions, adds, sidecar references."""
+
+    num_actions: int
+    num_adds: int
+    sidecars: tuple[str, ...]
+
+
+def _parquet_facts(storage: Storage, path: str, version: int, *, counts: bool) -> _FileFacts:
+    table = storage.root
+    try:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            names = pf.schema_arrow.names
+            sidecars: tuple[str, ...] = ()
+            if "sidecar" in names:
+                col = pf.read(columns=["sidecar"]).column("sidecar")
+                valid = col.filter(pc.is_valid(col))
+                sidecars = tuple(
+                    _sidecar_name(p) for p in pc.struct_field(valid, "path").to_pylist() if p
+                )
+            num_rows = pf.metadata.num_rows
+            num_adds = _count_adds(pf) if counts and "add" in names else 0
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise CorruptLogError(
+            f"checkpoint file cannot be read as Parquet: {exc}",
+            table=table, version=version, file=path,
+        ) from exc
+    return _FileFacts(num_rows, num_adds, sidecars)
+
+
+def _count_adds(pf: pq.ParquetFile) -> int:
+    """Rows whose `add` is set: from the `add.path` null counts, else by reading it."""
+    md = pf.metadata
+    index = next(
+        (i for i in range(md.num_columns) if md.schema.column(i).path == "add.path"), None
+    )
+    if index is not None:
+        nulls = 0
+        for r in range(md.num_row_groups):
+            stats = md.row_group(r).column(index).statistics
+            if stats is None or not stats.has_null_count:
+                break
+            nulls += stats.null_count
+        else:
+            return md.num_rows - nulls
+    col = pf.read(columns=["add"]).column("add")
+    return len(col) - col.null_count
+
+
+def _json_facts(storage: Storage, path: str, version: int) -> _FileFacts:
+    from delta_ops.log.replay import parse_json_actions
+
+    actions = parse_json_actions(storage.read(path), table=storage.root, version=version, file=path)
+    sidecars = tuple(
+        _sidecar_name(a["sidecar"]["path"])
+        for a in actions
+        if isinstance(a.get("sidecar"), dict) and a["sidecar"].get("path")
+    )
+    adds = sum(1 for a in actions if a.get("add") is not None)
+    return _FileFacts(len(actions), adds, sidecars)
+
+
+def _file_facts(storage: Storage, lf: LogFile, info: FileInfo, *, counts: bool) -> _FileFacts:
+    if lf.format == "json":
+        return _json_facts(storage, info.path, lf.version)
+    return _parquet_facts(storage, info.path, lf.version, counts=counts)
+
+
+def _sidecars_of(storage: Storage, lf: LogFile, info: FileInfo) -> tuple[str, ...]:
+    """Sidecar names a checkpoint file references (multi-part checkpoints are V1: none)."""
+    if lf.kind == LogFileKind.CHECKPOINT_MULTIPART:
+        return ()
+    return _file_facts(storage, lf, info, counts=False).sidecars
+
+
+def _usable(
+    storage: Storage, checkpoint: CheckpointFiles, sidecar_names: set[str]
+) -> str | None:
+    """Why a complete checkpoint cannot be relied on, or None when it can."""
+    try:
+        for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+            if info.size == 0:
+                return f"{info.path} is empty"
+            missing = [s for s in _sidecars_of(storage, lf, info) if s not in sidecar_names]
+            if missing:
+                return f"{info.path} references missing sidecars {sorted(missing)}"
+    except CorruptLogError as exc:
+        return str(exc)
+    return None
+
+
+def _last_checkpoint_for(
+    storage: Storage, checkpoint: CheckpointFiles, sidecars: Mapping[str, FileInfo]
+) -> LastCheckpoint:
+    """A `_last_checkpoint` describing an existing checkpoint (counts from footers)."""
+    size = adds = nbytes = 0
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        facts = _file_facts(storage, lf, info, counts=True)
+        size += facts.num_actions
+        adds += facts.num_adds
+        nbytes += info.size
+        for name in facts.sidecars:
+            sc = sidecars[name]
+            sc_facts = _parquet_facts(storage, sc.path, lf.version, counts=True)
+            size += sc_facts.num_actions
+            adds += sc_facts.num_adds
+            nbytes += sc.size  # as Spark counts it: the sidecars are part of the checkpoint
+    parts = len(checkpoint.files) if checkpoint.kind == LogFileKind.CHECKPOINT_MULTIPART else None
+    return build_last_checkpoint(
+        version=checkpoint.version, size=size, size_in_bytes=nbytes, num_of_add_files=adds,
+        parts=parts,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Commit timestamps and the cutoff commit
+# --------------------------------------------------------------------------------------
+
+
+def cutoff_commit(
+    storage: Storage,
+    commits: Sequence[tuple[int, FileInfo]],
+    ict: IctEnablement,
+    cutoff_ms: int,
+) -> int | None:
+    """The newest commit whose timestamp is not after `cutoff_ms` (None when none is).
+
+    Commits before the in-commit-timestamp enablement version use their files'
+    modification times, made monotonic; later ones their `inCommitTimestamp` (monotonic
+    by the spec), found by binary search so only a few commits are read.
+
+    Args:
+        storage: The table's storage.
+        commits: (version, file) of every commit present, oldest first.
+        ict: Whether and since when in-commit timestamps are enabled.
+        cutoff_ms: The cutoff, milliseconds since the epoch.
+    """
+    versions = [v for v, _ in commits]
+    split = len(versions)
+    if ict.enabled:
+        split = bisect.bisect_left(versions, ict.version or 0)
+    if split < len(versions):
+        def ts(i: int) -> int:
+            return read_in_commit_timestamp(storage, versions[i])
+
+        if ts(split) <= cutoff_ms:
+            lo, hi = split, len(versions) - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if ts(mid) <= cutoff_ms:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return versions[lo]
+    times = monotonize([info.modification_time for _, info in commits[:split]])
+    idx = bisect.bisect_right(times, cutoff_ms) - 1
+    return versions[idx] if idx >= 0 else None
+
+
+# --------------------------------------------------------------------------------------
+# Plan and apply
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """What a cleanup run deletes, and in which order.
+
+    Attributes:
+        table: Table root URI.
+        version: The latest version of the table.
+        enabled: `delta.enableExpiredLogCleanup`.
+        retention_ms: The log retention used.
+        cutoff_timestamp: `cutOffTimestamp` (ms), None when cleanup is disabled.
+        cutoff_version: `cutoffCommit`, None when no commit is old enough.
+        checkpoint_version: `cutOffCheckpoint`, None when none qualifies.
+        write_checkpoint_at: The version a checkpoint must be written at first
+            (`ensure_checkpoint`), or None.
+        files: Paths to delete, relative to the table root, in deletion order.
+        last_checkpoint: New `_last_checkpoint` to write before deleting, or None.
+        reason: Why nothing is deleted, when nothing is.
+        messages: Other things worth telling (skipped checkpoints, sidecar cleanup).
+    """
+
+    table: str
+    version: int
+    enabled: bool
+    retention_ms: int
+    cutoff_timestamp: int | None
+    cutoff_version: int | None
+    checkpoint_version: int | None
+    write_checkpoint_at: int | None
+    files: tuple[str, ...]
+    last_checkpoint: LastCheckpoint | None
+    reason: str | None
+    messages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """Outcome of `cleanup_metadata` (the CLI's --json object).
+
+    Attributes:
+        table: Table root URI.
+        cutoff_timestamp: `cutOffTimestamp` in ms since the epoch (None when disabled).
+        cutoff_version: `cutoffCommit`, the newest commit not newer than the cutoff.
+        checkpoint_version: `cutOffCheckpoint`, the oldest version kept.
+        files: Files deleted (or, in a dry run, to delete), relative to the table root,
+            in deletion order.
+        num_files: len(files).
+        dry_run: Nothing was written or deleted.
+        retention_hours: The log retention used, in hours.
+        enabled: `delta.enableExpiredLogCleanup`.
+        checkpoint_written: Version of the checkpoint written first (`ensure_checkpoint`);
+            in a dry run, the version one would be written at.
+        last_checkpoint_updated: `_last_checkpoint` was (dry run: would be) moved forward.
+        reason: Why nothing was deleted, when nothing was.
+        messages: Other notes.
+    """
+
+    table: str
+    cutoff_timestamp: int | None
+    cutoff_version: int | None
+    checkpoint_version: int | None
+    files: tuple[str, ...]
+    num_files: int
+    dry_run: bool
+    retention_hours: float
+    enabled: bool = True
+    checkpoint_written: int | None = None
+    last_checkpoint_updated: bool = False
+    reason: str | None = None
+    messages: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["files"] = list(self.files)
+        out["messages"] = list(self.messages)
+        return out
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """`_delta_log` parsed: log files, Hadoop side checksums, sidecars."""
+
+    log: list[tuple[LogFile, FileInfo]]
+    side: list[tuple[LogFile, FileInfo]]  # (the main file's parse, the side file)
+    sidecars: dict[str, FileInfo]  # name -> file
+    sidecar_side: dict[str, FileInfo]  # main sidecar name -> its side file
+
+
+def _list(storage: Storage) -> _Listing:
+    log: list[tuple[LogFile, FileInfo]] = []
+    side: list[tuple[LogFile, FileInfo]] = []
+    for info in storage.list_dir(LOG_DIR):
+        name = info.path.rsplit("/", 1)[-1]
+        lf = filenames.parse(name)
+        if lf is not None:
+            log.append((lf, info))
+        elif name.startswith(".") and name.endswith(".crc"):
+            main = filenames.parse(name[1:-4])
+            if main is not None:
+                side.append((main, info))
+    sidecars: dict[str, FileInfo] = {}
+    sidecar_side: dict[str, FileInfo] = {}
+    for info in storage.list_dir(SIDECARS):
+        name = info.path.rsplit("/", 1)[-1]
+        if name.startswith(".") and name.endswith(".crc"):
+            sidecar_side[name[1:-4]] = info
+        elif not name.startswith((".", "_")):
+            sidecars[name] = info
+    return _Listing(log, side, sidecars, sidecar_side)
+
+
+def _expired(lf: LogFile, checkpoint_version: int) -> bool:
+    """The spec's rule for log files: older than the cutoff checkpoint (compactions: start
+    version at or below it)."""
+    if lf.kind == LogFileKind.COMPACTION:
+        return lf.start_version <= checkpoint_version
+    return lf.version < checkpoint_version
+
+
+def _order_key(lf: LogFile, is_side: bool) -> tuple:
+    version = lf.start_version if lf.kind == LogFileKind.COMPACTION else lf.version
+    return (version, _KIND_RANK[lf.kind], lf.name, 0 if is_side else 1)
+
+
+def _retention_ms(retention: timedelta) -> int:
+    ms = int(retention.total_seconds() * 1000)
+    if ms < 0:
+        raise ValueError(f"log retention cannot be negative: {retention}")
+    return ms
+
+
+def plan_cleanup(
+    storage: Storage,
+    *,
+    now_ms: int,
+    retention: timedelta | None = None,
+    ensure_checkpoint: bool = False,
+) -> CleanupPlan:
+    """Decide what metadata cleanup deletes (reads the log; writes nothing).
+
+    Args:
+        storage: The table's storage.
+        now_ms: Current time, ms since the epoch.
+        retention: Log retention to use instead of `delta.logRetentionDuration`.
+        ensure_checkpoint: Plan a checkpoint at `cutoffCommit` when there is none there
+            (and something older could go); the deletions are planned as if it existed.
+
+    Raises:
+        UnsupportedFeatureError: The protocol has features cleanup does not support.
+        NotATableError, CorruptLogError: No readable Delta log.
+    """
+    table = storage.root
+    listing = _list(storage)
+    segment = build_log_segment(storage, listing=listing.log)
+    protocol, metadata = protocol_and_metadata(storage, segment)
+    features.ensure_supported(protocol, "cleanup", table=table, version=segment.version)
+    props = TableProperties.from_configuration(
+        metadata.configuration, table=table, version=segment.version
+    )
+    retention_ms = _retention_ms(retention if retention is not None else props.log_retention)
+    common: dict[str, Any] = {
+        "table": table, "version": segment.version, "retention_ms": retention_ms,
+        "write_checkpoint_at": None, "files": (), "last_checkpoint": None,
+    }
+    if not props.enable_expired_log_cleanup:
+        return CleanupPlan(
+            **common, enabled=False, cutoff_timestamp=None, cutoff_version=None,
+            checkpoint_version=None,
+            reason="delta.enableExpiredLogCleanup is false: metadata cleanup is disabled for "
+            "this table; nothing deleted",
+        )
+    cutoff_ts = midnight_utc(now_ms - retention_ms)
+    commits = sorted(
+        ((lf.version, info) for lf, info in listing.log if lf.kind == LogFileKind.COMMIT),
+        key=lambda c: c[0],
+    )
+    cutoff_v = cutoff_commit(storage, commits, IctEnablement.from_metadata(metadata), cutoff_ts)
+    if cutoff_v is None:
+        return CleanupPlan(
+            **common, enabled=True, cutoff_timestamp=cutoff_ts, cutoff_version=None,
+            checkpoint_version=None,
+            reason=f"no commit is older than the cutoff {_iso(cutoff_ts)}; nothing deleted",
+        )
+
+    messages: list[str] = []
+    sidecar_names = set(listing.sidecars)
+    complete = _complete_checkpoints(listing.log, None)  # newest first
+    checkpoint = _first_usable(
+        storage, [c for c in complete if c.version <= cutoff_v], sidecar_names, messages
+    )
+    checkpoint_v = checkpoint.version if checkpoint is not None else None
+    oldest = min(
+        (lf.start_version if lf.kind == LogFileKind.COMPACTION else lf.version)
+        for lf, _ in listing.log
+    )
+    write_at = None
+    if ensure_checkpoint and checkpoint_v != cutoff_v and oldest < cutoff_v:
+        write_at = checkpoint_v = cutoff_v
+        messages.append(f"a checkpoint is written at the cutoff version {cutoff_v} first")
+    if checkpoint_v is None:
+        return CleanupPlan(
+            **{**common, "write_checkpoint_at": write_at}, enabled=True,
+            cutoff_timestamp=cutoff_ts, cutoff_version=cutoff_v, checkpoint_version=None,
+            reason=f"no complete checkpoint at or before the cutoff version {cutoff_v}; the "
+            "spec requires one for the oldest kept version, so nothing is deleted (write one "
+            "with ensure_checkpoint / --ensure-checkpoint)",
+            messages=tuple(messages),
+        )
+
+    # Log files (and their Hadoop side checksums), oldest first.
+    doomed: list[tuple[tuple, str]] = [
+        (_order_key(lf, False), info.path)
+        for lf, info in listing.log
+        if _expired(lf, checkpoint_v)
+    ]
+    doomed += [
+        (_order_key(lf, True), info.path) for lf, info in listing.side if _expired(lf, checkpoint_v)
+    ]
+    doomed.sort()
+    files = [p for _, p in doomed]
+
+    # _last_checkpoint must never name a checkpoint that is gone.
+    last_cp = None
+    hint, _problem = read_last_checkpoint(storage)
+    if hint is not None and hint.version < checkpoint_v:
+        newest = _first_usable(
+            storage, [c for c in complete if c.version >= checkpoint_v], sidecar_names, []
+        )
+        if newest is not None:
+            last_cp = _last_checkpoint_for(storage, newest, listing.sidecars)
+            messages.append(
+                f"_last_checkpoint (version {hint.version}) is moved forward to checkpoint "
+                f"{newest.version} before anything is deleted"
+            )
+        else:
+            messages.append(
+                f"_last_checkpoint (version {hint.version}) will be moved forward once the "
+                f"checkpoint at version {write_at} is written"
+            )
+
+    files += _plan_sidecars(storage, listing, checkpoint_v, now_ms, messages)
+    reason = None
+    if not files:
+        reason = (
+            f"nothing to delete: no log file is older than the checkpoint at version "
+            f"{checkpoint_v}, the oldest version kept"
+        )
+    return CleanupPlan(
+        **{**common, "files": tuple(files), "last_checkpoint": last_cp,
+           "write_checkpoint_at": write_at},
+        enabled=True, cutoff_timestamp=cutoff_ts, cutoff_version=cutoff_v,
+        checkpoint_version=checkpoint_v, reason=reason, messages=tuple(messages),
+    )
+
+
+def _first_usable(
+    storage: Storage,
+    checkpoints: Sequence[CheckpointFiles],
+    sidecar_names: set[str],
+    messages: list[str],
+) -> CheckpointFiles | None:
+    """The first checkpoint of `checkpoints` (newest first) that can be relied on."""
+    for cp in checkpoints:
+        problem = _usable(storage, cp, sidecar_names)
+        if problem is None:
+            return cp
+        messages.append(f"checkpoint {cp.identity} is not usable: {problem}")
+    return None
+
+
+def _plan_sidecars(
+    storage: Storage, listing: _Listing, checkpoint_v: int, now_ms: int, messages: list[str]
+) -> list[str]:
+    """Sidecars referenced by no remaining checkpoint and older than one day (midnight UTC)."""
+    threshold = midnight_utc(now_ms) - DAY_MS
+    old = {n for n, info in listing.sidecars.items() if info.modification_time < threshold}
+    orphan_sides = {
+        n for n, info in listing.sidecar_side.items()
+        if n not in listing.sidecars and info.modification_time < threshold
+    }
+    if not old and not orphan_sides:
+        return []
+    referenced: set[str] = set()
+    for lf, info in listing.log:
+        if not lf.is_checkpoint or _expired(lf, checkpoint_v):
+            continue
+        try:
+            referenced.update(_sidecars_of(storage, lf, info))
+        except CorruptLogError as exc:
+            messages.append(
+                f"sidecar cleanup skipped: a kept checkpoint cannot be read ({exc})"
+            )
+            return []
+    out: list[str] = []
+    for name in sorted((old - referenced) | orphan_sides):
+        side = listing.sidecar_side.get(name)
+        if side is not None:
+            out.append(side.path)
+        if name in listing.sidecars:
+            out.append(listing.sidecars[name].path)
+    return out
+
+
+def _storage(table: Any, storage_options: Mapping[str, Any] | None = None) -> Storage:
+    if isinstance(table, Storage):
+        return table
+    inner = getattr(table, "storage", None)
+    if isinstance(inner, Storage):
+        return inner
+    return Storage.for_uri(str(table), storage_options)
+
+
+def _result(plan: CleanupPlan, *, dry_run: bool, written: int | None) -> CleanupResult:
+    return CleanupResult(
+        table=plan.table,
+        cutoff_timestamp=plan.cutoff_timestamp,
+        cutoff_version=plan.cutoff_version,
+        checkpoint_version=plan.checkpoint_version,
+        files=plan.files,
+        num_files=len(plan.files),
+        dry_run=dry_run,
+        retention_hours=plan.retention_ms / 3_600_000,
+        enabled=plan.enabled,
+        checkpoint_written=written,
+        last_checkpoint_updated=plan.last_checkpoint is not None,
+        reason=plan.reason,
+        messages=plan.messages,
+    )
+
+
+def cleanup_metadata(
+    table_or_storage: Any,
+    *,
+    retention: timedelta | None = None,
+    ensure_checkpoint: bool = False,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CleanupResult:
+    """Delete expired log files and unreferenced sidecars (spec "Metadata Cleanup").
+
+    Args:
+        table_or_storage: A `DeltaTable`, a `Storage`, or a table URI.
+        retention: Log retention instead of `delta.logRetentionDuration` (default 30 days).
+        ensure_checkpoint: When there is no checkpoint at the cutoff version, write one
+            there first, so that everything before it can go.
+        dry_run: Only report what would be deleted.
+        now_ms: Current time in ms since the epoch (default: the system clock).
+        storage_options: Used when `table_or_storage` is a URI.
+
+    Returns:
+        The result; "nothing to do" (disabled, nothing old enough, no checkpoint) is a
+        normal result whose `reason` says why.
+
+    Raises:
+        UnsupportedFeatureError: Unknown or unsupported table features (nothing deleted).
+        StorageError: A deletion or write failed (files deleted before it stay deleted;
+            every kept version is still readable and a re-run finishes the job).
+    """
+    storage = _storage(table_or_storage, storage_options)
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    plan = plan_cleanup(
+        storage, now_ms=now, retention=retention, ensure_checkpoint=ensure_checkpoint
+    )
+    written = plan.write_checkpoint_at
+    if dry_run:
+        return _result(plan, dry_run=True, written=written)
+    if written is not None:
+        from delta_ops.maintenance.checkpoint import write_checkpoint
+
+        write_checkpoint(storage, version=written, now_ms=now)
+        plan = plan_cleanup(storage, now_ms=now, retention=retention, ensure_checkpoint=False)
+        plan = replace(plan, messages=(
+            f"wrote a checkpoint at the cutoff version {written}", *plan.messages
+        ))
+    _apply(storage, plan)
+    return _result(plan, dry_run=False, written=written)
+
+
+def _apply(storage: Storage, plan: CleanupPlan) -> None:
+    if plan.last_checkpoint is not None:
+        storage.put_atomic(f"{LOG_DIR}/{LAST_CHECKPOINT}", plan.last_checkpoint.to_json_bytes())
+    # One at a time, in order: a crash leaves a prefix deleted and the rest in place.
+    for path in plan.files:
+        storage.delete(path)
+
+
+def describe(result: CleanupResult) -> str:
+    """Human-readable summary of a result (the CLI's text output)."""
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [f"table       {result.table}"]
+    if result.cutoff_timestamp is not None:
+        lines.append(f"cutoff      {_iso(result.cutoff_timestamp)} (retention "
+                     f"{result.retention_hours:g} h)")
+    lines.append(f"cutoff commit     {_fmt(result.cutoff_version)}")
+    lines.append(f"kept checkpoint   {_fmt(result.checkpoint_version)}")
+    if result.checkpoint_written is not None:
+        lines.append(
+            f"checkpoint  {'would be ' if result.dry_run else ''}written at version "
+            f"{result.checkpoint_written}"
+        )
+    lines.append(f"{verb} {result.num_files} files")
+    lines += [f"  {p}" for p in result.files]
+    if result.reason:
+        lines.append(result.reason)
+    lines += result.messages
+    return "\n".join(lines)
+
+
+def _fmt(v: int | None) -> str:
+    return "-" if v is None else str(v)

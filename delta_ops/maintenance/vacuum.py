@@ -1,0 +1,1030 @@
+"""VACUUM: delete data files the table no longer references, once they are old enough.
+
+Spec sections: "VACUUM Protocol Check" (check the reader and writer protocol before
+anything is listed), "Add File and Remove File" (tombstones expire `deletedFileRetention`
+after their `deletionTimestamp`), "Deletion Vectors" (a DV file lives as long as an add or
+an unexpired remove references it; `u` descriptors resolve to
+`<table>/<random prefix>/deletion_vector_<uuid>.bin`), "Change Data Files" (`_change_data`
+files are not referenced by the state; they go purely by age), "Delta Table Specification"
+(data lives in non-hidden directories), and the table properties
+`delta.deletedFileRetentionDuration` (default 1 week) and `delta.logRetentionDuration`.
+
+What is kept (everything else old enough below the table root is deleted):
+
+* live `add` files and unexpired tombstones (`deletionTimestamp >= now - retention`), their
+  paths decoded from URIs and made relative to the root (`canonical_path`);
+* every DV file referenced by either (`u`: resolved against the root; `p`: when inside it);
+* files modified less than `retention` ago (in-flight writes), from the listing's mtimes;
+* everything under `_delta_log`, and every hidden file or directory (name starting with
+  `_` or `.`), except `_change_data` and partition directories (`<partition column>=...`),
+  as Spark decides it. `metadata` (Iceberg UniForm) and `_delta_index` are hidden too.
+  A Hadoop side checksum `.<name>.crc` goes with `<name>` when `<name>` goes.
+
+Nothing outside the table root is ever touched: candidates come from listing the root, and
+paths in the log only ever protect files. Retention is checked first: shorter than
+`delta.deletedFileRetentionDuration` is refused unless forced, and so is a
+`delta.logRetentionDuration` shorter than the retention.
+
+No full snapshot is built: VACUUM only needs, per logical file, whether its newest action is
+an add or a still-unexpired remove, and which DV file it names. The commits are parsed once,
+columnar, by Arrow's JSON reader with a schema of just `path`, `deletionVector` and
+`deletionTimestamp` (orjson takes over for logs it refuses); checkpoints are read for those
+columns only; reconciliation (newest action per file key) is vectorized.
+
+Lite mode does not list storage: it considers only the files named by expired tombstones
+still in the log state (and their DV files), checking each one's existence and age.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from delta_ops.engine.base import Engine
+from delta_ops.errors import CorruptLogError, DeletionVectorError, RetentionError
+from delta_ops.log.replay import SidecarMissingError, parse_json_actions, read_file_action_column
+from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
+from delta_ops.maintenance.cleanup import _storage, protocol_and_metadata
+from delta_ops.protocol import features, filenames
+from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, Metadata, canonical_path, file_keys
+from delta_ops.protocol.deletion_vectors import decode_uuid_path
+from delta_ops.protocol.filenames import LOG_DIR
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.storage import FileInfo, Storage
+
+__all__ = [
+    "FileReferences",
+    "VacuumPlan",
+    "VacuumResult",
+    "file_references",
+    "is_hidden",
+    "plan_vacuum",
+    "vacuum",
+]
+
+HOUR_MS = 3_600_000
+_IO_THREADS = 16
+CHANGE_DATA_DIR = "_change_data"
+# Names Spark treats as hidden although they would not be by their first character.
+_HIDDEN_NAMES = frozenset({"metadata"})
+_ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:/")
+_DOT_SEGMENTS = r"(^|/)\.{1,2}(/|$)|//"
+
+_ADD_REF_TYPE = pa.struct(
+    [pa.field("path", pa.string()), pa.field("deletionVector", DELETION_VECTOR_TYPE)]
+)
+_REMOVE_REF_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("deletionTimestamp", pa.int64()),
+        pa.field("deletionVector", DELETION_VECTOR_TYPE),
+    ]
+)
+
+
+# --------------------------------------------------------------------------------------
+# Hidden names and paths
+# --------------------------------------------------------------------------------------
+
+
+def partition_prefixes(metadata: Metadata) -> tuple[str, ...]:
+    """`<column>=` for each partition column, by logical and (column mapping) physical name."""
+    names = list(metadata.partition_columns)
+    schema_string = metadata.schema_string
+    if schema_string and names:
+        try:
+            fields = orjson.loads(schema_string).get("fields") or []
+        except (orjson.JSONDecodeError, AttributeError):
+            fields = []
+        for f in fields:
+            if isinstance(f, dict) and f.get("name") in metadata.partition_columns:
+                physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
+                if isinstance(physical, str):
+                    names.append(physical)
+    return tuple(f"{n}=" for n in names)
+
+
+def is_hidden(name: str, prefixes: tuple[str, ...] = ()) -> bool:
+    """Spark's rule (`DeltaTableUtils.isHiddenDirectory`) for one file or directory name.
+
+    Hidden: a name starting with `_` or `.`, unless it starts with `_change_data` or is a
+    partition directory `<partition column>=<value>`; also `metadata` (Iceberg UniForm).
+    Unlike Spark, `_delta_index` is hidden too: nothing in the log references its files, so
+    treating it as data would delete them by age.
+    """
+    if name in _HIDDEN_NAMES:
+        return True
+    if not name.startswith(("_", ".")):
+        return False
+    if name.startswith(CHANGE_DATA_DIR):
+        return False
+    return not (prefixes and name.startswith(prefixes))
+
+
+def _hidden_path(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(is_hidden(part, prefixes) for part in path.split("/"))
+
+
+def _side_file_of(path: str) -> str | None:
+    """`dir/name` for a Hadoop side checksum `dir/.name.crc`, else None."""
+    head, _, name = path.rpartition("/")
+    if not (name.startswith(".") and name.endswith(".crc")) or len(name) <= 5:
+        return None
+    main = name[1:-4]
+    return f"{head}/{main}" if head else main
+
+
+def _side_file(path: str) -> str:
+    head, _, name = path.rpartition("/")
+    return f"{head}/.{name}.crc" if head else f".{name}.crc"
+
+
+def _relative(path: str) -> str | None:
+    """A canonical path as a safe path relative to the root, None when it points outside."""
+    if _ABSOLUTE.match(path) or path.startswith("/"):
+        return None
+    norm = posixpath.normpath(path) if re.search(_DOT_SEGMENTS, path) else path
+    if norm in (".", "..") or norm.startswith("../"):
+        return None
+    return norm
+
+
+def _with_normalized(paths: pa.Array) -> pa.Array:
+    """`paths` plus the dot-segment-free form of those that have `.`/`..`/`//` segments,
+    so that `a/../b.parquet` in the log protects `b.parquet`."""
+    if not len(paths):
+        return paths
+    odd = pc.match_substring_regex(paths, _DOT_SEGMENTS)
+    if not pc.any(odd).as_py():
+        return paths
+    extra = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
+    return pa.concat_arrays([paths, _str_array(extra)])
+
+
+def _canonical_array(paths: pa.Array, root: str) -> pa.Array:
+    """Vectorized `canonical_path`: only paths with `%`, `:` or a leading `/` go through
+    Python."""
+    if not len(paths):
+        return paths.cast(pa.string())
+    needs = pc.or_(
+        pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, ":")),
+        pc.starts_with(paths, "/"),
+    )
+    if not pc.any(needs).as_py():
+        return paths
+    fixed = [
+        canonical_path(p, root) if n else p
+        for p, n in zip(paths.to_pylist(), needs.to_pylist(), strict=True)
+    ]
+    return _str_array(fixed)
+
+
+# --------------------------------------------------------------------------------------
+# What the log references
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileReferences:
+    """What the latest state references, split by what VACUUM may do with it.
+
+    Attributes:
+        keep: canonical paths (files and DV files) of live adds and unexpired tombstones,
+            unique; paths outside the root may be among them (they never match a listing).
+        expired: canonical paths of expired tombstones and their DV files that nothing in
+            `keep` names (lite mode's candidates), unique, relative, inside the root.
+    """
+
+    keep: pa.Array
+    expired: pa.Array
+
+
+class _DvResolver:
+    """Turns (storageType, pathOrInlineDv) pairs into canonical DV file paths, cached."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.cache: dict[tuple[str, str], str | None] = {}
+
+    def __call__(self, storage_type: str | None, path: str | None) -> str | None:
+        if storage_type not in ("u", "p") or not path:
+            return None
+        key = (storage_type, path)
+        if key not in self.cache:
+            if storage_type == "p":
+                self.cache[key] = canonical_path(path, self.root)
+            else:
+                try:
+                    prefix, uid = decode_uuid_path(path)
+                except DeletionVectorError as exc:
+                    raise DeletionVectorError(
+                        f"cannot resolve the deletion vector file of a 'u' descriptor "
+                        f"{path!r}, so VACUUM cannot know which file to keep: {exc.reason}",
+                        table=self.root,
+                    ) from exc
+                name = f"deletion_vector_{uid}.bin"
+                self.cache[key] = f"{prefix}/{name}" if prefix else name
+        return self.cache[key]
+
+
+# One row per logical file (the newest action for its key): the shape both the commits and
+# the checkpoint are brought to before deciding what to keep.
+_ROW_NAMES = ("key", "path", "is_add", "ts", "st", "dvp")
+_DV_REF_TYPE = pa.struct(
+    [
+        pa.field("storageType", pa.string()),
+        pa.field("pathOrInlineDv", pa.string()),
+        pa.field("offset", pa.int32()),
+    ]
+)
+_COMMIT_REF_SCHEMA = pa.schema(
+    [
+        pa.field("add", pa.struct([pa.field("path", pa.string()),
+                                   pa.field("deletionVector", _DV_REF_TYPE)])),
+        pa.field("remove", pa.struct([pa.field("path", pa.string()),
+                                      pa.field("deletionTimestamp", pa.int64()),
+                                      pa.field("deletionVector", _DV_REF_TYPE)])),
+    ]
+)
+_JSON_BLOCK = 4 << 20
+
+
+def _str_array(values: Sequence[str | None]) -> pa.Array:
+    """A string array built from buffers (`pa.array` on a list imports pandas, ~1 s cold)."""
+    if not values:
+        return pa.nulls(0, pa.string())
+    data = [b"" if v is None else v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    validity = None
+    if any(v is None for v in values):
+        bits = np.packbits(np.array([v is not None for v in values]), bitorder="little")
+        validity = pa.py_buffer(bits)
+    arr = pa.Array.from_buffers(
+        pa.large_string(), len(data),
+        [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
+    )
+    return arr.cast(pa.string())
+
+
+def _int_range(start: int, stop: int, step: int = 1) -> pa.Array:
+    values = np.arange(start, stop, step, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _constant_bool(value: bool, n: int) -> pa.Array:
+    return pc.fill_null(pa.nulls(n, pa.bool_()), value)
+
+
+def _rows(
+    path: pa.Array, is_add: pa.Array, ts: pa.Array, st: pa.Array, dvp: pa.Array, offset: pa.Array,
+    root: str,
+) -> pa.Table:
+    """File actions as rows keyed by (canonical path, DV unique id)."""
+    st = st.cast(pa.string())
+    dv = pa.StructArray.from_arrays(
+        [st, dvp.cast(pa.string()), offset.cast(pa.int32())],
+        names=["storageType", "pathOrInlineDv", "offset"],
+        mask=pc.is_null(st),
+    )
+    keys = file_keys(pa.StructArray.from_arrays([path, dv], names=["path", "deletionVector"]), root)
+    return pa.Table.from_arrays(
+        [keys, _canonical_array(path, root), is_add, ts.cast(pa.int64()), st, dv.field(1)],
+        names=list(_ROW_NAMES),
+    )
+
+
+def _read_commit_json(buf: bytes) -> pa.Table:
+    options = pj.ParseOptions(
+        explicit_schema=_COMMIT_REF_SCHEMA, unexpected_field_behavior="ignore"
+    )
+    try:
+        return pj.read_json(
+            pa.BufferReader(buf), read_options=pj.ReadOptions(block_size=_JSON_BLOCK),
+            parse_options=options,
+        )
+    except pa.ArrowInvalid:
+        if len(buf) <= _JSON_BLOCK:
+            raise
+        # A line longer than a block: parse the whole buffer as one block.
+        return pj.read_json(
+            pa.BufferReader(buf), read_options=pj.ReadOptions(block_size=len(buf) + 1),
+            parse_options=options,
+        )
+
+
+def _newest_per_key(rows: pa.Table) -> pa.Table:
+    """Keep the first row of each key (rows are newest first)."""
+    keys = rows.column("key").combine_chunks()
+    first = pc.index_in(pc.unique(keys), value_set=keys)
+    return rows.take(first)
+
+
+def _commit_rows_columnar(segment: LogSegment, blobs: Mapping[str, bytes], root: str) -> pa.Table:
+    """Newest action per file key among the segment's commits, parsed by Arrow's JSON reader
+    (only the path, DV and deletionTimestamp fields are materialized).
+
+    Raises:
+        pyarrow.ArrowInvalid: Some line does not fit (the caller falls back to orjson).
+    """
+    parts: list[bytes] = []
+    for delta in segment.deltas:
+        blob = blobs[delta.file.path]
+        parts.append(blob)
+        if blob and not blob.endswith(b"\n"):
+            parts.append(b"\n")
+    buf = b"".join(parts)
+    if not buf.strip():
+        return _empty_rows()
+    table = _read_commit_json(buf)
+    n = table.num_rows
+    table = table.take(_int_range(n - 1, -1, -1))  # newest line first
+    add = table.column("add").combine_chunks()
+    rm = table.column("remove").combine_chunks()
+    add_path, rm_path = pc.struct_field(add, "path"), pc.struct_field(rm, "path")
+    is_add = pc.is_valid(add_path)
+    path = pc.coalesce(add_path, rm_path)
+    add_dv, rm_dv = pc.struct_field(add, "deletionVector"), pc.struct_field(rm, "deletionVector")
+
+    def dv_field(name: str) -> pa.Array:
+        return pc.if_else(is_add, pc.struct_field(add_dv, name), pc.struct_field(rm_dv, name))
+
+    rows = _rows(
+        path, is_add, pc.struct_field(rm, "deletionTimestamp"), dv_field("storageType"),
+        dv_field("pathOrInlineDv"), dv_field("offset"), root,
+    )
+    rows = rows.filter(pc.is_valid(path))
+    return _newest_per_key(rows)
+
+
+def _parse_blob(data: bytes, *, table: str, version: int, file: str) -> list[dict]:
+    """All actions of a commit in one orjson call (lines joined into a JSON array)."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    try:
+        actions = orjson.loads(b"[" + b",".join(lines) + b"]")
+    except orjson.JSONDecodeError:
+        return parse_json_actions(data, table=table, version=version, file=file)
+    if not all(isinstance(a, dict) for a in actions):
+        return parse_json_actions(data, table=table, version=version, file=file)
+    return actions
+
+
+def _commit_rows_python(segment: LogSegment, blobs: Mapping[str, bytes], root: str) -> pa.Table:
+    """`_commit_rows_columnar` with orjson, for logs Arrow's JSON reader refuses (a field of
+    another type than the spec's, say); raises CorruptLogError on invalid JSON."""
+    cols: dict[str, list] = {k: [] for k in ("path", "is_add", "ts", "st", "dvp", "offset")}
+    for delta in reversed(segment.deltas):
+        actions = _parse_blob(
+            blobs[delta.file.path], table=root, version=delta.end, file=delta.file.path
+        )
+        for obj in reversed(actions):
+            action = obj.get("add")
+            is_add = isinstance(action, dict)
+            if not is_add:
+                action = obj.get("remove")
+                if not isinstance(action, dict):
+                    continue
+            path = action.get("path")
+            if not isinstance(path, str):
+                raise CorruptLogError(
+                    f"file action without a path: {action!r:.200}",
+                    table=root, version=delta.end, file=delta.file.path,
+                )
+            dv = action.get("deletionVector")
+            dv = dv if isinstance(dv, dict) else {}
+            ts = action.get("deletionTimestamp")
+            cols["path"].append(path)
+            cols["is_add"].append(is_add)
+            cols["ts"].append(None if is_add or ts is None else int(ts))
+            cols["st"].append(dv.get("storageType"))
+            cols["dvp"].append(dv.get("pathOrInlineDv"))
+            offset = dv.get("offset")
+            cols["offset"].append(None if offset is None else int(offset))
+    if not cols["path"]:
+        return _empty_rows()
+    rows = _rows(
+        pa.array(cols["path"], pa.string()), pa.array(cols["is_add"], pa.bool_()),
+        pa.array(cols["ts"], pa.int64()), pa.array(cols["st"], pa.string()),
+        pa.array(cols["dvp"], pa.string()), pa.array(cols["offset"], pa.int64()), root,
+    )
+    return _newest_per_key(rows)
+
+
+def _empty_rows() -> pa.Table:
+    return pa.schema(
+        [("key", pa.string()), ("path", pa.string()), ("is_add", pa.bool_()),
+         ("ts", pa.int64()), ("st", pa.string()), ("dvp", pa.string())]
+    ).empty_table()
+
+
+def _read_refs_parquet(
+    storage: Storage, path: str, version: int
+) -> tuple[pa.Table, pa.Table, list[str]]:
+    """(adds, removes, sidecar names) of a Parquet checkpoint file or sidecar, reference
+    columns only."""
+    try:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            top = set(pf.schema_arrow.names)
+            adds = read_file_action_column(pf, "add", _ADD_REF_TYPE, top)
+            removes = read_file_action_column(pf, "remove", _REMOVE_REF_TYPE, top)
+            sidecars: list[str] = []
+            if "sidecar" in top:
+                col = pf.read(columns=["sidecar"]).column("sidecar")
+                valid = col.filter(pc.is_valid(col))
+                sidecars = [p for p in pc.struct_field(valid, "path").to_pylist() if p]
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise CorruptLogError(
+            f"checkpoint file cannot be read as Parquet: {exc}",
+            table=storage.root, version=version, file=path,
+        ) from exc
+    return adds, removes, sidecars
+
+
+def _fields(actions: Iterable[dict], key: str, fields: Sequence[str]) -> list[dict]:
+    out = []
+    for a in actions:
+        v = a.get(key)
+        if isinstance(v, dict):
+            out.append({f: v.get(f) for f in fields})
+    return out
+
+
+def _read_checkpoint_refs(
+    storage: Storage, checkpoint: CheckpointFiles
+) -> tuple[pa.Table, pa.Table]:
+    root = storage.root
+    adds: list[pa.Table] = []
+    removes: list[pa.Table] = []
+    sidecars: list[str] = []
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        if lf.format == "json":
+            actions = parse_json_actions(
+                storage.read(info.path), table=root, version=lf.version, file=info.path
+            )
+            adds.append(pa.Table.from_pylist(
+                _fields(actions, "add", _ADD_REF_TYPE.names),
+                schema=pa.schema(list(_ADD_REF_TYPE)),
+            ))
+            removes.append(pa.Table.from_pylist(
+                _fields(actions, "remove", _REMOVE_REF_TYPE.names),
+                schema=pa.schema(list(_REMOVE_REF_TYPE)),
+            ))
+            sidecars += [
+                a["sidecar"]["path"] for a in actions
+                if isinstance(a.get("sidecar"), dict) and a["sidecar"].get("path")
+            ]
+        else:
+            a, r, s = _read_refs_parquet(storage, info.path, lf.version)
+            adds.append(a)
+            removes.append(r)
+            sidecars += s
+    for name in sidecars:
+        if "/" in name or ":" in name:
+            rel = _relative(canonical_path(name, root))
+            path = rel if rel is not None else filenames.sidecar_path(name.rsplit("/", 1)[-1])
+        else:
+            path = filenames.sidecar_path(name)
+        if not storage.exists(path):
+            raise SidecarMissingError(
+                "V2 checkpoint references a sidecar that does not exist",
+                table=root, version=checkpoint.version, file=path,
+            )
+        a, r, _ = _read_refs_parquet(storage, path, checkpoint.version)
+        adds.append(a)
+        removes.append(r)
+    add_t = pa.concat_tables(adds) if adds else pa.schema(list(_ADD_REF_TYPE)).empty_table()
+    rm_t = pa.concat_tables(removes) if removes else pa.schema(list(_REMOVE_REF_TYPE)).empty_table()
+    return add_t.combine_chunks(), rm_t.combine_chunks()
+
+
+def _checkpoint_rows(storage: Storage, checkpoint: CheckpointFiles) -> pa.Table:
+    adds, removes = _read_checkpoint_refs(storage, checkpoint)
+    root = storage.root
+    tables = []
+    for t, is_add in ((adds, True), (removes, False)):
+        if not t.num_rows:
+            continue
+        dv = t.column("deletionVector").combine_chunks()
+        ts = (pa.nulls(t.num_rows, pa.int64()) if is_add
+              else t.column("deletionTimestamp").combine_chunks())
+        tables.append(_rows(
+            t.column("path").combine_chunks(), _constant_bool(is_add, t.num_rows), ts,
+            dv.field("storageType"), dv.field("pathOrInlineDv"), dv.field("offset"), root,
+        ))
+    return pa.concat_tables(tables) if tables else _empty_rows()
+
+
+def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
+    """Canonical paths of the DV files `rows` reference (each once)."""
+    if not rows.num_rows:
+        return []
+    st = rows.column("st").combine_chunks()
+    has_file = pc.or_(pc.equal(st, "u"), pc.equal(st, "p"))
+    pairs = pc.binary_join_element_wise(st, rows.column("dvp").combine_chunks(), "\x00")
+    pairs = pairs.filter(pc.fill_null(has_file, False))
+    out = []
+    for pair in pc.unique(pairs).to_pylist():
+        if pair is None:
+            continue
+        storage_type, _, path = pair.partition("\x00")
+        resolved = resolve(storage_type, path)
+        if resolved is not None:
+            out.append(resolved)
+    return out
+
+
+def file_references(
+    storage: Storage,
+    segment: LogSegment,
+    blobs: Mapping[str, bytes],
+    delete_before: int,
+) -> FileReferences:
+    """What the state at `segment.version` references, for VACUUM.
+
+    Args:
+        storage: The table's storage.
+        segment: The log segment of the latest version.
+        blobs: The bytes of every delta of the segment, by path.
+        delete_before: Tombstones with `deletionTimestamp` before this (ms) are expired.
+
+    Raises:
+        CorruptLogError: Unreadable log files (SidecarMissingError for a V2 checkpoint
+            whose sidecar is missing).
+        DeletionVectorError: A `u` descriptor that does not decode.
+    """
+    root = storage.root
+    try:
+        rows = _commit_rows_columnar(segment, blobs, root)
+    except pa.ArrowInvalid:
+        rows = _commit_rows_python(segment, blobs, root)
+    if segment.checkpoint is not None:
+        cp = _checkpoint_rows(storage, segment.checkpoint)
+        if rows.num_rows and cp.num_rows:
+            cp = cp.filter(pc.invert(pc.is_in(cp.column("key"), value_set=rows.column("key"))))
+        rows = pa.concat_tables([rows, cp])
+    ts = pc.fill_null(rows.column("ts"), 0)
+    live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, delete_before))
+    live = pc.fill_null(live, False)
+    kept, gone = rows.filter(live), rows.filter(pc.invert(live))
+    resolve = _DvResolver(root)
+    keep = pa.concat_arrays([
+        kept.column("path").combine_chunks(), _str_array(_dv_paths(kept, resolve)),
+    ])
+    keep = pc.unique(_with_normalized(keep))
+    expired_paths = gone.column("path").to_pylist() + _dv_paths(gone, resolve)
+    expired = sorted({r for p in expired_paths if (r := _relative(p)) is not None})
+    expired_arr = _str_array(expired)
+    if len(expired_arr):
+        expired_arr = expired_arr.filter(pc.invert(pc.is_in(expired_arr, value_set=keep)))
+    return FileReferences(keep=keep, expired=expired_arr)
+
+
+# --------------------------------------------------------------------------------------
+# Plan and apply
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a VACUUM deletes.
+
+    Attributes:
+        table: Table root URI.
+        version: The table version whose state decided what is kept.
+        retention_ms: The retention used.
+        delete_before: Files modified before this (ms) and tombstones deleted before it
+            are old enough.
+        files: Paths to delete, relative to the root, sorted.
+        sizes: Their sizes in bytes (same order).
+        side_files: The Hadoop side checksums among `files` (deleted before the others).
+        directories: Directories this deletion empties (and that go with it), deepest first.
+        top_dirs: Top-level directories whose empty subdirectories are swept after deleting.
+        lite: Lite mode (no listing).
+        messages: Notes (what lite mode cannot see).
+    """
+
+    table: str
+    version: int
+    retention_ms: int
+    delete_before: int
+    files: tuple[str, ...]
+    sizes: tuple[int, ...]
+    side_files: frozenset[str]
+    directories: tuple[str, ...]
+    top_dirs: tuple[str, ...]
+    lite: bool
+    messages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """Outcome of `vacuum` (the CLI's --json object).
+
+    Attributes:
+        table: Table root URI.
+        version: The table version whose state decided what is kept.
+        files: Files deleted (dry run: to delete), relative to the root, sorted.
+        num_files: len(files).
+        size_bytes: Their total size.
+        directories: Directories removed because they were (or became) empty; in a dry
+            run, those this deletion would empty.
+        dry_run: Nothing was deleted.
+        retention_hours: The retention used, in hours.
+        lite: Lite mode (tombstones from the log instead of a listing).
+        messages: Notes (e.g. what lite mode cannot see).
+    """
+
+    table: str
+    version: int
+    files: tuple[str, ...]
+    num_files: int
+    size_bytes: int
+    directories: tuple[str, ...]
+    dry_run: bool
+    retention_hours: float
+    lite: bool = False
+    messages: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["files"] = list(self.files)
+        out["directories"] = list(self.directories)
+        out["messages"] = list(self.messages)
+        return out
+
+
+def _read_deltas(storage: Storage, segment: LogSegment) -> dict[str, bytes]:
+    paths = [d.file.path for d in segment.deltas]
+    if not paths:
+        return {}
+    with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
+        return dict(zip(paths, pool.map(storage.read, paths), strict=True))
+
+
+def retention_for(
+    props: TableProperties,
+    *,
+    retention_hours: float | None,
+    force_retention: bool,
+    table: str,
+    version: int,
+) -> timedelta:
+    """The retention VACUUM uses, after the safety checks.
+
+    Raises:
+        RetentionError: Negative; shorter than `delta.deletedFileRetentionDuration`; or
+            `delta.logRetentionDuration` shorter than it (the last two unless forced).
+    """
+    configured = props.deleted_file_retention
+    if retention_hours is None:
+        retention = configured
+    else:
+        if retention_hours < 0:
+            raise RetentionError(
+                f"VACUUM retention cannot be negative ({retention_hours} hours)",
+                table=table, version=version,
+            )
+        retention = timedelta(hours=retention_hours)
+    hours = retention.total_seconds() / 3600
+    if retention < configured and not force_retention:
+        raise RetentionError(
+            f"refusing to VACUUM with a retention of {hours:g} hours, shorter than "
+            f"delta.deletedFileRetentionDuration ({configured.total_seconds() / 3600:g} "
+            "hours): files that concurrent readers or writers still use could be deleted. "
+            "Use at least that retention, or force it (force_retention=True / "
+            "--force-retention) if nothing else is using the table",
+            table=table, version=version,
+        )
+    if props.log_retention < retention and not force_retention:
+        raise RetentionError(
+            f"refusing to VACUUM: delta.logRetentionDuration "
+            f"({props.log_retention.total_seconds() / 3600:g} hours) is shorter than the file "
+            f"retention ({hours:g} hours); raise the log retention (or force it with "
+            "force_retention=True / --force-retention)",
+            table=table, version=version,
+        )
+    return retention
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    parts = path.split("/")[:-1]
+    for i in range(len(parts), 0, -1):
+        yield "/".join(parts[:i])
+
+
+def _dirs_emptied(storage: Storage, deleted: Sequence[str], keep: pa.Array) -> list[str]:
+    """Directories that hold no file once `deleted` are gone, deepest first (checked by
+    listing only the few directories no kept path lies under)."""
+    if not _has_directories(storage):
+        return []
+    candidates = {d for p in deleted for d in _ancestors(p)}
+    if not candidates:
+        return []
+    if len(keep):
+        # A directory holding a referenced file does not become empty.
+        nested = keep.filter(pc.match_substring(keep, "/"))
+        parents = pc.unique(pc.replace_substring_regex(nested, r"/[^/]*$", ""))
+        for parent in parents.to_pylist():
+            candidates.difference_update(_ancestors(f"{parent}/x"))
+    gone = set(deleted)
+    emptied: set[str] = set()
+    for d in sorted(candidates, key=lambda c: (-c.count("/"), c)):
+        files = storage.list_dir(d)
+        if any(f.path not in gone for f in files):
+            continue
+        if all(sub in emptied for sub in storage.list_subdirs(d)):
+            emptied.add(d)
+    return sorted(emptied, key=lambda c: (-c.count("/"), c))
+
+
+def _listing_dirs(storage: Storage, prefixes: tuple[str, ...]) -> list[str]:
+    subdirs = [
+        d for d in storage.list_subdirs("") if d != LOG_DIR and not is_hidden(d, prefixes)
+    ]
+    return ["", *subdirs]
+
+
+def _select(
+    paths: Sequence[str], prefixes: tuple[str, ...]
+) -> tuple[list[int], list[int]]:
+    """Indexes of deletable files among unreferenced old ones, and of their side files."""
+    chosen: list[int] = []
+    sides: dict[str, int] = {}
+    for i, path in enumerate(paths):
+        if path.startswith(f"{LOG_DIR}/") or path == LOG_DIR:
+            continue
+        head, _, name = path.rpartition("/")
+        if head and _hidden_path(head, prefixes):
+            continue
+        if is_hidden(name, prefixes):
+            main = _side_file_of(path)
+            if main is not None:
+                sides[main] = i
+            continue
+        chosen.append(i)
+    side_idx = [sides[paths[i]] for i in chosen if paths[i] in sides]
+    return chosen, side_idx
+
+
+def plan_vacuum(
+    storage: Storage,
+    *,
+    now_ms: int,
+    retention_hours: float | None = None,
+    force_retention: bool = False,
+    lite: bool = False,
+    engine: Engine | None = None,
+) -> VacuumPlan:
+    """Decide what VACUUM deletes (reads the log and lists the table; deletes nothing).
+
+    Raises:
+        UnsupportedFeatureError: Unknown or unsupported reader or writer features (checked
+            before any data directory is listed).
+        RetentionError: See `retention_for`.
+    """
+    table = storage.root
+    excluded: set[str] = set()
+    while True:
+        segment = build_log_segment(storage, exclude_checkpoints=frozenset(excluded))
+        blobs = _read_deltas(storage, segment)
+        # The protocol check comes before anything else is read or listed.
+        protocol, metadata = protocol_and_metadata(storage, segment, blobs=blobs)
+        features.ensure_supported(protocol, "vacuum", table=table, version=segment.version)
+        props = TableProperties.from_configuration(
+            metadata.configuration, table=table, version=segment.version
+        )
+        retention = retention_for(
+            props, retention_hours=retention_hours, force_retention=force_retention,
+            table=table, version=segment.version,
+        )
+        retention_ms = int(retention.total_seconds() * 1000)
+        delete_before = now_ms - retention_ms
+        try:
+            refs = file_references(storage, segment, blobs, delete_before)
+        except SidecarMissingError:
+            assert segment.checkpoint is not None
+            excluded.add(segment.checkpoint.identity)
+            continue
+        break
+    prefixes = partition_prefixes(metadata)
+    common = {
+        "table": table, "version": segment.version, "retention_ms": retention_ms,
+        "delete_before": delete_before, "lite": lite,
+    }
+    if lite:
+        return _plan_lite(storage, refs, prefixes, common)
+    owned = engine is None
+    eng = engine
+    if eng is None:
+        from delta_ops.engine.local import LocalEngine
+
+        eng = LocalEngine()
+    try:
+        dirs = _listing_dirs(storage, prefixes)
+        found = eng.find_unreferenced(storage, dirs, refs.keep, delete_before)
+    finally:
+        if owned:
+            eng.close()
+    paths = found.column("path").to_pylist()
+    sizes = found.column("size").to_pylist()
+    chosen, side_idx = _select(paths, prefixes)
+    idx = sorted(set(chosen) | set(side_idx))
+    files = [paths[i] for i in idx]
+    return VacuumPlan(
+        **common,
+        files=tuple(files),
+        sizes=tuple(sizes[i] for i in idx),
+        side_files=frozenset(paths[i] for i in side_idx),
+        directories=tuple(_dirs_emptied(storage, files, refs.keep)),
+        top_dirs=tuple(d for d in dirs if d),
+    )
+
+
+def _has_directories(storage: Storage) -> bool:
+    """Object stores (and fsspec's memory store) have no directories to remove."""
+    return storage.scheme == "file"
+
+
+def _plan_lite(
+    storage: Storage, refs: FileReferences, prefixes: tuple[str, ...], common: dict[str, Any]
+) -> VacuumPlan:
+    candidates = [
+        p for p in refs.expired.to_pylist()
+        if not p.startswith(f"{LOG_DIR}/") and not _hidden_path(p, prefixes)
+    ]
+    probes = candidates + [_side_file(p) for p in candidates]
+    infos: list[FileInfo | None] = []
+    if probes:
+        with ThreadPoolExecutor(min(_IO_THREADS, len(probes))) as pool:
+            infos = list(pool.map(storage.info, probes))
+    old = {
+        p: info for p, info in zip(probes, infos, strict=True)
+        if info is not None and info.modification_time < common["delete_before"]
+    }
+    chosen = [p for p in candidates if p in old]
+    sides = [s for p in chosen if (s := _side_file(p)) in old]
+    files = sorted(chosen + sides)
+    messages = (
+        "lite mode: only files named by expired tombstones still in the log state (and "
+        "their deletion vector files) were considered; it cannot see files never committed "
+        "(failed or aborted writes), files whose tombstones were already dropped from "
+        "checkpoints, or change data files (_change_data); run a full VACUUM to remove those",
+    )
+    return VacuumPlan(
+        **common,
+        files=tuple(files),
+        sizes=tuple(old[p].size for p in files),
+        side_files=frozenset(sides),
+        directories=tuple(_dirs_emptied(storage, files, refs.keep)),
+        top_dirs=tuple(sorted({p.split("/", 1)[0] for p in files if "/" in p})),
+        messages=messages,
+    )
+
+
+def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> tuple[list[str], list[str]]:
+    """Remove empty directories below the data directories; (removed, notes)."""
+    removed: list[str] = []
+    notes: list[str] = []
+    for top in plan.top_dirs:
+        removed += storage.remove_empty_dirs(top)
+    emptied_tops = [
+        t for t in plan.top_dirs if not storage.list_dir(t) and not storage.list_subdirs(t)
+    ]
+    if emptied_tops:
+        removed += _remove_top_level(storage, emptied_tops, notes)
+    return removed, notes
+
+
+def _empty_dir_below(storage: Storage, directory: str) -> str | None:
+    """An empty directory at any depth below `directory`, or None."""
+    for sub in storage.list_subdirs(directory):
+        inner = storage.list_subdirs(sub)
+        if not inner and not storage.list_dir(sub):
+            return sub
+        found = _empty_dir_below(storage, sub)
+        if found is not None:
+            return found
+    return None
+
+
+def _remove_top_level(storage: Storage, tops: list[str], notes: list[str]) -> list[str]:
+    """Remove empty top-level directories.
+
+    `Storage` can only remove the empty directories *below* a directory, so for these the
+    sweep has to start at the root. It runs only when the log directory holds no empty
+    directory, so that nothing under `_delta_log` is ever touched.
+    """
+    blocker = _empty_dir_below(storage, LOG_DIR)
+    if blocker is not None:
+        notes.append(
+            f"empty directories {tops} were left in place: removing them would also remove "
+            f"the empty log directory {blocker}"
+        )
+        return []
+    return storage.remove_empty_dirs("")
+
+
+def vacuum(
+    table_or_storage: Any,
+    *,
+    retention_hours: float | None = None,
+    force_retention: bool = False,
+    lite: bool = False,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    engine: Engine | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> VacuumResult:
+    """Delete files the table no longer references once they are older than the retention.
+
+    Args:
+        table_or_storage: A `DeltaTable`, a `Storage`, or a table URI.
+        retention_hours: Retention instead of `delta.deletedFileRetentionDuration`
+            (default 1 week).
+        force_retention: Allow a retention shorter than the table's (and a log retention
+            shorter than the file retention).
+        lite: Use expired tombstones from the log instead of listing the table.
+        dry_run: Only report what would be deleted.
+        now_ms: Current time in ms since the epoch (default: the system clock).
+        engine: Where listing and deleting run (default: `LocalEngine`).
+        storage_options: Used when `table_or_storage` is a URI.
+
+    Raises:
+        UnsupportedFeatureError: The table has reader or writer features this tool does not
+            know (nothing listed, nothing deleted); `features` names them.
+        RetentionError: The retention is unsafe (see `retention_for`).
+        StorageError: Listing or deleting failed (a re-run finishes the job).
+    """
+    storage = _storage(table_or_storage, storage_options)
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    plan = plan_vacuum(
+        storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,
+        lite=lite, engine=engine,
+    )
+    directories: Sequence[str] = plan.directories
+    messages = list(plan.messages)
+    if not dry_run:
+        owned = engine is None
+        eng = engine
+        if eng is None:
+            from delta_ops.engine.local import LocalEngine
+
+            eng = LocalEngine()
+        try:
+            # Side checksums first: a crash in between leaves their data files, which a
+            # re-run finds again, never a side file whose data file is gone.
+            sides = [p for p in plan.files if p in plan.side_files]
+            mains = [p for p in plan.files if p not in plan.side_files]
+            if sides:
+                eng.delete_files(storage, sides)
+            if mains:
+                eng.delete_files(storage, mains)
+        finally:
+            if owned:
+                eng.close()
+        removed, notes = _remove_empty_dirs(storage, plan)
+        directories = sorted(set(removed), key=lambda c: (-c.count("/"), c))
+        messages += notes
+    return VacuumResult(
+        table=plan.table,
+        version=plan.version,
+        files=plan.files,
+        num_files=len(plan.files),
+        size_bytes=int(sum(plan.sizes)),
+        directories=tuple(directories),
+        dry_run=dry_run,
+        retention_hours=plan.retention_ms / HOUR_MS,
+        lite=plan.lite,
+        messages=tuple(messages),
+    )
+
+
+def describe(result: VacuumResult) -> str:
+    """Human-readable summary of a result (the CLI's text output)."""
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [
+        f"table       {result.table} (version {result.version})",
+        f"retention   {result.retention_hours:g} hours{' (lite)' if result.lite else ''}",
+        f"{verb} {result.num_files} files ({result.size_bytes} bytes)",
+    ]
+    lines += [f"  {p}" for p in result.files]
+    if result.directories:
+        lines.append(f"{'would remove' if result.dry_run else 'removed'} "
+                     f"{len(result.directories)} empty directories")
+        lines += [f"  {d}/" for d in result.directories]
+    lines += result.messages
+    return "\n".join(lines)

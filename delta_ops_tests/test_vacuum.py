@@ -1,0 +1,627 @@
+"""VACUUM on real corpus tables and generated histories.
+
+Expected deletions are computed here by a naive oracle: the state from the independent
+`oracle_replay`, DV files resolved per the spec, a plain `os.walk` of the table with the
+hidden-name rule written out again, and file ages from `os.stat`. Corpus tables are copied
+and their files aged with `os.utime`. Generated histories (test_cleanup.RawHistory) add
+orphans, change data files, hidden files, paths outside the table and random ages; after
+VACUUM no file referenced by any version inside the retention window may be gone. Crash
+tests fail the k-th delete for every k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from delta_ops.engine.local import LocalEngine
+from delta_ops.errors import RetentionError, StorageError, UnsupportedFeatureError
+from delta_ops.maintenance.cleanup import cleanup_metadata
+from delta_ops.maintenance.vacuum import is_hidden, vacuum
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
+from delta_ops.storage import Storage
+from delta_ops.table import DeltaTable
+from delta_ops_tests.conftest import corpus_path
+from delta_ops_tests.oracle import oracle_replay
+from delta_ops_tests.test_cleanup import (
+    BASE_MS,
+    DAY_MS,
+    HOUR_MS,
+    FailingStorage,
+    _cli,
+    _simple_spec,
+    build_raw,
+    raw_specs,
+    set_mtime,
+)
+
+# --------------------------------------------------------------------------------------
+# The oracle
+# --------------------------------------------------------------------------------------
+
+
+def _hidden(name: str, partition_columns: list[str]) -> bool:
+    """Spark's DeltaTableUtils.isHiddenDirectory, written out again (plus _delta_index)."""
+    if name == "metadata":
+        return True
+    if not (name.startswith("_") or name.startswith(".")):
+        return False
+    if name.startswith("_change_data"):
+        return False
+    return not any(name.startswith(f"{c}=") for c in partition_columns)
+
+
+def _dv_abs(dv: dict | None, root: Path) -> str | None:
+    if not dv or dv.get("storageType") not in ("u", "p"):
+        return None
+    path = DeletionVectorDescriptor.from_dict(dv).absolute_path(str(root))
+    if dv["storageType"] == "p":
+        path = unquote(path.removeprefix("file://").removeprefix("file:"))
+    return os.path.normpath(path)
+
+
+def referenced(root: Path, version: int | None, delete_before: int | None) -> set[str]:
+    """Absolute paths of the files and DV files the state at `version` keeps (live adds,
+    and tombstones not expired at `delete_before`; all tombstones when None)."""
+    state = oracle_replay(root, version)
+    out = set()
+    for (key, _), add in state.files.items():
+        out.add(key)
+        if (d := _dv_abs(add.get("deletionVector"), root)) is not None:
+            out.add(d)
+    for (key, _), rm in state.tombstones.items():
+        if delete_before is not None and (rm.get("deletionTimestamp") or 0) < delete_before:
+            continue
+        out.add(key)
+        if (d := _dv_abs(rm.get("deletionVector"), root)) is not None:
+            out.add(d)
+    return out
+
+
+def walk(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file below root: relative path -> (size, mtime ms)."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            st_ = p.stat()
+            out[p.relative_to(root).as_posix()] = (st_.st_size, st_.st_mtime_ns // 1_000_000)
+    return out
+
+
+def naive_vacuum(root: Path, delete_before: int) -> set[str]:
+    state = oracle_replay(root)
+    parts = list((state.metadata or {}).get("partitionColumns") or [])
+    keep = referenced(root, None, delete_before)
+    doomed = set()
+    files = walk(root)
+    for rel, (_size, mtime) in files.items():
+        comps = rel.split("/")
+        if comps[0] == "_delta_log" or any(_hidden(c, parts) for c in comps):
+            continue
+        if os.path.normpath(str(root / rel)) in keep or mtime >= delete_before:
+            continue
+        doomed.add(rel)
+    for rel, (_size, mtime) in files.items():  # Hadoop side checksums go with their file
+        head, _, name = rel.rpartition("/")
+        if name.startswith(".") and name.endswith(".crc") and mtime < delete_before:
+            main = f"{head}/{name[1:-4]}" if head else name[1:-4]
+            if main in doomed:
+                doomed.add(rel)
+    return doomed
+
+
+def _assert_live_files_exist(root: Path, existed: set[str] | None = None) -> None:
+    """Every live file of the latest version (that existed in `existed`, when given) is
+    still there."""
+    snap = DeltaTable(str(root)).snapshot()
+    for path in snap.files.column("path").to_pylist():
+        if "://" in path or path.startswith("/"):
+            continue
+        rel = unquote(path)
+        if existed is None or rel in existed:
+            assert (root / rel).exists(), f"live file {path} is gone"
+
+
+# --------------------------------------------------------------------------------------
+# Corpus tables
+# --------------------------------------------------------------------------------------
+
+VACUUM_TABLES = [
+    "golden__dv-partitioned-with-checkpoint",
+    "golden__dv-with-columnmapping",
+    "kernel-defaults__basic-dv-with-checkpoint",
+    "spark__table-with-dv-large",
+    "spark__partitioned-table-with-dv-large",
+    "golden__data-skipping-partition-and-data-column",
+    "cdf",  # _change_data
+    "golden__data-reader-escaped-chars",  # partition column `_2`: `_2=...` directories
+    "golden__canonicalized-paths-normal-a",  # absolute paths in the log
+    "golden__canonicalized-paths-special-b",
+    "golden__snapshot-repartitioned",
+    "golden__basic-with-vacuum-protocol-check-feature",
+    "golden__v2-checkpoint-parquet",
+    "golden__delete-re-add-same-file-different-transactions",
+    "multi_partitioned",
+    "spark__table-with-dv-special-char",  # a `p` deletion vector
+]
+
+
+def _age_table(root: Path, old_ms: int, young_ms: int) -> None:
+    """Every file outside _delta_log gets `old_ms`, except every third one (by sorted path)
+    which gets `young_ms`."""
+    data = sorted(p for p in walk(root) if not p.startswith("_delta_log/"))
+    for i, rel in enumerate(data):
+        set_mtime(root / rel, young_ms if i % 3 == 2 else old_ms)
+
+
+@pytest.mark.parametrize("name", VACUUM_TABLES)
+def test_corpus_vacuum_matches_the_rules_file_for_file(table_copy, name):
+    root = table_copy(name)
+    state = oracle_replay(root)
+    stamps = sorted((r.get("deletionTimestamp") or 0) for r in state.tombstones.values())
+    now = (stamps[-1] if stamps else BASE_MS) + 30 * DAY_MS
+    # Cut the tombstones in half: the older ones expire.
+    median = stamps[len(stamps) // 2] if stamps else now - 10 * DAY_MS
+    hours = -(-(now - median) // HOUR_MS)
+    delete_before = now - hours * HOUR_MS
+    _age_table(root, delete_before - DAY_MS, delete_before + HOUR_MS)
+    before = walk(root)
+    expected = naive_vacuum(root, delete_before)
+
+    dry = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now, dry_run=True)
+    assert set(dry.files) == expected
+    assert dry.size_bytes == sum(before[f][0] for f in expected)
+    assert walk(root) == before
+    result = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now)
+    assert result.files == dry.files and result.num_files == len(expected)
+    assert result.retention_hours == hours
+    after = walk(root)
+    assert set(after) == set(before) - expected
+    _assert_live_files_exist(root, set(before))
+    again = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now)
+    assert again.files == ()
+
+
+def test_corpus_tables_keep_every_referenced_file_with_default_retention(table_copy):
+    """Default retention (1 week) on a table whose files are all old: only files neither
+    live nor tombstoned within the week go."""
+    root = table_copy("golden__dv-partitioned-with-checkpoint")
+    state = oracle_replay(root)
+    now = max(r["deletionTimestamp"] for r in state.tombstones.values()) + 3 * DAY_MS
+    _age_table(root, now - 30 * DAY_MS, now - 30 * DAY_MS)
+    expected = naive_vacuum(root, now - 7 * DAY_MS)
+    keep = referenced(root, None, now - 7 * DAY_MS)
+    result = vacuum(str(root), now_ms=now)
+    assert result.retention_hours == 168
+    assert set(result.files) == expected and expected
+    assert not any(os.path.normpath(str(root / f)) in keep for f in result.files)
+    _assert_live_files_exist(root)
+
+
+def _add_commit(root: Path, actions: list[dict]) -> int:
+    log = root / "_delta_log"
+    latest = max(int(p.name[:20]) for p in log.glob("[0-9]*.json") if len(p.name) == 25)
+    data = "\n".join(json.dumps(a) for a in actions).encode() + b"\n"
+    assert Storage.for_uri(str(root)).put_if_absent(f"_delta_log/{latest + 1:020d}.json", data)
+    return latest + 1
+
+
+class _NoListingEngine(LocalEngine):
+    """A real LocalEngine that records calls (a refused VACUUM must never list)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def find_unreferenced(self, storage, directories, keep, older_than_ms):
+        self.calls.append("find_unreferenced")
+        return super().find_unreferenced(storage, directories, keep, older_than_ms)
+
+    def list_files(self, storage, directories):
+        self.calls.append("list_files")
+        return super().list_files(storage, directories)
+
+    def delete_files(self, storage, paths):
+        self.calls.append("delete_files")
+        return super().delete_files(storage, paths)
+
+
+def test_vacuum_protocol_check_table_vacuums(table_copy):
+    root = table_copy("golden__basic-with-vacuum-protocol-check-feature")
+    snap = DeltaTable(str(root)).snapshot()
+    assert "vacuumProtocolCheck" in snap.writer_features
+    (root / "orphan.parquet").write_bytes(b"x")
+    set_mtime(root / "orphan.parquet", BASE_MS)
+    engine = _NoListingEngine()
+    result = vacuum(str(root), now_ms=BASE_MS + 400 * DAY_MS, engine=engine)
+    assert "orphan.parquet" in result.files
+    assert not (root / "orphan.parquet").exists()
+    assert engine.calls == ["find_unreferenced", "list_files", "delete_files"]
+    _assert_live_files_exist(root)
+
+
+@pytest.mark.parametrize("where", ["writerFeatures", "readerFeatures"])
+def test_unknown_feature_is_refused_before_listing(table_copy, where):
+    root = table_copy("golden__basic-with-vacuum-protocol-check-feature")
+    snap = DeltaTable(str(root)).snapshot()
+    protocol = dict(snap.protocol)
+    protocol[where] = [*protocol.get(where, []), "futureFeature"]
+    if where == "readerFeatures":
+        protocol["writerFeatures"] = [*protocol["writerFeatures"], "futureFeature"]
+    _add_commit(root, [{"commitInfo": {"operation": "UPGRADE PROTOCOL"}}, {"protocol": protocol}])
+    (root / "orphan.parquet").write_bytes(b"x")
+    set_mtime(root / "orphan.parquet", BASE_MS)
+    before = walk(root)
+    engine = _NoListingEngine()
+    with pytest.raises(UnsupportedFeatureError, match="futureFeature") as info:
+        vacuum(str(root), now_ms=BASE_MS + 400 * DAY_MS, engine=engine, dry_run=False)
+    assert info.value.features == ["futureFeature"]
+    assert engine.calls == []
+    assert walk(root) == before
+
+
+# --------------------------------------------------------------------------------------
+# Retention safety
+# --------------------------------------------------------------------------------------
+
+
+def test_short_retention_is_refused_unless_forced(tmp_path):
+    hist = build_raw(tmp_path / "t", _simple_spec(3, checkpoints={}), data_files=True)
+    (hist.root / "orphan.parquet").write_bytes(b"x")
+    set_mtime(hist.root / "orphan.parquet", hist.commit_ms[-1])
+    now = hist.commit_ms[-1] + 2 * HOUR_MS
+    with pytest.raises(RetentionError, match=r"retention of 1 hours, shorter than "
+                       r"delta.deletedFileRetentionDuration \(168 hours\)"):
+        vacuum(str(hist.root), retention_hours=1, now_ms=now)
+    assert (hist.root / "orphan.parquet").exists()
+    result = vacuum(str(hist.root), retention_hours=1, force_retention=True, now_ms=now)
+    assert result.files == ("orphan.parquet",)
+    with pytest.raises(RetentionError, match="cannot be negative"):
+        vacuum(str(hist.root), retention_hours=-1, force_retention=True, now_ms=now)
+
+
+def test_log_retention_shorter_than_file_retention_is_refused(tmp_path):
+    spec = _simple_spec(3, checkpoints={},
+                        configuration={"delta.logRetentionDuration": "interval 2 days"})
+    hist = build_raw(tmp_path / "t", spec, data_files=True)
+    with pytest.raises(RetentionError, match=r"logRetentionDuration \(48 hours\) is shorter"):
+        vacuum(str(hist.root), now_ms=hist.commit_ms[-1] + 30 * DAY_MS)
+    ok = vacuum(str(hist.root), retention_hours=48, force_retention=True, dry_run=True,
+                now_ms=hist.commit_ms[-1] + 30 * DAY_MS)
+    assert ok.retention_hours == 48
+
+
+def test_table_retention_property_is_used(tmp_path):
+    spec = _simple_spec(3, checkpoints={},
+                        configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
+    hist = build_raw(tmp_path / "t", spec, data_files=True)
+    for age_h, name in ((47, "young.parquet"), (49, "old.parquet")):
+        (hist.root / name).write_bytes(b"x")
+        set_mtime(hist.root / name, hist.commit_ms[-1] - age_h * HOUR_MS)
+    result = vacuum(str(hist.root), now_ms=hist.commit_ms[-1])
+    assert result.retention_hours == 48
+    assert result.files == ("old.parquet",)
+
+
+# --------------------------------------------------------------------------------------
+# What is listed and what is kept
+# --------------------------------------------------------------------------------------
+
+
+def test_hidden_rule():
+    parts = ("_p=", "p=")
+    assert is_hidden("_delta_log", parts) and is_hidden(".x.crc", parts)
+    assert is_hidden("_tmp", parts) and is_hidden("metadata", parts)
+    assert is_hidden("_delta_index", parts)
+    assert not is_hidden("_change_data", parts) and not is_hidden("_p=1", parts)
+    assert is_hidden("_q=1", parts) and not is_hidden("q=1", parts)
+    assert not is_hidden("part-0.parquet", parts)
+
+
+JUNK = (
+    "orphan.parquet",
+    "data/x.parquet",
+    "_tmp/x.parquet",
+    ".hidden.parquet",
+    "{p}=1/_staging/x.parquet",
+    "{p}=1/.dangling.crc",
+    "_change_data/cdc-1.parquet",
+    "_change_data/{p}=1/cdc-2.parquet",
+    "metadata/v1.metadata.json",
+    "_delta_index/idx.bin",
+    "{p}=9/deep/z.parquet",
+)
+
+
+def _add_junk(root: Path, pcol: str, items, now: int) -> None:
+    for index, age_h in items:
+        rel = JUNK[index].format(p=pcol)
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"j" * (index + 1))
+        set_mtime(p, now - age_h * HOUR_MS)
+
+
+def _window_versions(commit_ms: list[int], delete_before: int) -> list[int]:
+    """Versions that were current at some time inside the retention window."""
+    n = len(commit_ms)
+    return [v for v in range(n) if v == n - 1 or commit_ms[v + 1] >= delete_before]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    spec=raw_specs(),
+    junk=st.lists(st.tuples(st.integers(0, len(JUNK) - 1), st.integers(0, 400)), max_size=8),
+    retention_h=st.integers(0, 300),
+    extra_h=st.integers(0, 300),
+    lite=st.booleans(),
+)
+def test_property_no_file_of_a_version_in_the_window_is_deleted(
+    tmp_path_factory, spec, junk, retention_h, extra_h, lite
+):
+    base = tmp_path_factory.mktemp("vac")
+    hist = build_raw(base / "t", {**spec, "outside": True}, data_files=True)
+    root = hist.root
+    now = hist.commit_ms[-1] + extra_h * HOUR_MS
+    _add_junk(root, hist.partition_column, junk, now)
+    delete_before = now - retention_h * HOUR_MS
+    protected = set()
+    for v in _window_versions(hist.commit_ms, delete_before):
+        # Tombstones expired at any time protect nothing: only live adds (and DVs) count.
+        protected |= referenced(root, v, delete_before=2**62)
+    before = walk(root)
+    young = {rel for rel, (_, mtime) in before.items() if mtime >= delete_before}
+    outside_before = walk(base / "outside")
+    expected = naive_vacuum(root, delete_before)
+
+    dry = vacuum(str(root), retention_hours=retention_h, force_retention=True, lite=lite,
+                 now_ms=now, dry_run=True)
+    result = vacuum(str(root), retention_hours=retention_h, force_retention=True, lite=lite,
+                    now_ms=now)
+    assert result.files == dry.files
+    after = walk(root)
+    for path in protected:
+        rel = os.path.relpath(path, root)
+        if not rel.startswith("..") and rel in before:
+            assert rel in after, f"{rel} is referenced by a version in the window but was deleted"
+    assert young <= set(after), "a file younger than the retention was deleted"
+    assert {p for p in before if p.startswith("_delta_log/")} <= set(after)
+    assert walk(base / "outside") == outside_before
+    assert set(before) - set(after) == set(result.files)
+    if lite:
+        assert set(result.files) <= expected
+        assert result.messages and "lite mode" in result.messages[0]
+    else:
+        assert set(result.files) == expected
+
+
+# --------------------------------------------------------------------------------------
+# Directories, lite mode, crashes
+# --------------------------------------------------------------------------------------
+
+
+def _partition_history(tmp_path: Path) -> tuple:
+    """Partition p=1 emptied by removes long ago; p=2 live; nested dirs under a junk dir."""
+    ops = [
+        [("add", 0, 9, 1, False), ("add", 1, 9, 1, False), ("add", 2, 0, 2, False)],
+        [("remove", 0, 9, 1, False), ("remove", 1, 9, 1, False)],
+        [("add", 4, 9, 2, False)],
+    ]
+    spec = {**_simple_spec(3, checkpoints={}), "commits": ops, "gaps_h": [24, 24, 24 * 30]}
+    hist = build_raw(tmp_path / "t", spec, data_files=True)
+    (hist.root / "junk" / "a" / "b").mkdir(parents=True)
+    (hist.root / "junk" / "a" / "b" / "x.bin").write_bytes(b"x")
+    set_mtime(hist.root / "junk" / "a" / "b" / "x.bin", BASE_MS)
+    (hist.root / "p=2" / "empty").mkdir()
+    return hist, hist.commit_ms[-1] + DAY_MS
+
+
+def test_empty_directories_are_removed_and_dry_run_says_which(tmp_path):
+    hist, now = _partition_history(tmp_path)
+    dry = vacuum(str(hist.root), now_ms=now, dry_run=True)
+    assert set(dry.files) == {"p=1/a.parquet", "p=1/b.parquet", "junk/a/b/x.bin"}
+    assert dry.directories == ("junk/a/b", "junk/a", "junk", "p=1")
+    result = vacuum(str(hist.root), now_ms=now)
+    assert set(result.directories) >= set(dry.directories)
+    assert "p=2/empty" in result.directories  # already empty before: removed too
+    for d in result.directories:
+        assert not (hist.root / d).exists()
+    assert (hist.root / "p=2").is_dir() and (hist.root / "_delta_log").is_dir()
+    _assert_live_files_exist(hist.root)
+
+
+def test_lite_mode_uses_tombstones_and_says_what_it_cannot_see(tmp_path):
+    hist, now = _partition_history(tmp_path)
+    (hist.root / "orphan.parquet").write_bytes(b"x")
+    set_mtime(hist.root / "orphan.parquet", BASE_MS)
+    engine = _NoListingEngine()
+    lite = vacuum(str(hist.root), now_ms=now, lite=True, dry_run=True, engine=engine)
+    assert set(lite.files) == {"p=1/a.parquet", "p=1/b.parquet"}
+    assert lite.lite and "cannot see files never committed" in lite.messages[0]
+    assert "find_unreferenced" not in engine.calls and "list_files" not in engine.calls
+    full = vacuum(str(hist.root), now_ms=now, dry_run=True)
+    assert set(lite.files) < set(full.files) and "orphan.parquet" in full.files
+    done = vacuum(str(hist.root), now_ms=now, lite=True)
+    assert not (hist.root / "p=1").exists()
+    assert (hist.root / "orphan.parquet").exists()
+    assert done.files == lite.files
+
+
+def test_paths_outside_the_table_are_never_touched(tmp_path):
+    spec = {**_simple_spec(2, checkpoints={}), "outside": True}
+    hist = build_raw(tmp_path / "t", spec, data_files=True)
+    outside = tmp_path / "outside"
+    before = walk(outside)
+    result = vacuum(str(hist.root), retention_hours=0, force_retention=True,
+                    now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+    assert walk(outside) == before
+    assert not any(".." in f or f.startswith("/") for f in result.files)
+    lite = vacuum(str(hist.root), retention_hours=0, force_retention=True, lite=True,
+                  now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+    assert walk(outside) == before and lite.files == ()
+
+
+def test_dot_segments_in_log_paths_protect_the_file(tmp_path):
+    hist = build_raw(tmp_path / "t", _simple_spec(1, checkpoints={}), data_files=True)
+    (hist.root / "x").mkdir()
+    (hist.root / "kept.parquet").write_bytes(b"k")
+    set_mtime(hist.root / "kept.parquet", BASE_MS)
+    _add_commit(hist.root, [{"add": {"path": "x/../kept.parquet", "partitionValues": {},
+                                     "size": 1, "modificationTime": 0, "dataChange": True}}])
+    vacuum(str(hist.root), retention_hours=0, force_retention=True,
+           now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+    assert (hist.root / "kept.parquet").exists()
+
+
+CRASH_SPEC = {
+    **_simple_spec(4, checkpoints={2: "classic"}),
+    "commits": [
+        [("add", 0, 0, 1, False), ("add", 1, 1, 0, False), ("add", 2, 9, 2, True)],
+        [("remove", 0, 0, 1, False), ("add", 0, 2, 1, False)],
+        [("remove", 1, 1, 0, False), ("remove", 2, 9, 2, True)],
+        [("add", 3, 9, 3, False)],
+    ],
+    "side_crc": True,
+}
+
+
+def test_crash_at_every_delete_then_rerun_finishes(tmp_path):
+    reference = build_raw(tmp_path / "reference", CRASH_SPEC, data_files=True)
+    now = reference.commit_ms[-1] + 400 * DAY_MS
+
+    def decorate(root: Path) -> None:
+        for rel in ("orphan.parquet", "p=3/orphan2.parquet", "junk/deep/x.bin"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(b"x")
+            set_mtime(root / rel, BASE_MS)
+        for rel in list(walk(root)):
+            if not rel.startswith("_delta_log") and not rel.rsplit("/", 1)[-1].startswith("."):
+                side = root / Path(rel).parent / f".{Path(rel).name}.crc"
+                side.write_bytes(b"c")
+                set_mtime(side, BASE_MS)
+
+    decorate(reference.root)
+    full = vacuum(str(reference.root), retention_hours=0, force_retention=True, now_ms=now)
+    final = walk(reference.root)
+    assert full.num_files >= 8
+    for k in range(1, full.num_files + 1):
+        hist = build_raw(tmp_path / f"crash{k}", CRASH_SPEC, data_files=True)
+        decorate(hist.root)
+        engine = LocalEngine(max_workers=1)  # deletes in a deterministic order
+        with pytest.raises(StorageError, match=f"injected failure on delete #{k}"):
+            vacuum(FailingStorage.at(hist.root, k), retention_hours=0, force_retention=True,
+                   now_ms=now, engine=engine)
+        _assert_live_files_exist(hist.root)
+        leftover = walk(hist.root)
+        for rel in leftover:  # no side file outlives its data file
+            name = rel.rsplit("/", 1)[-1]
+            if name.startswith(".") and name.endswith(".crc") and not rel.startswith("_delta_log"):
+                head = rel.rpartition("/")[0]
+                main = f"{head}/{name[1:-4]}" if head else name[1:-4]
+                assert main in leftover, f"crash at {k} left {rel} without {main}"
+        vacuum(str(hist.root), retention_hours=0, force_retention=True, now_ms=now)
+        assert set(walk(hist.root)) == set(final)
+
+
+def test_engine_runs_listing_and_deleting(tmp_path):
+    hist, now = _partition_history(tmp_path)
+    engine = _NoListingEngine()
+    vacuum(str(hist.root), now_ms=now, engine=engine)
+    # (LocalEngine.find_unreferenced lists through list_files.)
+    assert engine.calls == ["find_unreferenced", "list_files", "delete_files"]
+
+
+def test_cli_vacuum_json(tmp_path, monkeypatch, capsys):
+    hist, _now = _partition_history(tmp_path)
+    code, out, err = _cli(monkeypatch, capsys, ["vacuum", str(hist.root), "--dry-run", "--json"])
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["dry_run"] is True and obj["retention_hours"] == 168
+    assert set(obj["files"]) == {"p=1/a.parquet", "p=1/b.parquet", "junk/a/b/x.bin"}
+    assert obj["num_files"] == 3 and obj["size_bytes"] == 3
+    assert obj["directories"] == ["junk/a/b", "junk/a", "junk", "p=1"]
+    code, out, err = _cli(monkeypatch, capsys, ["vacuum", str(hist.root), "--retention-hours",
+                                                "1"])
+    assert code == 1 and "deletedFileRetentionDuration" in err
+    code, out, err = _cli(monkeypatch, capsys, ["vacuum", str(hist.root), "--retention-hours",
+                                                "1", "--force-retention", "--lite"])
+    assert code == 0, err
+    assert "deleted 2 files" in out
+
+
+# --------------------------------------------------------------------------------------
+# The two commit readers
+# --------------------------------------------------------------------------------------
+
+
+def _segment_rows(root: Path):
+    from delta_ops.log.segment import build_log_segment
+    from delta_ops.maintenance.vacuum import _read_deltas
+
+    storage = Storage.for_uri(str(root))
+    segment = build_log_segment(storage)
+    return storage, segment, _read_deltas(storage, segment)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=raw_specs())
+def test_arrow_and_orjson_commit_readers_agree(tmp_path_factory, spec):
+    from delta_ops.maintenance.vacuum import _commit_rows_columnar, _commit_rows_python
+
+    hist = build_raw(tmp_path_factory.mktemp("rows") / "t", {**spec, "outside": True})
+    storage, segment, blobs = _segment_rows(hist.root)
+    arrow = _commit_rows_columnar(segment, blobs, storage.root).to_pylist()
+    python = _commit_rows_python(segment, blobs, storage.root).to_pylist()
+    assert sorted(arrow, key=repr) == sorted(python, key=repr)
+    assert len({r["key"] for r in arrow}) == len(arrow)
+
+
+def test_unusual_json_falls_back_to_orjson(tmp_path):
+    """A deletionTimestamp written as a string: Arrow's reader refuses the line, the orjson
+    reader takes over and the tombstone still protects its file."""
+    hist = build_raw(tmp_path / "t", _simple_spec(1, checkpoints={}), data_files=True)
+    (hist.root / "gone.parquet").write_bytes(b"x")
+    set_mtime(hist.root / "gone.parquet", BASE_MS)
+    now = hist.commit_ms[-1] + 30 * DAY_MS
+    _add_commit(hist.root, [{"remove": {"path": "gone.parquet", "dataChange": True,
+                                        "deletionTimestamp": str(now - DAY_MS)}}])
+    kept = vacuum(str(hist.root), now_ms=now, dry_run=True)
+    assert "gone.parquet" not in kept.files
+    expired = vacuum(str(hist.root), now_ms=now + 30 * DAY_MS, dry_run=True)
+    assert "gone.parquet" in expired.files
+
+
+def test_vacuum_and_cleanup_on_an_object_store_like_backend(tmp_path):
+    """The in-memory backend (no directories, no os.utime): files are as old as the test
+    says by moving `now` forward."""
+    src = corpus_path("golden__dv-partitioned-with-checkpoint")
+    storage = Storage.for_uri(f"memory://vacuum-{uuid.uuid4().hex}")
+    for rel in walk(src):
+        storage.put_atomic(rel, (src / rel).read_bytes())
+    now = int(time.time() * 1000) + 400 * DAY_MS
+    local = tmp_path / "local"
+    shutil.copytree(src, local)
+    for rel in walk(local):
+        set_mtime(local / rel, now - 300 * DAY_MS)
+    want = vacuum(str(local), now_ms=now, dry_run=True)
+    dry = vacuum(storage, now_ms=now, dry_run=True)
+    assert dry.files == want.files and dry.num_files > 0
+    assert dry.directories == ()
+    done = vacuum(storage, now_ms=now)
+    assert done.files == dry.files
+    assert vacuum(storage, now_ms=now).files == ()
+    cleaned = cleanup_metadata(storage, now_ms=now)
+    assert cleaned.checkpoint_version == 10 and cleaned.num_files > 0
+    assert DeltaTable(storage=storage).snapshot().version == 15
