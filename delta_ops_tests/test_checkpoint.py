@@ -598,7 +598,7 @@ def test_tombstones_expire_with_the_injected_clock(tmp_path):
 def test_refuses_unsupported_features(name, tmp_path):
     root = _copy(name, tmp_path / "t")
     before = _log_names(root)
-    with pytest.raises(UnsupportedFeatureError, match="cannot checkpoint"):
+    with pytest.raises(UnsupportedFeatureError, match="cannot write a checkpoint"):
         write_checkpoint(str(root), now_ms=NOW)
     assert _log_names(root) == before
 

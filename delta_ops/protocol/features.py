@@ -57,6 +57,11 @@ class Operation(str, enum.Enum):
         """Whether the operation writes or deletes files (and so needs writer features too)."""
         return self is not Operation.READ
 
+    @property
+    def verb(self) -> str:
+        """The operation as a verb phrase, for messages ("cannot write a checkpoint")."""
+        return _VERBS[self]
+
 
 ALL_OPERATIONS: frozenset[Operation] = frozenset(Operation)
 
@@ -212,6 +217,18 @@ def feature(name: str) -> Feature | None:
     return FEATURES_BY_NAME.get(FEATURE_ALIASES.get(name, name))
 
 
+_VERBS = {
+    Operation.READ: "read",
+    Operation.CHECKPOINT: "write a checkpoint",
+    Operation.CLEANUP: "clean up the log",
+    Operation.VACUUM: "vacuum",
+    Operation.CHECKSUM: "write version checksums",
+    Operation.COMPACTION: "compact the log",
+    Operation.COMMIT: "commit",
+    Operation.ROW_TRACKING_BACKFILL: "backfill row tracking",
+}
+
+
 def _operation(operation: str | Operation) -> Operation:
     try:
         return Operation(operation)
@@ -353,7 +370,7 @@ def ensure_supported(
     reader, writer = _versions(protocol)
     if reader > MAX_READER_VERSION:
         raise UnsupportedFeatureError(
-            f"cannot {op.value}: the table needs reader version {reader}, delta_ops implements "
+            f"cannot {op.verb}: the table needs reader version {reader}, delta_ops implements "
             f"up to {MAX_READER_VERSION}; use a newer Delta client",
             features=[f"minReaderVersion={reader}"],
             table=table,
@@ -361,7 +378,7 @@ def ensure_supported(
         )
     if op.writes and writer > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(
-            f"cannot {op.value}: the table needs writer version {writer}, delta_ops implements "
+            f"cannot {op.verb}: the table needs writer version {writer}, delta_ops implements "
             f"up to {MAX_WRITER_VERSION}; use a newer Delta client",
             features=[f"minWriterVersion={writer}"],
             table=table,
@@ -374,7 +391,7 @@ def ensure_supported(
     if names:
         listed = ", ".join(sorted(names))
         raise UnsupportedFeatureError(
-            f"cannot {op.value}: the table uses table features delta_ops does not support: "
+            f"cannot {op.verb}: the table uses table features delta_ops does not support: "
             f"{listed}",
             features=sorted(names),
             table=table,
