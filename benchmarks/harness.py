@@ -3,7 +3,8 @@
 Each measurement runs a small Python snippet in its own interpreter so peak RSS belongs to
 that operation alone (VmHWM of the interpreter's own address space: `ru_maxrss` would carry
 the parent's peak across fork and exec); the snippet's `setup` runs before the clock
-starts and its `run` is timed. Ours and theirs alternate (ABAB...) so drift in the machine hits both alike.
+starts and its `run` is timed. Ours and theirs alternate (ABAB...) so drift in the machine
+hits both alike.
 """
 
 from __future__ import annotations

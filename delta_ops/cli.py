@@ -16,6 +16,7 @@ import orjson
 
 from delta_ops import __version__
 from delta_ops.commands import COMMAND_MODULES
+from delta_ops.engine.session import engine_from_args
 from delta_ops.errors import DeltaOpsError
 
 
@@ -37,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    engine = None
     try:
+        if getattr(args, "uses_engine", False):
+            # Built here (a Spark session starts only on first use) and closed below.
+            engine = args.engine = engine_from_args(args)
         obj, text, code = args.handler(args)
     except DeltaOpsError as exc:
         print(f"delta-ops {args.command}: {exc}", file=sys.stderr)
@@ -45,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (argparse.ArgumentTypeError, ValueError) as exc:
         print(f"delta-ops {args.command}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if engine is not None:
+            engine.close()
     if args.json:
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -79,6 +79,10 @@ class CommitConflictError(DeltaOpsError):
     """A concurrent commit conflicts logically with ours and the transaction cannot be rebased."""
 
 
+class EngineError(DeltaOpsError):
+    """The execution engine (Spark session, executors) failed or is misconfigured."""
+
+
 class InvalidCommitError(DeltaOpsError, ValueError):
     """The transaction's actions break a rule of the protocol (duplicate actions, removed
     features, a system domain, enabling row tracking too early...); nothing was written."""

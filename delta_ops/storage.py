@@ -27,7 +27,6 @@ process) and never shown by ``repr``/``str`` or written to logs.
 from __future__ import annotations
 
 import errno
-from abc import ABC, abstractmethod
 import io
 import logging
 import os
@@ -36,6 +35,7 @@ import stat
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime

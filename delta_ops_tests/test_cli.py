@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,40 @@ def test_import_is_light():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == ""
+
+
+def test_spark_flags_conflicting_with_local_engine_are_refused(capsys):
+    code, out, err = run(
+        capsys,
+        "vacuum",
+        str(corpus_path("basic_append")),
+        "--dry-run",
+        "--engine",
+        "local",
+        "--spark-master",
+        "local[1]",
+    )
+    assert code == 2 and out == ""
+    assert "spark" in err and "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_vacuum_dry_run_on_spark_from_the_cli(table_copy):
+    root = table_copy("golden__data-skipping-change-stats-collected-across-versions")
+    old = 1_600_000_000
+    for p in root.rglob("*.parquet"):
+        os.utime(p, (old, old))
+    base = [sys.executable, "-m", "delta_ops.cli", "vacuum", str(root), "--dry-run", "--json"]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    local = subprocess.run(base, capture_output=True, text=True, env=env, check=True)
+    spark = subprocess.run(
+        [*base, "--engine", "spark", "--spark-master", "local[1]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert spark.returncode == 0, spark.stderr[-2000:]
+    want = json.loads(local.stdout)
+    got = json.loads(spark.stdout)
+    assert got["files"] == want["files"] and want["num_files"] > 0

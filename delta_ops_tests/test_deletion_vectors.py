@@ -313,11 +313,11 @@ def test_dv_file_round_trip(row_lists: list[list[int]]) -> None:
     assert data[0] == 1
     assert len(entries) == len(row_lists)
     position = 1
-    for (offset, size), payload in zip(entries, serialized):
+    for (offset, size), payload in zip(entries, serialized, strict=True):
         assert (offset, size) == (position, len(payload))
         position += 4 + size + 4
     assert position == len(data)
-    for rows, (offset, size) in zip(row_lists, entries):
+    for rows, (offset, size) in zip(row_lists, entries, strict=True):
         bitmap = read_dv_from_file_bytes(data, offset, size, expected_cardinality=len(set(rows)))
         assert bitmap.to_list() == sorted(set(rows))
     # RoaringBitmap64 instances are accepted as well and give the same file.
@@ -794,10 +794,10 @@ def test_dat_deletion_vectors_exact_rows() -> None:
     for add in adds:
         data, kept, bitmap = read_live_rows(table, add)
         assert len(bitmap) > 0
-        actual_rows += list(zip(*(kept.column(c).to_pylist() for c in columns)))
-        all_rows = list(zip(*(data.column(c).to_pylist() for c in columns)))
+        actual_rows += list(zip(*(kept.column(c).to_pylist() for c in columns), strict=True))
+        all_rows = list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
         deleted_rows += [r for r in all_rows if r not in actual_rows]
-    expected_rows = list(zip(*(expected.column(c).to_pylist() for c in columns)))
+    expected_rows = list(zip(*(expected.column(c).to_pylist() for c in columns), strict=True))
     assert sorted(actual_rows, key=repr) == sorted(expected_rows, key=repr)
     # The commit that wrote the DV is `DELETE WHERE letter = 'a'`.
     assert deleted_rows and all(r[columns.index("letter")] == "a" for r in deleted_rows)

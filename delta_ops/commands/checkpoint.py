@@ -28,6 +28,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]
         fmt=args.format,
         sidecar_actions=args.sidecar_actions,
         parts=args.parts,
+        engine=args.engine,
     )
     obj = result.to_dict()
     state = "already existed" if result.already_existed else "written"
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "checkpoint",
         help="write a checkpoint of a version (default: latest) and update _last_checkpoint",
     )
-    add_table_arguments(p)
+    add_table_arguments(p, engine=True)
     p.add_argument("--version", type=int, help="version to checkpoint (default: latest)")
     p.add_argument(
         "--kind",

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from delta_ops.engine.session import add_engine_arguments
 from delta_ops.table import DeltaTable
 
 
@@ -27,8 +28,10 @@ def parse_timestamp(text: str) -> datetime:
     return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
 
 
-def add_table_arguments(p: argparse.ArgumentParser) -> None:
-    """TABLE, --json and --storage-option, which every subcommand takes."""
+def add_table_arguments(p: argparse.ArgumentParser, *, engine: bool = False) -> None:
+    """TABLE, --json and --storage-option, which every subcommand takes; with `engine`,
+    also --engine/--spark-master/--spark-remote/--spark-conf (the CLI then builds the
+    Engine before the handler runs and closes it afterwards, as `args.engine`)."""
     p.add_argument("table", metavar="TABLE", help="table root: path, file://, s3://, memory://")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
@@ -37,6 +40,9 @@ def add_table_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="fsspec storage option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000",
     )
+    if engine:
+        add_engine_arguments(p)
+        p.set_defaults(uses_engine=True)
 
 
 def open_table(args: argparse.Namespace) -> DeltaTable:

@@ -35,7 +35,11 @@ def _policy(args: argparse.Namespace) -> ChecksumPolicy:
 def _cmd_compute(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     table = open_table(args)
     computed = compute_version_checksum(
-        table, version=args.version, method="full" if args.full else "auto", policy=_policy(args)
+        table,
+        version=args.version,
+        method="full" if args.full else "auto",
+        policy=_policy(args),
+        engine=args.engine,
     )
     obj = computed.checksum.to_dict()
     c = computed.checksum
@@ -69,7 +73,7 @@ def _cmd_write(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         if args.version is not None:
             raise ValueError("give either --version or --from/--to, not both")
         result = write_checksums(
-            table, start=args.from_version, end=args.to_version, policy=policy
+            table, start=args.from_version, end=args.to_version, policy=policy, engine=args.engine
         )
         obj = result.to_dict()
         text = (
@@ -80,7 +84,11 @@ def _cmd_write(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         )
         return obj, text, 0
     one = write_checksum(
-        table, version=args.version, method="full" if args.full else "auto", policy=policy
+        table,
+        version=args.version,
+        method="full" if args.full else "auto",
+        policy=policy,
+        engine=args.engine,
     )
     obj = one.to_dict()
     if one.written:
@@ -92,7 +100,9 @@ def _cmd_write(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
 
 def _cmd_verify(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     table = open_table(args)
-    result = verify_checksum(table, version=args.version, all_versions=args.all)
+    result = verify_checksum(
+        table, version=args.version, all_versions=args.all, engine=args.engine
+    )
     obj = result.to_dict()
     if result.ok:
         versions = ", ".join(map(str, result.versions)) or "none"
@@ -132,13 +142,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     crc = p.add_subparsers(dest="crc_command", required=True, metavar="ACTION")
 
     c = crc.add_parser("compute", help="print the checksum object that would be written")
-    add_table_arguments(c)
+    add_table_arguments(c, engine=True)
     c.add_argument("--version", type=int, help="table version (default: latest)")
     _content_options(c)
     c.set_defaults(handler=_cmd_compute)
 
     w = crc.add_parser("write", help="write missing .crc files (never overwrites)")
-    add_table_arguments(w)
+    add_table_arguments(w, engine=True)
     w.add_argument("--version", type=int, help="table version (default: latest)")
     w.add_argument("--from", dest="from_version", type=int, metavar="A", help="first version")
     w.add_argument("--to", dest="to_version", type=int, metavar="B", help="last version")
@@ -146,7 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.set_defaults(handler=_cmd_write)
 
     v = crc.add_parser("verify", help="compare .crc files with the recomputed table state")
-    add_table_arguments(v)
+    add_table_arguments(v, engine=True)
     which = v.add_mutually_exclusive_group()
     which.add_argument("--version", type=int, help="table version (default: latest)")
     which.add_argument("--all", action="store_true", help="every .crc in the log")

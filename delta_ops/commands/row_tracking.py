@@ -42,6 +42,7 @@ def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         batch_size=args.batch_size,
         enable=not args.no_enable,
         progress=None if args.json or args.quiet else _report,
+        engine=args.engine,
     )
     obj = result.to_dict()
     if result.already_enabled:
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "backfill",
         help="give every live file row IDs (in batches), then set delta.enableRowTracking=true",
     )
-    add_table_arguments(b)
+    add_table_arguments(b, engine=True)
     b.add_argument(
         "--batch-size",
         type=_positive,

@@ -27,6 +27,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         force_retention=args.force_retention,
         lite=args.lite,
         dry_run=args.dry_run,
+        engine=args.engine,
     )
     return result.to_dict(), describe(result), 0
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "vacuum", help="delete unreferenced data files older than the retention"
     )
-    add_table_arguments(p)
+    add_table_arguments(p, engine=True)
     p.add_argument(
         "--retention-hours",
         type=_hours,

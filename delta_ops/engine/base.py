@@ -35,8 +35,9 @@ class Engine(ABC):
     @abstractmethod
     def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
         """Every file below each of `directories` (relative; "" is the root, non-recursive
-        for the root itself: only its direct files), as LISTING_SCHEMA. Each directory
-        other than "" is listed recursively. Hidden-directory rules are the caller's."""
+        for the root itself: only its direct files), as LISTING_SCHEMA sorted by path. Each
+        directory other than "" is listed recursively. Hidden-directory rules are the
+        caller's."""
 
     @abstractmethod
     def find_unreferenced(

@@ -32,6 +32,10 @@ def _listing_table(infos: Sequence[FileInfo]) -> pa.Table:
     )
 
 
+def _by_path(info: FileInfo) -> str:
+    return info.path
+
+
 class LocalEngine(Engine):
     """Thread-pool engine.
 
@@ -58,7 +62,7 @@ class LocalEngine(Engine):
             return list(storage.walk(directory))
 
         parts = self._map(one, directories)
-        return _listing_table([i for part in parts for i in part])
+        return _listing_table(sorted((i for part in parts for i in part), key=_by_path))
 
     def find_unreferenced(
         self, storage: Storage, directories: Sequence[str], keep: pa.Array, older_than_ms: int

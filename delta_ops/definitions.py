@@ -1,0 +1,8 @@
+"""The Dagster code location (`dagster dev -w workspace.yaml`): built from the table
+registry, `$DELTA_OPS_REGISTRY` or `tables.yaml` beside `workspace.yaml`."""
+
+from dagster import Definitions
+
+from delta_ops.defs import components
+
+defs = Definitions(**components())

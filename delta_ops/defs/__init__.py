@@ -1,0 +1,78 @@
+"""The Dagster layer: per-table assets, checks, sensors, schedules and jobs built from the
+table registry. `delta_ops.definitions` is the code location entry point.
+
+Modules: `registry` (the YAML file, validated; no dagster), `resources` (registry and Spark),
+`assets`, `checks`, `sensors` (+ `watch`, the cheap log inspection they use), `schedules`,
+`jobs`. Loading the definitions reads only the registry file: no table is opened, no
+pyspark imported, no JVM started.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dagster import in_process_executor
+
+from delta_ops.defs.assets import table_assets
+from delta_ops.defs.checks import table_checks
+from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
+from delta_ops.defs.registry import Registry, default_registry_path, load_registry
+from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.defs.schedules import all_schedules
+from delta_ops.defs.sensors import partitions_sensor, watch_sensor
+
+
+def components(
+    registry: Registry | str | os.PathLike[str] | None = None,
+    *,
+    spark: SparkResource | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for `dagster.Definitions`: everything the registry defines.
+
+    Args:
+        registry: a loaded Registry, or the path of a registry file (default:
+            `$DELTA_OPS_REGISTRY`, else `tables.yaml` beside `workspace.yaml`).
+        spark: the Spark resource (default: the registry's `spark` section, else embedded
+            local Spark; the session starts lazily inside a run).
+
+    Raises:
+        RegistryError: the registry file is missing or invalid.
+    """
+    if not isinstance(registry, Registry):
+        registry = load_registry(registry if registry is not None else default_registry_path())
+    maintenance = maintenance_job(registry)
+    assets = [a for t in registry.tables for a in table_assets(t)]
+    checks = [c for t in registry.tables for c in table_checks(t)]
+    return {
+        "assets": assets,
+        "asset_checks": checks,
+        "jobs": [maintenance, row_tracking_backfill_job],
+        "sensors": [
+            watch_sensor(maintenance),
+            partitions_sensor(registry, row_tracking_backfill_job),
+        ],
+        "schedules": all_schedules(registry, maintenance),
+        # Runs the UI launches from an asset selection also share one process (and one
+        # Spark session), like `maintenance`.
+        "executor": in_process_executor,
+        "resources": {
+            "registry": RegistryResource(path=str(Path(registry.path).resolve())),
+            "spark": spark or SparkResource.from_settings(registry.spark),
+        },
+    }
+
+
+def build_definitions(
+    registry: Registry | str | os.PathLike[str] | None = None,
+    *,
+    spark: SparkResource | None = None,
+):
+    """`dagster.Definitions` for a registry (tests and embedding)."""
+    from dagster import Definitions
+
+    return Definitions(**components(registry, spark=spark))
+
+
+__all__ = ["build_definitions", "components"]

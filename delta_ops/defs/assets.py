@@ -1,0 +1,671 @@
+"""Per-table assets: the observed log and one materializable asset per maintenance operation.
+
+Each registered table `t` gets, in its group, the keys `[t, <component>]`:
+
+    delta_log (observed: data version = table version)
+      -> checkpoint -> metadata_cleanup
+      -> version_checksum
+      -> log_compaction
+      -> vacuum
+      -> row_tracking
+
+Asset bodies are thin: resolve the table from the registry resource, call the operation in
+`delta_ops.maintenance`, and turn its frozen Result into metadata with `result_metadata`
+(numbers stay numbers, so the UI plots them over time). A `DeltaOpsError` becomes a
+`dagster.Failure` carrying table, version, file and reason (`as_failure`), so a refused
+operation (unsupported feature, retention too short, missing table) fails that asset only.
+
+Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
+"""
+
+
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, is_dataclass
+from enum import Enum
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    Config,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    ObserveResult,
+    asset,
+    multi_observable_source_asset,
+)
+from pydantic import Field
+
+from delta_ops.defs.registry import Policy, RegisteredTable
+from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.defs.watch import (
+    LogState,
+    TableSettings,
+    checkpoint_interval,
+    inspect_log,
+    read_settings,
+)
+from delta_ops.engine.base import Engine
+from delta_ops.errors import DeltaOpsError, NotATableError
+from delta_ops.log.snapshot import load_snapshot
+from delta_ops.maintenance.checkpoint import write_checkpoint
+from delta_ops.maintenance.checksum import read_checksum, write_checksums
+from delta_ops.maintenance.cleanup import cleanup_metadata
+from delta_ops.maintenance.compaction import compact_by_policy
+from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
+from delta_ops.maintenance.vacuum import vacuum
+from delta_ops.protocol import features
+from delta_ops.protocol.crc import FILE_SIZE_BIN_BOUNDARIES, InvalidChecksumError
+from delta_ops.storage import Storage
+
+DELTA_LOG = "delta_log"
+CHECKPOINT = "checkpoint"
+VERSION_CHECKSUM = "version_checksum"
+LOG_COMPACTION = "log_compaction"
+METADATA_CLEANUP = "metadata_cleanup"
+VACUUM = "vacuum"
+ROW_TRACKING = "row_tracking"
+#: Every component of a table, upstream first.
+COMPONENTS = (
+    DELTA_LOG, CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM, ROW_TRACKING,
+)
+#: Lineage inside one table: component -> the component it depends on.
+UPSTREAM = {
+    CHECKPOINT: DELTA_LOG,
+    VERSION_CHECKSUM: DELTA_LOG,
+    LOG_COMPACTION: DELTA_LOG,
+    VACUUM: DELTA_LOG,
+    ROW_TRACKING: DELTA_LOG,
+    METADATA_CLEANUP: CHECKPOINT,
+}
+#: Most list entries shown in a markdown metadata value.
+MAX_LISTED = 25
+
+
+def asset_key(table: str, component: str) -> AssetKey:
+    return AssetKey([table, component])
+
+
+# ---- errors and metadata ------------------------------------------------------------------
+
+
+def as_failure(exc: DeltaOpsError, *, table: str, component: str) -> Failure:
+    """A `dagster.Failure` for a refused or failed operation (shown in the UI with metadata)."""
+    metadata: dict[str, Any] = {
+        "table": table,
+        "component": component,
+        "reason": exc.reason,
+        "error": type(exc).__name__,
+        "version": exc.version if exc.version is not None else MetadataValue.null(),
+    }
+    if exc.file is not None:
+        metadata["file"] = exc.file
+    features = getattr(exc, "features", None)
+    if features:
+        metadata["features"] = MetadataValue.json(list(features))
+    if isinstance(exc, NotATableError):
+        description = f"{table}: the table does not exist yet ({exc})"
+    else:
+        description = f"{table} {component}: {exc}"
+    return Failure(description=description, metadata=metadata, allow_retries=False)
+
+
+@contextmanager
+def refusals(table: str, component: str) -> Iterator[None]:
+    """Turn delta_ops errors raised inside into `dagster.Failure`s."""
+    try:
+        yield
+    except DeltaOpsError as exc:
+        raise as_failure(exc, table=table, component=component) from exc
+
+
+def _listed(items: Sequence[Any]) -> MetadataValue:
+    shown = [f"- `{item}`" for item in list(items)[:MAX_LISTED]]
+    if len(items) > MAX_LISTED:
+        shown.append(f"- ... and {len(items) - MAX_LISTED} more")
+    return MetadataValue.md("\n".join(shown) if shown else "(none)")
+
+
+def _metadata_value(value: Any) -> Any:
+    if isinstance(value, MetadataValue):
+        return value
+    if value is None:
+        return MetadataValue.null()
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return MetadataValue.json(value)
+    if isinstance(value, (tuple, list, frozenset, set)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+        if all(isinstance(i, (int, float)) for i in items):
+            return MetadataValue.json(items)
+        if all(isinstance(i, str) for i in items):
+            return _listed(items)
+        return MetadataValue.json([_plain(i) for i in items])
+    if is_dataclass(value):
+        return MetadataValue.json(_plain(value))
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def result_metadata(result: Any, *, duration_s: float | None = None, **extra: Any) -> dict:
+    """Dagster metadata from a maintenance Result dataclass (and `extra` entries).
+
+    Numbers and booleans stay numbers (plotted by the UI), lists of paths become markdown
+    lists (at most MAX_LISTED shown), dicts become JSON; the Result's `table` (a URI) is
+    shown as `uri`.
+    """
+    out: dict[str, Any] = {}
+    if result is not None:
+        for f in fields(result):
+            key = "uri" if f.name == "table" else f.name
+            out[key] = _metadata_value(getattr(result, f.name))
+    for key, value in extra.items():
+        out[key] = _metadata_value(value)
+    if duration_s is not None:
+        out["duration_s"] = MetadataValue.float(round(duration_s, 3))
+    return out
+
+
+def size_histogram(
+    sizes: pa.Array | pa.ChunkedArray | Sequence[int],
+    boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES,
+) -> MetadataValue:
+    """File sizes as a markdown table of the non-empty bins (Delta's checksum bins)."""
+    arr = np.asarray(
+        sizes.to_numpy() if isinstance(sizes, (pa.Array, pa.ChunkedArray)) else list(sizes),
+        dtype=np.int64,
+    )
+    bounds = np.asarray(boundaries, dtype=np.int64)
+    counts = np.zeros(len(bounds), dtype=np.int64)
+    totals = np.zeros(len(bounds), dtype=np.int64)
+    if arr.size:
+        idx = np.searchsorted(bounds, arr, side="right") - 1
+        np.add.at(counts, idx, 1)
+        np.add.at(totals, idx, arr)
+    return histogram_markdown(list(bounds), list(counts), list(totals))
+
+
+def histogram_markdown(
+    bounds: Sequence[int], counts: Sequence[int], totals: Sequence[int]
+) -> MetadataValue:
+    """A markdown table of the non-empty bins (bin i is [bounds[i], bounds[i + 1]))."""
+    rows = ["| file size | files | bytes |", "| --- | ---: | ---: |"]
+    for i, (count, total) in enumerate(zip(counts, totals, strict=True)):
+        if not count:
+            continue
+        lo = _human(int(bounds[i]))
+        hi = _human(int(bounds[i + 1])) if i + 1 < len(bounds) else "..."
+        rows.append(f"| {lo} - {hi} | {int(count)} | {int(total)} |")
+    if len(rows) == 2:
+        rows.append("| (no files) | 0 | 0 |")
+    return MetadataValue.md("\n".join(rows))
+
+
+def _human(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.4g} {unit}"
+
+
+# ---- the runtime view of one table --------------------------------------------------------
+
+
+@dataclass
+class TableRun:
+    """What an asset body needs: the table (fresh from the registry), its storage, the
+    engine its policy names (started lazily) and the clock read once at the start."""
+
+    table: RegisteredTable
+    component: str
+    spark: SparkResource
+    now_ms: int
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def policy(self) -> Policy:
+        return self.table.policy
+
+    @cached_property
+    def storage(self) -> Storage:
+        return self.table.storage()
+
+    def engine(self) -> Engine:
+        """The engine the table's policy names (one per run; Spark starts on first use)."""
+        return self.spark.engine(self.table.policy.engine)
+
+    def inspect(self, operation: str | None = None) -> tuple[LogState, TableSettings]:
+        """The cheap log state and table settings; with `operation`, refuse it
+        (UnsupportedFeatureError) when the table's protocol forbids it."""
+        storage = self.storage
+        state = inspect_log(storage)
+        settings = read_settings(storage, state, None)
+        if operation is not None:
+            features.ensure_supported(
+                settings.protocol, operation, table=storage.root, version=state.version
+            )
+        return state, settings
+
+
+def table_run(
+    name: str, component: str, registry: RegistryResource, spark: SparkResource
+) -> TableRun:
+    """The table `name` as the registry describes it now; the clock is read here, once."""
+    with refusals(name, component):
+        table = registry.table(name)
+        table.resolved_storage_options()  # a missing secret fails now, naming the variable
+    return TableRun(table, component, spark, int(time.time() * 1000))
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.monotonic()
+    out = fn()
+    return out, time.monotonic() - start
+
+
+# ---- operations (one function per component, called by the asset bodies) -----------------
+
+
+def observe_log(run: TableRun) -> ObserveResult:
+    """The table's current state: version, files, bytes, protocol, file-size histogram."""
+    with refusals(run.name, DELTA_LOG):
+        snap, duration = _timed(lambda: load_snapshot(run.storage))
+        unsupported = snap.unsupported_features("vacuum")
+        metadata = {
+            "uri": snap.table,
+            "version": snap.version,
+            "num_files": snap.num_files,
+            "size_bytes": snap.size_bytes,
+            "num_tombstones": snap.tombstones.num_rows,
+            "checkpoint_version": _metadata_value(snap.checkpoint_version),
+            "commits_since_checkpoint": snap.version - (
+                snap.checkpoint_version if snap.checkpoint_version is not None else -1
+            ),
+            "protocol": MetadataValue.json(
+                {k: v for k, v in snap.protocol.items() if v is not None}
+            ),
+            "min_reader_version": snap.protocol.get("minReaderVersion"),
+            "min_writer_version": snap.protocol.get("minWriterVersion"),
+            "features": _listed(sorted(snap.reader_features | snap.writer_features)),
+            "unsupported_features": MetadataValue.json(unsupported),
+            "partition_columns": MetadataValue.json(list(snap.partition_columns)),
+            "last_commit_timestamp": MetadataValue.timestamp(snap.timestamp / 1000),
+            "file_size_histogram": size_histogram(snap.files.column("size")),
+            "storage_options": MetadataValue.json(run.table.redacted_storage_options()),
+            "duration_s": MetadataValue.float(round(duration, 3)),
+        }
+    return ObserveResult(
+        asset_key=asset_key(run.name, DELTA_LOG),
+        data_version=DataVersion(str(snap.version)),
+        metadata=metadata,
+    )
+
+
+class CheckpointConfig(Config):
+    """Run config of a checkpoint asset."""
+
+    force: bool = Field(
+        default=False,
+        description="Checkpoint the latest version even when fewer commits than the "
+        "checkpoint interval were made since the last checkpoint.",
+    )
+
+
+def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> MaterializeResult:
+    """Checkpoint the latest version when the interval is reached (or when forced)."""
+    force = config.force if config is not None else False
+    with refusals(run.name, CHECKPOINT):
+        start_time = time.monotonic()
+        state, settings = run.inspect("checkpoint")
+        interval = checkpoint_interval(run.policy.checkpoint.interval, settings)
+        since = state.commits_since_checkpoint
+        if since < interval and not force:
+            return MaterializeResult(metadata=result_metadata(
+                None, duration_s=time.monotonic() - start_time,
+                skipped=True, version=state.version,
+                checkpoint_version=state.checkpoint_version,
+                commits_since_checkpoint=since, interval=interval,
+                reason=f"not due: {since} commits since the last checkpoint, interval "
+                f"{interval} (config force: true checkpoints anyway)",
+            ))
+        result = write_checkpoint(run.storage, now_ms=run.now_ms, engine=run.engine())
+        duration = time.monotonic() - start_time
+    return MaterializeResult(
+        metadata=result_metadata(
+            result, duration_s=duration, skipped=False, commits_since_checkpoint=since,
+            interval=interval,
+        ),
+        data_version=DataVersion(str(result.version)),
+    )
+
+
+def run_checksum(run: TableRun) -> MaterializeResult:
+    """Write the missing `.crc` files from the newest existing one (or the latest version)
+    up to the latest version, each derived incrementally from the previous one."""
+    if not run.policy.checksum.enabled:
+        return MaterializeResult(metadata={
+            "skipped": True, "reason": "checksums are off in this table's policy",
+        })
+    with refusals(run.name, VERSION_CHECKSUM):
+        start_time = time.monotonic()
+        state, _settings = run.inspect("checksum")
+        newest = state.newest_checksum
+        start = newest + 1 if newest is not None and newest < state.version else state.version
+        result = write_checksums(run.storage, start=start, end=state.version, engine=run.engine())
+        extra: dict[str, Any] = {"version": state.version, "num_written": len(result.written)}
+        try:
+            crc = read_checksum(run.storage, state.version)
+        except InvalidChecksumError as exc:
+            raise as_failure(exc, table=run.name, component=VERSION_CHECKSUM) from exc
+        if crc is not None:
+            extra["table_size_bytes"] = crc.table_size_bytes
+            extra["num_files"] = crc.num_files
+            if crc.num_deletion_vectors is not None:
+                extra["num_deletion_vectors"] = crc.num_deletion_vectors
+                extra["num_deleted_records"] = crc.num_deleted_records
+            if crc.file_size_histogram is not None:
+                h = crc.file_size_histogram
+                extra["file_size_histogram"] = histogram_markdown(
+                    h.sorted_bin_boundaries, h.file_counts, h.total_bytes
+                )
+        duration = time.monotonic() - start_time
+    return MaterializeResult(
+        metadata=result_metadata(result, duration_s=duration, **extra),
+        data_version=DataVersion(str(state.version)),
+    )
+
+
+def run_compaction(run: TableRun) -> MaterializeResult:
+    with refusals(run.name, LOG_COMPACTION):
+        start_time = time.monotonic()
+        state, settings = run.inspect("compaction")
+        interval = settings.compaction_interval(run.policy.compaction.interval)
+        if interval is None:
+            return MaterializeResult(metadata={
+                "skipped": True, "version": state.version,
+                "reason": "log compaction is off for this table (set compaction.interval in "
+                "the registry, or delta.logCompactionInterval on the table)",
+            })
+        results = compact_by_policy(run.storage, interval=interval)
+        duration = time.monotonic() - start_time
+    return MaterializeResult(metadata=result_metadata(
+        None, duration_s=duration,
+        version=state.version,
+        interval=interval,
+        num_written=sum(1 for r in results if not r.already_existed),
+        num_already_existed=sum(1 for r in results if r.already_existed),
+        num_actions=sum(r.num_actions for r in results),
+        files=[r.file for r in results],
+        ranges=[[r.start, r.end] for r in results],
+    ))
+
+
+def run_cleanup(run: TableRun) -> MaterializeResult:
+    policy = run.policy.cleanup
+    with refusals(run.name, METADATA_CLEANUP):
+        result, duration = _timed(lambda: cleanup_metadata(
+            run.storage,
+            retention=policy.retention_delta,
+            ensure_checkpoint=policy.ensure_checkpoint,
+            now_ms=run.now_ms,
+        ))
+    return MaterializeResult(metadata=result_metadata(result, duration_s=duration))
+
+
+def run_vacuum(run: TableRun) -> MaterializeResult:
+    policy = run.policy.vacuum
+    with refusals(run.name, VACUUM):
+        result, duration = _timed(lambda: vacuum(
+            run.storage,
+            retention_hours=policy.retention_hours,
+            lite=policy.lite,
+            dry_run=policy.dry_run,
+            now_ms=run.now_ms,
+            engine=run.engine(),
+        ))
+    return MaterializeResult(metadata=result_metadata(
+        result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
+    ))
+
+
+class RowTrackingConfig(Config):
+    """Run config of the row-tracking backfill (None: the table's registry policy)."""
+
+    backfill: bool | None = Field(
+        default=None,
+        description="Backfill row IDs (the row_tracking_backfill job always does); when "
+        "false, only report what is missing. Default: the registry's row_tracking.backfill.",
+    )
+    batch_size: int | None = Field(
+        default=None, description="Most files per backfill commit (default: policy)."
+    )
+    enable: bool | None = Field(
+        default=None,
+        description="Set delta.enableRowTracking=true at the end (default: policy).",
+    )
+
+
+def run_row_tracking(
+    run: TableRun, config: RowTrackingConfig, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Backfill row tracking (or, when the policy says no, report what is missing);
+    returns materialization metadata. `log` receives one line per committed step."""
+    policy = run.policy.row_tracking
+    do_backfill = config.backfill if config.backfill is not None else policy.backfill
+    batch_size = config.batch_size or policy.batch_size
+    enable = config.enable if config.enable is not None else policy.enable
+    with refusals(run.name, ROW_TRACKING):
+        if not do_backfill:
+            snap, duration = _timed(lambda: load_snapshot(run.storage))
+            plan = plan_backfill(snap, batch_size=batch_size)
+            unsupported = snap.unsupported_features("row_tracking_backfill")
+            return result_metadata(
+                None, duration_s=duration,
+                backfilled=False,
+                unsupported_features=MetadataValue.json(unsupported),
+                version=plan.version,
+                enabled=plan.already_enabled,
+                files_missing_row_ids=plan.files_missing,
+                reason="the row-tracking backfill is off in this table's policy "
+                "(row_tracking.backfill); launch the row_tracking_backfill job for it",
+            )
+
+        def progress(p: Any) -> None:
+            log(
+                f"{run.name}: row tracking {p.step} committed version {p.version}: "
+                f"{p.files_done}/{p.files_total} files backfilled in {p.batches} batch(es)"
+            )
+
+        result, duration = _timed(lambda: backfill_row_tracking(
+            run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
+            progress=progress,
+        ))
+    return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size)
+
+
+# ---- asset definitions ----------------------------------------------------------------------
+
+
+_DESCRIPTIONS = {
+    DELTA_LOG: "The table's transaction log, observed: version, live files, bytes, protocol "
+    "and a file-size histogram. Its data version is the table version.",
+    CHECKPOINT: "A checkpoint of the latest version once the checkpoint interval is reached "
+    "(classic, or V2 when the table's delta.checkpointPolicy asks for it) and "
+    "`_last_checkpoint`.",
+    VERSION_CHECKSUM: "Version checksums (`N.crc`) up to the latest version, derived "
+    "incrementally from the previous one.",
+    LOG_COMPACTION: "Log compaction files (`x.y.compacted.json`) per the compaction policy "
+    "(off unless the registry or the table sets an interval).",
+    METADATA_CLEANUP: "Expired log files deleted (commits, checkpoints, checksums, "
+    "compactions, sidecars) per the log retention.",
+    VACUUM: "Unreferenced data files older than the retention deleted (VACUUM, with the "
+    "protocol check).",
+    ROW_TRACKING: "Row-tracking state: files lacking row IDs; the backfill assigns them and "
+    "enables delta.enableRowTracking.",
+}
+
+
+def _spec_metadata(table: RegisteredTable) -> dict[str, Any]:
+    return {
+        "uri": table.uri,
+        "storage_options": MetadataValue.json(table.redacted_storage_options()),
+        "engine": table.policy.engine,
+    }
+
+
+def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
+    """The observable `[t, delta_log]` asset."""
+    name = table.name
+    spec = AssetSpec(
+        asset_key(name, DELTA_LOG),
+        group_name=table.group,
+        description=table.description or _DESCRIPTIONS[DELTA_LOG],
+        metadata=_spec_metadata(table),
+        kinds={"delta"},
+        tags={"delta_ops/component": DELTA_LOG},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the decorator is marked beta
+
+        @multi_observable_source_asset(specs=[spec], name=f"{name}__{DELTA_LOG}")
+        def _observe(registry: RegistryResource, spark: SparkResource):
+            yield observe_log(table_run(name, DELTA_LOG, registry, spark))
+
+    return _observe
+
+
+def _component_asset(
+    table: RegisteredTable, component: str, body: Callable[[TableRun], MaterializeResult]
+) -> AssetsDefinition:
+    name = table.name
+
+    @asset(
+        key=asset_key(name, component),
+        deps=[asset_key(name, UPSTREAM[component])],
+        group_name=table.group,
+        description=_DESCRIPTIONS[component],
+        metadata=_spec_metadata(table),
+        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
+        tags={"delta_ops/component": component},
+        op_tags={"delta_ops/table": name},
+    )
+    def _materialize(
+        context: AssetExecutionContext, registry: RegistryResource, spark: SparkResource
+    ) -> MaterializeResult:
+        return body(table_run(name, component, registry, spark))
+
+    return _materialize
+
+
+def checkpoint_asset(table: RegisteredTable) -> AssetsDefinition:
+    name = table.name
+
+    @asset(
+        key=asset_key(name, CHECKPOINT),
+        deps=[asset_key(name, DELTA_LOG)],
+        group_name=table.group,
+        description=_DESCRIPTIONS[CHECKPOINT],
+        metadata=_spec_metadata(table),
+        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
+        tags={"delta_ops/component": CHECKPOINT},
+        op_tags={"delta_ops/table": name},
+    )
+    def _checkpoint(
+        context: AssetExecutionContext,
+        config: CheckpointConfig,
+        registry: RegistryResource,
+        spark: SparkResource,
+    ) -> MaterializeResult:
+        return run_checkpoint(table_run(name, CHECKPOINT, registry, spark), config)
+
+    return _checkpoint
+
+
+def row_tracking_asset(table: RegisteredTable) -> AssetsDefinition:
+    name = table.name
+
+    @asset(
+        key=asset_key(name, ROW_TRACKING),
+        deps=[asset_key(name, DELTA_LOG)],
+        group_name=table.group,
+        description=_DESCRIPTIONS[ROW_TRACKING],
+        metadata=_spec_metadata(table),
+        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
+        tags={"delta_ops/component": ROW_TRACKING},
+        op_tags={"delta_ops/table": name},
+    )
+    def _row_tracking(
+        context: AssetExecutionContext,
+        config: RowTrackingConfig,
+        registry: RegistryResource,
+        spark: SparkResource,
+    ) -> MaterializeResult:
+        run = table_run(name, ROW_TRACKING, registry, spark)
+        return MaterializeResult(metadata=run_row_tracking(run, config, context.log.info))
+
+    return _row_tracking
+
+
+_BODIES: dict[str, Callable[[TableRun], MaterializeResult]] = {
+    VERSION_CHECKSUM: run_checksum,
+    LOG_COMPACTION: run_compaction,
+    METADATA_CLEANUP: run_cleanup,
+    VACUUM: run_vacuum,
+}
+
+
+def table_assets(table: RegisteredTable) -> list[AssetsDefinition]:
+    """Every asset of one registered table, upstream first."""
+    return [
+        delta_log_asset(table),
+        checkpoint_asset(table),
+        *(_component_asset(table, c, body) for c, body in _BODIES.items()),
+        row_tracking_asset(table),
+    ]
+
+
+__all__ = [
+    "COMPONENTS",
+    "UPSTREAM",
+    "CheckpointConfig",
+    "RowTrackingConfig",
+    "TableRun",
+    "as_failure",
+    "asset_key",
+    "histogram_markdown",
+    "refusals",
+    "result_metadata",
+    "run_row_tracking",
+    "size_histogram",
+    "table_assets",
+    "table_run",
+]

@@ -1,0 +1,133 @@
+"""Jobs: `maintenance` (every component of the selected tables) and `row_tracking_backfill`
+(partitioned by table, for the UI's backfill launcher).
+
+`maintenance` is an asset job over every table's assets (the observed log included); a run
+may select a subset (a table's group in the asset graph, or the sensor's and schedules'
+`asset_selection`). Its steps run in one process (`in_process_executor`) so that a run
+shares one Spark session between its assets instead of starting a JVM per step; a failing
+step still fails only its own asset (and skips what depends on it).
+
+`row_tracking_backfill` is partitioned by table name over the dynamic partitions
+`delta_tables`, which the `delta_tables_partitions` sensor keeps equal to the registry. Its
+run config (`batch_size`, `enable`) overrides the table's policy; progress is logged after
+every commit and the result is recorded as a materialization of `[table, row_tracking]`.
+
+Protocol sections: "Row Tracking" (the backfill); the others through the assets.
+"""
+
+
+
+from dagster import (
+    AssetMaterialization,
+    AssetSelection,
+    Config,
+    DynamicPartitionsDefinition,
+    Failure,
+    OpExecutionContext,
+    define_asset_job,
+    in_process_executor,
+    job,
+    op,
+)
+from pydantic import Field
+
+from delta_ops.defs.assets import (
+    COMPONENTS,
+    ROW_TRACKING,
+    RowTrackingConfig,
+    asset_key,
+    run_row_tracking,
+    table_run,
+)
+from delta_ops.defs.registry import Registry
+from delta_ops.defs.resources import RegistryResource, SparkResource
+
+MAINTENANCE_JOB = "maintenance"
+ROW_TRACKING_JOB = "row_tracking_backfill"
+#: Dynamic partitions: one per registered table (kept in sync by a sensor).
+TABLE_PARTITIONS = DynamicPartitionsDefinition(name="delta_tables")
+
+
+def maintenance_job(registry: Registry):
+    """Every component of every registered table; launch it for a subset to select tables."""
+    keys = [asset_key(t.name, c) for t in registry.tables for c in COMPONENTS]
+    return define_asset_job(
+        MAINTENANCE_JOB,
+        selection=AssetSelection.assets(*keys),
+        executor_def=in_process_executor,
+        description="Table maintenance: observe the log, then checkpoint, checksums, log "
+        "compaction, metadata cleanup, VACUUM and row tracking. Select a table's assets to "
+        "maintain only that table.",
+        tags={"delta_ops/job": MAINTENANCE_JOB},
+    )
+
+
+class RowTrackingBackfillConfig(Config):
+    """Run config of `row_tracking_backfill` (None: the table's registry policy)."""
+
+    batch_size: int | None = Field(
+        default=None, description="Most files per backfill commit (default: policy)."
+    )
+    enable: bool | None = Field(
+        default=None,
+        description="Set delta.enableRowTracking=true at the end (default: policy).",
+    )
+
+
+@op(
+    name="backfill_row_tracking",
+    description="Backfill row IDs of the partition's table and enable row tracking.",
+)
+def backfill_row_tracking_op(
+    context: OpExecutionContext,
+    config: RowTrackingBackfillConfig,
+    registry: RegistryResource,
+    spark: SparkResource,
+) -> None:
+    name = context.partition_key
+    if name not in registry.load().by_name:
+        raise Failure(
+            description=f"partition {name!r} is not a registered table (registered: "
+            f"{', '.join(registry.load().names) or 'none'}); reload the code location",
+            metadata={"table": name, "reason": "not registered"},
+            allow_retries=False,
+        )
+    run = table_run(name, ROW_TRACKING, registry, spark)
+    context.log.info(
+        f"{name}: row-tracking backfill of {run.table.uri} on the {run.policy.engine} engine"
+    )
+    metadata = run_row_tracking(
+        run, RowTrackingConfig(backfill=True, batch_size=config.batch_size, enable=config.enable),
+        context.log.info,
+    )
+    context.log.info(
+        f"{name}: done: {metadata.get('files_backfilled')} files backfilled, "
+        f"row tracking enabled: {metadata.get('enabled')}"
+    )
+    context.log_event(
+        AssetMaterialization(
+            asset_key=asset_key(name, ROW_TRACKING), metadata=metadata, partition=None
+        )
+    )
+
+
+@job(
+    name=ROW_TRACKING_JOB,
+    partitions_def=TABLE_PARTITIONS,
+    executor_def=in_process_executor,
+    description="Row-tracking backfill, one partition per registered table: launch a "
+    "backfill from the job's Partitions tab to select tables.",
+    tags={"delta_ops/job": ROW_TRACKING_JOB},
+)
+def row_tracking_backfill_job() -> None:
+    backfill_row_tracking_op()
+
+
+__all__ = [
+    "MAINTENANCE_JOB",
+    "ROW_TRACKING_JOB",
+    "TABLE_PARTITIONS",
+    "RowTrackingBackfillConfig",
+    "maintenance_job",
+    "row_tracking_backfill_job",
+]

@@ -1,0 +1,174 @@
+"""Dagster resources: the table registry and the Spark session behind the `spark` engine.
+
+Resources own configuration and build clients lazily. `SparkResource` holds only plain
+config at definition load: the `SparkEngine` it hands out starts its session on first use,
+inside a run, and the resource closes whatever it started when the run's step ends. Nothing
+here imports pyspark (`delta_ops.engine.spark` is imported only when a run asks for the
+`spark` engine), so loading the code location never starts a JVM.
+
+Protocol sections: none (configuration and execution only).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
+
+from delta_ops.defs.registry import (
+    EnvRef,
+    MissingSecretError,
+    RegisteredTable,
+    Registry,
+    SparkSettings,
+    load_registry,
+)
+
+if TYPE_CHECKING:
+    from delta_ops.engine.base import Engine
+    from delta_ops.engine.session import SparkSessionConfig
+
+
+class RegistryResource(ConfigurableResource):
+    """The table registry file, re-read at the start of each run.
+
+    Policies (retentions, intervals, dry run) are read when a run starts, so editing them
+    takes effect without reloading the code location; adding or removing tables needs a
+    reload, since every table has its own assets.
+    """
+
+    path: str = Field(description="Path of the registry YAML file.")
+
+    _registry: Registry | None = PrivateAttr(default=None)
+
+    def load(self) -> Registry:
+        """The validated registry (loaded once per resource instance)."""
+        if self._registry is None:
+            self._registry = load_registry(self.path)
+        return self._registry
+
+    def table(self, name: str) -> RegisteredTable:
+        """One registered table (RegistryError naming the registered ones when unknown)."""
+        return self.load().table(name)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._registry = None  # each run (and sensor tick) reads the file afresh
+
+
+class SparkResource(ConfigurableResource):
+    """Where the `spark` engine runs: embedded local Spark by default, a cluster or Spark
+    Connect by config.
+
+    Configure it in the registry's `spark` section (the deployment's default), or per run
+    in the launchpad::
+
+        resources:
+          spark:
+            config:
+              master: spark://spark-master:7077      # or remote: sc://connect-host:15002
+              conf: {spark.executor.memory: 4g}
+
+    The session is created lazily: on the first engine call of a run that selected the
+    `spark` engine, never at definition load. Executors import `delta_ops` to reach storage,
+    so they need the same Python environment (`python` names the interpreter).
+    """
+
+    master: str | None = Field(
+        default=None,
+        description="Spark master URL: local[*] (default), local[N], spark://host:7077, "
+        "k8s://..., yarn.",
+    )
+    remote: str | None = Field(
+        default=None, description="Spark Connect URL sc://host:port (instead of a master)."
+    )
+    app_name: str = Field(default="delta-ops", description="Spark application name.")
+    conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration (spark.* keys)."
+    )
+    conf_from_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark configuration read from environment variables when the session "
+        "starts: conf key -> variable name (for secrets: the UI shows only the name).",
+    )
+    python: str | None = Field(
+        default=None, description="Interpreter executors run (PYSPARK_PYTHON); default: ours."
+    )
+    local_ip: str | None = Field(
+        default=None, description="Address the driver binds to and advertises (e.g. 127.0.0.1)."
+    )
+
+    _engines: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: SparkSettings) -> SparkResource:
+        """The resource a registry's `spark` section describes."""
+        plain = {k: str(v) for k, v in settings.conf.items() if not isinstance(v, EnvRef)}
+        from_env = {k: v.env for k, v in settings.conf.items() if isinstance(v, EnvRef)}
+        return cls(
+            master=settings.master, remote=settings.remote, app_name=settings.app_name,
+            conf=plain, conf_from_env=from_env, python=settings.python,
+            local_ip=settings.local_ip,
+        )
+
+    def session_config(self) -> SparkSessionConfig:
+        """The plain session config (building it starts nothing).
+
+        Raises:
+            MissingSecretError: a `conf_from_env` variable is not set.
+        """
+        from delta_ops.engine.session import SparkSessionConfig
+
+        conf = dict(self.conf)
+        for key, variable in self.conf_from_env.items():
+            if variable not in os.environ:
+                raise MissingSecretError(
+                    f"Spark conf {key!r} refers to environment variable {variable}, which is "
+                    "not set"
+                )
+            conf[key] = os.environ[variable]
+        return SparkSessionConfig(
+            master=self.master,
+            remote=self.remote,
+            app_name=self.app_name,
+            conf=conf,
+            python=self.python,
+            local_ip=self.local_ip,
+        )
+
+    def describe(self) -> str:
+        """Where Spark runs, for logs (no conf values: they may hold secrets)."""
+        return f"Spark Connect {self.remote}" if self.remote else (
+            f"Spark master {self.master or 'local[*]'}"
+        )
+
+    def engine(self, name: str = "spark") -> Engine:
+        """The engine named by a table's policy: "spark" (this resource's session, started
+        on first use) or "local" (threads in the run's process). One instance per name and
+        run, so every asset of a run shares one Spark session."""
+        engine = self._engines.get(name)
+        if engine is None:
+            if name == "spark":
+                from delta_ops.engine.spark import SparkEngine
+
+                engine = SparkEngine(self.session_config())
+            elif name == "local":
+                from delta_ops.engine.local import LocalEngine
+
+                engine = LocalEngine()
+            else:
+                raise ValueError(f"unknown engine {name!r}; choose spark or local")
+            self._engines[name] = engine
+        return engine
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._engines = {}
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        engines, self._engines = self._engines, {}
+        for engine in engines.values():
+            engine.close()
+
+
+__all__ = ["RegistryResource", "SparkResource"]

@@ -1,0 +1,867 @@
+"""The Dagster layer in process: registry validation, definitions, every asset, check,
+sensor decision, schedule and job, against copies of real corpus tables.
+
+One `maintenance` run over a registry of seven tables (module fixture) feeds most asset
+and check tests; sensors and schedules are evaluated with `build_sensor_context` and
+`build_schedule_context`; the loading contract (no pyspark, no JVM, `dagster definitions
+validate`) runs in subprocesses. Spark is exercised by one test marked `spark`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    ScheduleDefinition,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+    materialize,
+)
+
+from delta_ops.defs import build_definitions
+from delta_ops.defs.assets import COMPONENTS, CheckpointConfig, TableRun, result_metadata
+from delta_ops.defs.checks import (
+    checkpoint_fresh_result,
+    checksum_matches_result,
+    protocol_supported_result,
+)
+from delta_ops.defs.jobs import TABLE_PARTITIONS
+from delta_ops.defs.registry import (
+    REGISTRY_ENV,
+    EnvRef,
+    MissingSecretError,
+    RegistryError,
+    cron_problem,
+    default_registry_path,
+    load_registry,
+    parse_registry,
+)
+from delta_ops.defs.resources import SparkResource
+from delta_ops.defs.sensors import evaluate_watch, load_cursor
+from delta_ops.log.snapshot import load_snapshot
+from delta_ops.maintenance.vacuum import VacuumResult
+from delta_ops.protocol import features
+from delta_ops.storage import Storage
+from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.spark_fixtures import LOCAL_IP, TEST_CONF
+
+# Dagster warns about its own beta parameters (SensorDefinition `owners`).
+pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
+
+DAY = 86_400
+EDGES = {
+    ("checkpoint", "delta_log"),
+    ("version_checksum", "delta_log"),
+    ("log_compaction", "delta_log"),
+    ("vacuum", "delta_log"),
+    ("row_tracking", "delta_log"),
+    ("metadata_cleanup", "checkpoint"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _dagster_home(tmp_path, monkeypatch):
+    """Dagster must never touch a real DAGSTER_HOME from the tests."""
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+
+
+def write_registry(directory: Path, data: dict) -> Path:
+    path = directory / "tables.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def age_files(root: Path, seconds_ago: float, *, log: bool = False) -> None:
+    """Set modification times `seconds_ago` back: data files, or (log=True) commit files."""
+    when = time.time() - seconds_ago
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        in_log = "_delta_log" in path.parts
+        if (log and in_log and path.name.endswith(".json")) or (not log and not in_log):
+            os.utime(path, (when, when))
+
+
+def data_files(root: Path, *, side_files: bool = True) -> set[str]:
+    """Files outside `_delta_log`; `side_files=False` leaves out Hadoop `.x.crc` files."""
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and "_delta_log" not in p.parts
+        and (side_files or not p.name.startswith("."))
+    }
+
+
+def md(event) -> dict:
+    """Plain metadata of a materialization/observation event."""
+    data = event.event_specific_data
+    mat = getattr(data, "materialization", None) or getattr(data, "asset_observation", None)
+    return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+
+
+# ---- registry --------------------------------------------------------------------------------
+
+
+def test_shipped_registry_registers_the_demo_tables():
+    registry = load_registry(REPO_ROOT / "tables.yaml")
+    assert registry.names == ["events", "customers", "orders_dv"]
+    assert {t.policy.engine for t in registry.tables} == {"spark"}
+    by = registry.by_name
+    assert by["events"].uri == str(REPO_ROOT / "demo_tables" / "events")
+    assert by["events"].policy.cleanup.ensure_checkpoint is True
+    assert by["customers"].policy.compaction.interval == 5
+    assert by["customers"].policy.row_tracking.backfill is True
+    assert by["orders_dv"].policy.vacuum.dry_run is True
+    # Per-section overrides keep the other defaults of the section.
+    assert by["orders_dv"].policy.vacuum.cron == "0 3 * * 0"
+
+
+def test_policy_overrides_merge_field_by_field(tmp_path):
+    registry = parse_registry(
+        {
+            "defaults": {"engine": "local", "vacuum": {"retention": "10 days", "cron": None}},
+            "tables": [
+                {"name": "a", "uri": "data/a", "vacuum": {"dry_run": True}, "engine": "spark"},
+                {"name": "b", "uri": "s3://bucket/b", "group": "shared"},
+            ],
+        },
+        base_dir=tmp_path,
+    )
+    a, b = registry.tables
+    assert a.policy.engine == "spark" and b.policy.engine == "local"
+    assert a.policy.vacuum.retention == "10 days" and a.policy.vacuum.dry_run is True
+    assert a.policy.vacuum.retention_hours == 240
+    assert a.policy.vacuum.cron is None
+    assert b.policy.vacuum.dry_run is False
+    assert a.uri == str(tmp_path / "data" / "a") and b.uri == "s3://bucket/b"
+    assert a.group == "a" and b.group == "shared"
+    assert a.policy.checkpoint.interval is None  # None: the table's delta.checkpointInterval
+
+
+BAD_REGISTRIES = [
+    ({"tables": [{"name": "a", "uri": "x", "checkpont": {}}]},
+     r"tables\[0\]\.checkpont: unknown key 'checkpont'"),
+    ({"defaults": {"vacuum": {"retension": "7 days"}}},
+     r"defaults\.vacuum\.retension: unknown key"),
+    ({"tables": [{"name": "a", "uri": "x"}, {"name": "a", "uri": "y"}]},
+     r"tables\[1\]\.name: table name 'a' is already registered by tables\[0\]"),
+    ({"tables": [{"name": "a", "uri": "gs://bucket/t"}]},
+     r"tables\[0\]\.uri: 'gs://bucket/t' has an unsupported scheme 'gs'"),
+    ({"tables": [{"name": "a", "uri": "s3:///nobucket"}]},
+     r"tables\[0\]\.uri: .* not an S3 URI of the form s3://bucket/prefix"),
+    ({"tables": [{"name": "a", "uri": "x", "vacuum": {"cron": "61 * * * *"}}]},
+     r"tables\[0\]\.vacuum\.cron: '61 \* \* \* \*': '61' is out of range in the minute field"),
+    ({"defaults": {"cleanup": {"cron": "0 0 30 2 *"}}},
+     r"defaults\.cleanup\.cron: .* never fires: February has no day 30"),
+    ({"defaults": {"cleanup": {"cron": "every day"}}},
+     r"defaults\.cleanup\.cron: 'every day' is not a cron expression: expected 5 fields"),
+    ({"tables": [{"name": "a", "uri": "x", "storage_options": {"secret": "hunter2"}}]},
+     r"storage option 'secret' holds a secret: give it as an environment variable reference"),
+    ({"defaults": {"vacuum": {"retention": "soon"}}},
+     r"defaults\.vacuum\.retention: 'soon' is not a retention"),
+    ({"defaults": {"engine": "flink"}}, r"defaults\.engine: .*'spark' or 'local' \(got 'flink'\)"),
+    ({"tables": [{"name": "a", "uri": "x", "compaction": {"interval": 1}}]},
+     r"compaction covers at least 2 commits"),
+    ({"tables": [{"name": "9lives", "uri": "x"}]},
+     r"tables\[0\]\.name: '9lives' is not a valid name"),
+    ({"tables": [{"name": "a", "uri": "x", "storage_options": {"key": {"vault": "k"}}}]},
+     r"tables\[0\]\.storage_options\.key: a storage option is text, a number, a boolean or "),
+    ({"tables": [{"name": "a"}]}, r"tables\[0\]\.uri: required key is missing"),
+    (["a", "b"], r"must be a mapping with 'defaults' and 'tables'"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_REGISTRIES)
+def test_each_registry_mistake_gives_one_clear_error(data, message):
+    with pytest.raises(RegistryError, match=message) as info:
+        parse_registry(data, path="reg.yaml")
+    assert len(info.value.problems) == 1, info.value.problems
+    assert "hunter2" not in str(info.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(RegistryError) as info:
+        parse_registry({
+            "defaults": {"engine": "flink", "bogus": 1},
+            "tables": [
+                {"name": "a", "uri": "ftp://x/y", "vacuum": {"cron": "* * *"}},
+                {"name": "a", "uri": "x"},
+            ],
+        })
+    assert len(info.value.problems) == 5
+    assert str(info.value).count("\n") == 5  # a heading and one line per problem
+
+
+def test_yaml_syntax_and_missing_file_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  - name: a\n   uri: x\n")
+    with pytest.raises(RegistryError, match=r"line 3, column 4: not valid YAML"):
+        load_registry(bad)
+    with pytest.raises(RegistryError, match=r"no registry file at .*nope\.yaml; create one or "
+                       f"point {REGISTRY_ENV} at it"):
+        load_registry(tmp_path / "nope.yaml")
+
+
+def test_default_registry_path(tmp_path, monkeypatch):
+    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "mine.yaml"))
+    assert default_registry_path() == tmp_path / "mine.yaml"
+    monkeypatch.delenv(REGISTRY_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert default_registry_path() == REPO_ROOT / "tables.yaml"  # beside workspace.yaml
+    (tmp_path / "tables.yaml").write_text("tables: []\n")
+    assert default_registry_path() == tmp_path / "tables.yaml"
+
+
+@pytest.mark.parametrize(
+    "cron", ["0 3 * * 0", "*/15 * * * *", "0 0 * * mon-fri", "5,35 1-5/2 1 jan,jul *", "0 0 29 2 *"]
+)
+def test_accepted_crons_are_accepted_by_dagster(cron):
+    assert cron_problem(cron) is None
+    ScheduleDefinition(name="s", cron_schedule=cron, job_name="j")
+
+
+def test_secrets_come_from_the_environment_and_are_never_shown(tmp_path, monkeypatch):
+    registry = parse_registry({"tables": [{
+        "name": "t", "uri": str(tmp_path),
+        "storage_options": {"token": {"env": "DELTA_OPS_TEST_TOKEN"}, "region": "eu"},
+    }]})
+    table = registry.tables[0]
+    assert table.storage_options["token"] == EnvRef(env="DELTA_OPS_TEST_TOKEN")
+    assert table.redacted_storage_options() == {"token": "$DELTA_OPS_TEST_TOKEN", "region": "eu"}
+    monkeypatch.delenv("DELTA_OPS_TEST_TOKEN", raising=False)
+    with pytest.raises(MissingSecretError, match="environment variable DELTA_OPS_TEST_TOKEN"):
+        table.resolved_storage_options()
+    monkeypatch.setenv("DELTA_OPS_TEST_TOKEN", "s3cr3t-value")
+    assert table.resolved_storage_options() == {"token": "s3cr3t-value", "region": "eu"}
+
+
+def test_spark_section_configures_the_spark_resource(tmp_path, monkeypatch):
+    reg = write_registry(tmp_path, {
+        "spark": {"master": "spark://spark-master:7077",
+                  "conf": {"spark.executor.memory": "4g",
+                           "spark.hadoop.fs.s3a.secret.key": {"env": "DELTA_OPS_TEST_S3_SECRET"}}},
+        "tables": [{"name": "t", "uri": "t"}],
+    })
+    spark = build_definitions(reg).resources["spark"]
+    assert spark.master == "spark://spark-master:7077" and spark.remote is None
+    assert spark.conf == {"spark.executor.memory": "4g"}
+    assert spark.conf_from_env == {"spark.hadoop.fs.s3a.secret.key": "DELTA_OPS_TEST_S3_SECRET"}
+    monkeypatch.delenv("DELTA_OPS_TEST_S3_SECRET", raising=False)
+    with pytest.raises(MissingSecretError, match="DELTA_OPS_TEST_S3_SECRET, which is not set"):
+        spark.session_config()
+    monkeypatch.setenv("DELTA_OPS_TEST_S3_SECRET", "s3cr3t")
+    config = spark.session_config()
+    assert config.conf["spark.hadoop.fs.s3a.secret.key"] == "s3cr3t"
+    assert "s3cr3t" not in config.describe() and "s3cr3t" not in spark.describe()
+    with pytest.raises(RegistryError, match=r"spark: .*a Spark master .* or a Spark Connect "
+                       "remote .*, not both"):
+        parse_registry({"spark": {"master": "local[2]", "remote": "sc://h:15002"}})
+    with pytest.raises(RegistryError, match=r"spark\.conf: Spark conf "
+                       "'spark.hadoop.fs.s3a.secret.key' holds a secret"):
+        parse_registry({"spark": {"conf": {"spark.hadoop.fs.s3a.secret.key": "x"}}})
+    assert build_definitions(
+        write_registry(tmp_path, {"tables": []})).resources["spark"].master is None
+
+
+# ---- definitions -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def maintained(tmp_path_factory):
+    """Seven tables (corpus copies) maintained by one `maintenance` run, local engine."""
+    base = tmp_path_factory.mktemp("maintained")
+    tables = base / "tables"
+    tables.mkdir()
+    copies = {
+        "ckpt": copy_corpus_table("golden__checkpoint", tables / "ckpt"),
+        "stats": copy_corpus_table(
+            "golden__data-skipping-change-stats-collected-across-versions", tables / "stats"),
+        "dv": copy_corpus_table("golden__dv-partitioned-with-checkpoint", tables / "dv"),
+        "coll": copy_corpus_table("golden__collations-table", tables / "coll"),
+        "short": copy_corpus_table("basic_append", tables / "short"),
+        "crc": copy_corpus_table(
+            "golden__commit-info-containing-arbitrary-operationParams-types", tables / "crc"),
+    }
+    age_files(copies["ckpt"], 60 * DAY, log=True)  # every commit past the 30-day log retention
+    age_files(copies["stats"], 30 * DAY)  # data files past the 7-day VACUUM retention
+    age_files(copies["dv"], 30 * DAY)
+    before = {name: data_files(root) for name, root in copies.items()}
+    reg = write_registry(base, {
+        "defaults": {"engine": "local", "cleanup": {"cron": "30 4 * * *"}},
+        "tables": [
+            {"name": "ckpt", "uri": "tables/ckpt", "checkpoint": {"interval": 2},
+             "vacuum": {"cron": None}},
+            {"name": "stats", "uri": "tables/stats", "compaction": {"interval": 2}},
+            {"name": "dv", "uri": "tables/dv", "vacuum": {"dry_run": True},
+             "row_tracking": {"backfill": True, "batch_size": 4}},
+            {"name": "coll", "uri": "tables/coll"},
+            {"name": "short", "uri": "tables/short", "vacuum": {"retention": "1 hours"}},
+            {"name": "crc", "uri": "tables/crc", "checksum": {"enabled": False}},
+            {"name": "missing", "uri": "tables/not_there_yet"},
+        ],
+    })
+    defs = build_definitions(reg)
+    instance = DagsterInstance.ephemeral()
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    events: dict[tuple[str, str], object] = {}
+    failures: dict[tuple[str, str], object] = {}
+    checks: dict[tuple[str, str], object] = {}
+    for event in result.all_events:
+        if event.event_type_value in ("ASSET_MATERIALIZATION", "ASSET_OBSERVATION"):
+            data = event.event_specific_data
+            mat = getattr(data, "materialization", None) or data.asset_observation
+            events[tuple(mat.asset_key.path)] = event
+        elif event.event_type_value == "STEP_FAILURE":
+            failures[tuple(event.step_key.split("__", 1))] = event
+        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+            data = event.event_specific_data
+            checks[(data.asset_key.path[0], data.check_name)] = data
+    return {
+        "registry": reg, "defs": defs, "instance": instance, "result": result,
+        "roots": copies, "before": before, "events": events, "failures": failures,
+        "checks": checks,
+    }
+
+
+def test_definitions_validate_and_cover_every_table_and_component(maintained):
+    defs = maintained["defs"]
+    Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    names = ["ckpt", "stats", "dv", "coll", "short", "crc", "missing"]
+    keys = {k for k in graph.get_all_asset_keys()}
+    assert keys == {AssetKey([t, c]) for t in names for c in COMPONENTS}
+    for t in names:
+        edges = {
+            (key.path[1], parent.path[1])
+            for key in keys if key.path[0] == t
+            for parent in graph.get(key).parent_keys
+        }
+        assert edges == EDGES
+        assert graph.get(AssetKey([t, "delta_log"])).is_observable
+        assert {graph.get(AssetKey([t, c])).group_name for c in COMPONENTS} == {t}
+    check_names = {(k.asset_key.path[0], k.asset_key.path[1], k.name)
+                   for k in graph.asset_check_keys}
+    for t in names:
+        assert {(t, "delta_log", "protocol_supported"), (t, "version_checksum", "checksum_matches"),
+                (t, "checkpoint", "checkpoint_fresh")} <= check_names
+    assert {j.name for j in defs.jobs} >= {"maintenance", "row_tracking_backfill"}
+    assert {s.name for s in defs.sensors} == {"delta_tables_watch", "delta_tables_partitions"}
+
+
+def test_definitions_load_when_no_table_exists(tmp_path):
+    reg = write_registry(tmp_path, {"tables": [{"name": "later", "uri": "not/yet"}]})
+    defs = build_definitions(reg)
+    Definitions.validate_loadable(defs)
+    assert not (tmp_path / "not").exists()
+
+
+def test_loading_the_definitions_imports_no_pyspark_and_starts_no_jvm():
+    code = (
+        "import os, sys\n"
+        "import delta_ops.definitions as d\n"
+        "from dagster import Definitions\n"
+        "Definitions.validate_loadable(d.defs)\n"
+        "assert len(d.defs.assets) == 21, len(d.defs.assets)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+        "me = str(os.getpid())\n"
+        "kids = []\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if p.isdigit():\n"
+        "        try:\n"
+        "            stat = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if stat[1] == me:\n"
+        "            kids.append(open(f'/proc/{p}/cmdline').read())\n"
+        "print(heavy, kids)\n"
+        "assert not heavy and not any('java' in k for k in kids)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != REGISTRY_ENV}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[] []"
+
+
+def test_dagster_definitions_validate_command(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != REGISTRY_ENV}
+    env["DAGSTER_HOME"] = str(tmp_path)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
+         "-w", "workspace.yaml"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "Validation successful for code location delta_ops" in out.stdout + out.stderr
+
+
+def test_asset_specs_show_redacted_storage_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTA_OPS_TEST_TOKEN", "s3cr3t-value")
+    root = copy_corpus_table("basic_append", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [{
+        "name": "t", "uri": str(root),
+        "storage_options": {"token": {"env": "DELTA_OPS_TEST_TOKEN"}},
+    }]})
+    defs = build_definitions(reg)
+    spec_md = defs.resolve_asset_graph().get(AssetKey(["t", "vacuum"])).metadata
+    assert spec_md["storage_options"].value == {"token": "$DELTA_OPS_TEST_TOKEN"}
+    instance = DagsterInstance.ephemeral()
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    assert result.success
+    logged = json.dumps([str(e) for e in instance.all_logs(result.run_id)])
+    assert "s3cr3t-value" not in logged and "$DELTA_OPS_TEST_TOKEN" in logged
+    monkeypatch.delenv("DELTA_OPS_TEST_TOKEN")
+    failed = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, raise_on_error=False, asset_selection=[AssetKey(["t", "vacuum"])]
+    )
+    (failure,) = failed.get_step_failure_events()
+    data = failure.step_failure_data.user_failure_data
+    assert "environment variable DELTA_OPS_TEST_TOKEN, which is not set" in data.description
+    assert data.metadata["table"].value == "t"
+
+
+# ---- assets (one maintenance run) ------------------------------------------------------------
+
+
+def test_delta_log_is_observed_with_the_table_version_as_data_version(maintained):
+    event = maintained["events"][("ckpt", "delta_log")]
+    obs = event.event_specific_data.asset_observation
+    assert obs.tags["dagster/data_version"] == "14"
+    m = md(event)
+    snap = load_snapshot(Storage.for_uri(str(maintained["roots"]["dv"])), 15)
+    dv = md(maintained["events"][("dv", "delta_log")])
+    assert (dv["version"], dv["num_files"], dv["size_bytes"]) == (
+        15, snap.num_files, snap.size_bytes)
+    assert dv["protocol"]["readerFeatures"] == ["deletionVectors"]
+    assert "| file size | files | bytes |" in dv["file_size_histogram"]
+    assert sum(int(line.split("|")[2]) for line in dv["file_size_histogram"].splitlines()[2:]) \
+        == snap.num_files
+    assert isinstance(m["num_files"], int) and m["commits_since_checkpoint"] == 4
+
+
+def test_missing_table_fails_its_log_and_skips_the_rest(maintained):
+    failure = maintained["failures"][("missing", "delta_log")]
+    data = failure.step_failure_data.user_failure_data
+    assert "missing: the table does not exist yet" in data.description
+    assert data.metadata["error"].value == "NotATableError"
+    assert not [k for k in maintained["events"] if k[0] == "missing"]
+    assert not [k for k in maintained["failures"] if k[0] == "missing" and k[1] != "delta_log"]
+
+
+def test_checkpoint_is_written_when_due_and_skipped_otherwise(maintained):
+    root = maintained["roots"]["ckpt"]
+    m = md(maintained["events"][("ckpt", "checkpoint")])
+    path = root / "_delta_log" / "00000000000000000014.checkpoint.parquet"
+    assert path.exists()
+    assert (m["version"], m["kind"], m["skipped"], m["already_existed"]) == (
+        14, "classic", False, False)
+    assert m["size_in_bytes"] == path.stat().st_size
+    assert m["num_add_files"] == pq.read_table(path).column("add").drop_null().length()
+    assert isinstance(m["duration_s"], float)
+    stats = md(maintained["events"][("stats", "checkpoint")])
+    assert stats["skipped"] is True and "not due: 5 commits" in stats["reason"]
+    assert not list((maintained["roots"]["stats"] / "_delta_log").glob("*.checkpoint.parquet"))
+
+
+def test_version_checksum_is_written_and_verified(maintained):
+    root = maintained["roots"]["ckpt"]
+    assert (root / "_delta_log" / "00000000000000000014.crc").exists()
+    m = md(maintained["events"][("ckpt", "version_checksum")])
+    assert (m["version"], m["num_written"], m["written"]) == (14, 1, [14])
+    check = maintained["checks"][("ckpt", "checksum_matches")]
+    assert check.passed and check.description == "14.crc matches the table state"
+    off = md(maintained["events"][("crc", "version_checksum")])
+    assert off["skipped"] is True and "off" in off["reason"]
+
+
+def test_log_compaction_writes_the_policy_windows(maintained):
+    log = maintained["roots"]["stats"] / "_delta_log"
+    m = md(maintained["events"][("stats", "log_compaction")])
+    assert (m["interval"], m["num_written"]) == (2, 2)
+    assert m["ranges"] == [[0, 1], [2, 3]]
+    assert (log / "00000000000000000000.00000000000000000001.compacted.json").exists()
+    assert (log / "00000000000000000002.00000000000000000003.compacted.json").exists()
+    off = md(maintained["events"][("ckpt", "log_compaction")])
+    assert off["skipped"] is True
+
+
+def test_metadata_cleanup_deletes_expired_log_files(maintained):
+    log = maintained["roots"]["ckpt"] / "_delta_log"
+    m = md(maintained["events"][("ckpt", "metadata_cleanup")])
+    assert m["checkpoint_version"] == 14 and m["num_files"] > 0 and m["dry_run"] is False
+    remaining = sorted(p.name for p in log.iterdir() if p.name[0].isdigit())
+    assert remaining[0].startswith("00000000000000000014.")
+    assert not (log / "00000000000000000000.json").exists()
+
+
+def test_vacuum_deletes_unreferenced_old_files_and_reports_bytes(maintained):
+    root = maintained["roots"]["stats"]
+    m = md(maintained["events"][("stats", "vacuum")])
+    live = {
+        p for p in load_snapshot(Storage.for_uri(str(root))).files.column("path").to_pylist()
+    }
+    gone = maintained["before"]["stats"] - data_files(root)
+    assert gone and data_files(root, side_files=False) == live
+    assert m["num_files"] == len(gone) and m["bytes_reclaimed"] == m["size_bytes"] > 0
+    dry = md(maintained["events"][("dv", "vacuum")])
+    # Dry run: the orphans and expired tombstones' files are reported, nothing is deleted.
+    assert dry["dry_run"] is True and dry["num_files"] > 5 and dry["size_bytes"] > 0
+    assert dry["bytes_reclaimed"] == 0
+    assert data_files(maintained["roots"]["dv"]) == maintained["before"]["dv"]
+
+
+def test_row_tracking_backfills_per_policy_and_reports_otherwise(maintained):
+    m = md(maintained["events"][("dv", "row_tracking")])
+    assert m["backfilled"] is True and m["enabled"] is True and m["files_backfilled"] == 15
+    assert m["batches"] == 4
+    snap = load_snapshot(Storage.for_uri(str(maintained["roots"]["dv"])))
+    assert features.is_feature_enabled(snap.protocol, snap.metadata.configuration, "rowTracking")
+    report = md(maintained["events"][("ckpt", "row_tracking")])
+    assert report["backfilled"] is False and report["files_missing_row_ids"] == 1
+
+
+def test_refused_operations_fail_only_their_asset(maintained):
+    failures, events = maintained["failures"], maintained["events"]
+    for component in ("checkpoint", "version_checksum", "log_compaction", "vacuum"):
+        data = failures[("coll", component)].step_failure_data.user_failure_data
+        assert data.metadata["table"].value == "coll"
+        assert data.metadata["version"].value == 0
+        assert data.metadata["features"].value == ["collations"]
+        assert "collations" in data.metadata["reason"].value
+    assert ("coll", "delta_log") in events and ("coll", "row_tracking") in events
+    short = failures[("short", "vacuum")].step_failure_data.user_failure_data
+    assert short.metadata["error"].value == "RetentionError"
+    assert "refusing to VACUUM with a retention of 1 hours" in short.description
+    for component in ("delta_log", "version_checksum", "log_compaction", "row_tracking"):
+        assert ("short", component) in events
+    assert set(failures) == {
+        ("coll", "checkpoint"), ("coll", "log_compaction"), ("coll", "vacuum"),
+        ("coll", "version_checksum"),
+        ("short", "vacuum"), ("missing", "delta_log"),
+    }
+
+
+def test_checks_in_the_maintenance_run(maintained):
+    checks = maintained["checks"]
+    assert checks[("ckpt", "protocol_supported")].passed
+    coll = checks[("coll", "protocol_supported")]
+    assert not coll.passed and coll.severity.value == "ERROR"
+    assert coll.metadata["blocked_operations"].value["vacuum"] == ["collations"]
+    fresh = checks[("ckpt", "checkpoint_fresh")]
+    assert fresh.passed and fresh.metadata["commits_since_checkpoint"].value == 0
+    crc = checks[("crc", "checksum_matches")]
+    assert crc.passed and crc.metadata["checksum_version"].value == 2
+
+
+def test_result_metadata_keeps_numbers_as_numbers():
+    result = VacuumResult(table="file:///t", version=3, files=("a.parquet", "b.parquet"),
+                          num_files=2, size_bytes=1234, directories=(), dry_run=False,
+                          retention_hours=168.0)
+    m = result_metadata(result, duration_s=0.1234, bytes_reclaimed=1234)
+    assert m["version"] == 3 and m["size_bytes"] == 1234 and m["retention_hours"] == 168.0
+    assert m["uri"] == "file:///t" and "table" not in m
+    assert m["files"].value == "- `a.parquet`\n- `b.parquet`"
+    assert m["duration_s"].value == 0.123 and m["bytes_reclaimed"] == 1234
+
+
+def test_checkpoint_can_be_forced_with_materialize(tmp_path):
+    root = copy_corpus_table("golden__data-skipping-change-stats-collected-across-versions",
+                             tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
+                                    "tables": [{"name": "t", "uri": str(root)}]})
+    defs = build_definitions(reg)
+    assets = [a for a in defs.assets if any(k.path[0] == "t" for k in a.keys)]
+    result = materialize(
+        assets, selection=[AssetKey(["t", "checkpoint"])],
+        resources=defs.resources,
+        run_config={"ops": {"t__checkpoint": {
+            "config": CheckpointConfig(force=True).model_dump()}}},
+    )
+    (mat,) = result.asset_materializations_for_node("t__checkpoint")
+    assert mat.metadata["version"].value == 4 and mat.metadata["skipped"].value is False
+    assert (root / "_delta_log" / "00000000000000000004.checkpoint.parquet").exists()
+
+
+# ---- checks (direct) -------------------------------------------------------------------------
+
+
+def _run(registry_path: Path, name: str) -> TableRun:
+    return TableRun(load_registry(registry_path).table(name), "test", SparkResource(), 0)
+
+
+def test_checksum_check_catches_a_tampered_crc(tmp_path):
+    root = copy_corpus_table(
+        "golden__commit-info-containing-arbitrary-operationParams-types", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
+                                    "tables": [{"name": "t", "uri": str(root)}]})
+    assert checksum_matches_result(_run(reg, "t")).passed
+    crc = root / "_delta_log" / "00000000000000000002.crc"
+    obj = json.loads(crc.read_text())
+    obj["numFiles"] += 1
+    crc.write_text(json.dumps(obj))
+    result = checksum_matches_result(_run(reg, "t"))
+    assert not result.passed and result.severity.value == "ERROR"
+    assert "numFiles" in result.metadata["mismatched_fields"].value
+    assert result.description == "2.crc does not match the table state in numFiles"
+
+
+def test_checksum_check_without_any_crc(tmp_path):
+    root = copy_corpus_table("basic_append", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
+        {"name": "on", "uri": str(root)},
+        {"name": "off", "uri": str(root), "checksum": {"enabled": False}},
+    ]})
+    on = checksum_matches_result(_run(reg, "on"))
+    assert not on.passed and on.severity.value == "WARN"
+    assert on.description == "the table has no version checksum (.crc) yet"
+    assert checksum_matches_result(_run(reg, "off")).passed
+
+
+def test_checkpoint_fresh_and_protocol_checks_direct(tmp_path):
+    root = copy_corpus_table("golden__checkpoint", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
+        {"name": "tight", "uri": str(root), "checkpoint": {"interval": 3}},
+        {"name": "loose", "uri": str(root)},
+        {"name": "gone", "uri": str(tmp_path / "gone")},
+    ]})
+    tight = checkpoint_fresh_result(_run(reg, "tight"))
+    assert not tight.passed and tight.metadata["commits_since_checkpoint"].value == 4
+    assert tight.description == "4 commits since the last checkpoint, more than the interval of 3"
+    assert checkpoint_fresh_result(_run(reg, "loose")).passed  # delta.checkpointInterval: 10
+    gone = protocol_supported_result(_run(reg, "gone"))
+    assert not gone.passed and gone.severity.value == "WARN"
+    assert "does not exist yet" in gone.description
+    assert protocol_supported_result(_run(reg, "loose")).passed
+
+
+# ---- sensors ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def watched(tmp_path):
+    tables = tmp_path / "tables"
+    roots = {
+        "ckpt": copy_corpus_table("golden__checkpoint", tables / "ckpt"),
+        "stats": copy_corpus_table(
+            "golden__data-skipping-change-stats-collected-across-versions", tables / "stats"),
+        "coll": copy_corpus_table("golden__collations-table", tables / "coll"),
+    }
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
+        {"name": "ckpt", "uri": "tables/ckpt", "checkpoint": {"interval": 3}},
+        {"name": "stats", "uri": "tables/stats", "compaction": {"interval": 2},
+         "checksum": {"enabled": False}},
+        {"name": "coll", "uri": "tables/coll", "checkpoint": {"interval": 1}},
+        {"name": "missing", "uri": "tables/missing"},
+    ]})
+    defs = build_definitions(reg)
+    return defs, roots, reg
+
+
+def _tick(defs, instance, cursor=None):
+    sensor = defs.resolve_sensor_def("delta_tables_watch")
+    ctx = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                               resources={"registry": defs.resources["registry"]})
+    return sensor(ctx)
+
+
+def test_watch_sensor_requests_what_each_table_needs(watched):
+    defs, roots, _ = watched
+    instance = DagsterInstance.ephemeral()
+    result = _tick(defs, instance)
+    keys = {r.run_key: r for r in result.run_requests}
+    assert set(keys) == {
+        "ckpt:checkpoint:14",  # 4 commits since the checkpoint at 10, interval 3
+        "ckpt:version_checksum:14",  # no .crc
+        "stats:log_compaction:3",  # windows [0,1] and [2,3]; checksums off
+    }
+    req = keys["ckpt:checkpoint:14"]
+    assert req.asset_selection == [AssetKey(["ckpt", "checkpoint"])]
+    assert req.tags["delta_ops/version"] == "14"
+    cursor = load_cursor(result.cursor)
+    assert cursor["missing"] == {"status": "missing"}
+    assert cursor["ckpt"]["version"] == 14 and cursor["ckpt"]["settings"]["protocol"]
+    # The collations table needs a checkpoint, but delta_ops cannot write one: no request.
+    assert cursor["coll"]["status"] == "ok"
+    assert not [k for k in keys if k.startswith("coll:")]
+
+
+def test_watch_sensor_is_quiet_once_maintained(watched):
+    defs, roots, _ = watched
+    instance = DagsterInstance.ephemeral()
+    first = _tick(defs, instance)
+    selection = [AssetKey(["ckpt", "checkpoint"]), AssetKey(["ckpt", "version_checksum"]),
+                 AssetKey(["stats", "log_compaction"])]
+    run = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, asset_selection=selection)
+    assert run.success
+    second = _tick(defs, instance, first.cursor)
+    assert not second.run_requests
+    assert second.skip_reason == SkipReason("no registered table needs maintenance")
+
+
+def test_watch_sensor_learns_new_commits_from_the_cursor(watched, tmp_path):
+    from delta_ops.commit import Transaction
+
+    defs, roots, _ = watched
+    instance = DagsterInstance.ephemeral()
+    first = _tick(defs, instance)
+    # Restart: a fresh context with the persisted cursor gives the same run keys.
+    again = _tick(defs, DagsterInstance.ephemeral(), first.cursor)
+    assert {r.run_key for r in again.run_requests} == {r.run_key for r in first.run_requests}
+    # A new commit on `stats` sets delta.checkpointInterval=5: read from that commit alone,
+    # it makes the 6 commits without a checkpoint due for one.
+    Transaction(str(roots["stats"])).update_configuration(
+        {"delta.checkpointInterval": "5"}).commit()
+    third = _tick(defs, instance, first.cursor)
+    assert "stats:checkpoint:5" in {r.run_key for r in third.run_requests}
+    assert load_cursor(third.cursor)["stats"]["settings"]["configuration"][
+        "delta.checkpointInterval"] == "5"
+    # A garbage cursor starts afresh rather than failing the tick.
+    assert _tick(defs, instance, "not json").run_requests
+
+
+def test_watch_sensor_reads_only_new_commits(watched):
+    defs, roots, reg = watched
+    registry = load_registry(reg)
+    lines: list[str] = []
+    _, cursor = evaluate_watch(registry, None, lines.append)
+    # Break the checkpoint's content: only a full read of it would notice.
+    (roots["ckpt"] / "_delta_log" / "00000000000000000010.checkpoint.parquet").write_bytes(b"x")
+    with open(roots["ckpt"] / "_delta_log" / "00000000000000000015.json", "wb") as fh:
+        fh.write(b'{"commitInfo":{"timestamp":1,"operation":"WRITE"}}\n')
+    requests, cursor2 = evaluate_watch(registry, cursor, lines.append)
+    assert "ckpt:checkpoint:15" in {r.run_key for r in requests}
+    assert load_cursor(cursor2)["ckpt"]["status"] == "ok"
+    # Without the cursor the broken checkpoint is read, and the tick reports it, not fails.
+    lines.clear()
+    requests, cursor3 = evaluate_watch(registry, None, lines.append)
+    assert load_cursor(cursor3)["ckpt"]["status"] == "error"
+    assert any(line.startswith("ckpt: cannot inspect the log") for line in lines)
+
+
+def test_partitions_sensor_keeps_partitions_equal_to_the_registry(watched):
+    defs, _, _ = watched
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["retired", "ckpt"])
+    sensor = defs.resolve_sensor_def("delta_tables_partitions")
+    result = sensor(build_sensor_context(instance=instance, definitions=defs))
+    adds, deletes = result.dynamic_partitions_requests
+    assert adds.partition_keys == ["stats", "coll", "missing"]
+    assert deletes.partition_keys == ["retired"]
+    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, adds.partition_keys)
+    instance.delete_dynamic_partition(TABLE_PARTITIONS.name, "retired")
+    again = sensor(build_sensor_context(instance=instance, definitions=defs))
+    assert isinstance(again, SkipReason)
+
+
+# ---- schedules -------------------------------------------------------------------------------
+
+
+def test_schedules_follow_each_table_policy(maintained):
+    defs = maintained["defs"]
+    names = {s.name: s for s in defs.schedules}
+    assert "ckpt_vacuum" not in names  # cron: null
+    assert names["ckpt_metadata_cleanup"].cron_schedule == "30 4 * * *"
+    assert names["dv_vacuum"].cron_schedule == "0 3 * * 0"
+    assert len(names) == 2 * 7 - 1
+    assert all(s.default_status.value == "STOPPED" for s in names.values())
+    when = dt.datetime(2024, 1, 7, 3, 0, tzinfo=dt.timezone.utc)
+    tick = names["dv_vacuum"].evaluate_tick(
+        build_schedule_context(instance=maintained["instance"], scheduled_execution_time=when))
+    (req,) = tick.run_requests
+    assert req.asset_selection == [AssetKey(["dv", "vacuum"])]
+    assert req.run_key == "dv:vacuum:2024-01-07T03:00:00+00:00"
+
+
+def test_a_schedule_run_materializes_only_its_asset(maintained):
+    defs, instance = maintained["defs"], maintained["instance"]
+    when = dt.datetime(2024, 1, 8, 4, 30, tzinfo=dt.timezone.utc)
+    tick = defs.resolve_schedule_def("short_metadata_cleanup").evaluate_tick(
+        build_schedule_context(instance=instance, scheduled_execution_time=when))
+    (req,) = tick.run_requests
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance, asset_selection=req.asset_selection, tags=req.tags)
+    keys = [e.event_specific_data.materialization.asset_key
+            for e in result.get_asset_materialization_events()]
+    assert keys == [AssetKey(["short", "metadata_cleanup"])]
+
+
+# ---- the row-tracking backfill job ------------------------------------------------------------
+
+
+def test_row_tracking_backfill_job_by_partition(tmp_path):
+    root = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
+                                    "tables": [{"name": "t", "uri": str(root)}]})
+    defs = build_definitions(reg)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["t", "gone"])
+    job = defs.resolve_job_def("row_tracking_backfill")
+    result = job.execute_in_process(
+        instance=instance, partition_key="t",
+        run_config={"ops": {"backfill_row_tracking": {"config": {"batch_size": 6}}}},
+    )
+    assert result.success
+    (mat,) = [e.event_specific_data.materialization
+              for e in result.get_asset_materialization_events()]
+    assert mat.asset_key == AssetKey(["t", "row_tracking"])
+    assert mat.metadata["files_backfilled"].value == 15 and mat.metadata["batches"].value == 3
+    progress = [r.user_message for r in instance.all_logs(result.run_id)
+                if "row tracking batch committed" in (r.user_message or "")]
+    assert [p.split(": ", 1)[1] for p in progress] == [
+        "row tracking batch committed version 17: 6/15 files backfilled in 1 batch(es)",
+        "row tracking batch committed version 18: 12/15 files backfilled in 2 batch(es)",
+        "row tracking batch committed version 19: 15/15 files backfilled in 3 batch(es)",
+    ]
+    assert instance.get_latest_materialization_event(AssetKey(["t", "row_tracking"]))
+    stale = job.execute_in_process(instance=instance, partition_key="gone", raise_on_error=False)
+    (failure,) = stale.get_step_failure_events()
+    assert "partition 'gone' is not a registered table" in (
+        failure.step_failure_data.user_failure_data.description)
+
+
+# ---- Spark -----------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_spark_engine_session_lives_inside_the_run(tmp_path):
+    from pyspark import SparkContext
+
+    root = copy_corpus_table("golden__data-skipping-change-stats-collected-across-versions",
+                             tmp_path / "t")
+    age_files(root, 30 * DAY)
+    before = data_files(root)
+    reg = write_registry(tmp_path, {"defaults": {"engine": "spark"},
+                                    "tables": [{"name": "t", "uri": str(root)}]})
+    spark = SparkResource(master="local[2]", local_ip=LOCAL_IP, python=sys.executable,
+                          conf=dict(TEST_CONF))
+    defs = build_definitions(reg, spark=spark)
+    already = SparkContext._active_spark_context  # another test's session, if any
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=DagsterInstance.ephemeral(),
+        asset_selection=[AssetKey(["t", "delta_log"]), AssetKey(["t", "vacuum"])],
+    )
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("t__vacuum")
+    assert mat.metadata["num_files"].value == len(before - data_files(root)) > 0
+    # A session the run started is stopped when the run ends; one it joined is left running.
+    assert SparkContext._active_spark_context is already
