@@ -817,6 +817,22 @@ class Storage:
     # ---- construction ------------------------------------------------------------------
 
     @classmethod
+    def of(cls, table: Any, storage_options: Mapping[str, Any] | None = None) -> Storage:
+        """The Storage of what operations accept as a table: a Storage (or a wrapper with
+        its interface, e.g. one that instruments it), a DeltaTable (its `.storage`), or a
+        table URI (built with `storage_options`)."""
+        if isinstance(table, str):
+            return cls.for_uri(table, storage_options)
+        if isinstance(table, Storage):
+            return table
+        inner = getattr(table, "storage", None)
+        if inner is not None:
+            return inner
+        if hasattr(table, "put_atomic") and hasattr(table, "list_dir"):
+            return table
+        raise TypeError(f"expected a Storage, DeltaTable or URI, got {type(table).__name__}")
+
+    @classmethod
     def for_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
         """A storage rooted at `uri`.
 

@@ -120,15 +120,6 @@ class CommitResult:
 _ALLOWED_ACTIONS = ("add", "remove", "txn", "cdc")
 
 
-def _as_storage(table: Any, storage_options: Mapping[str, Any] | None) -> Storage:
-    if isinstance(table, Storage):
-        return table
-    inner = getattr(table, "storage", None)
-    if isinstance(inner, Storage):
-        return inner
-    if isinstance(table, str):
-        return Storage.for_uri(table, storage_options)
-    raise TypeError(f"expected a Storage, DeltaTable or URI, got {type(table).__name__}")
 
 
 class Transaction:
@@ -177,7 +168,7 @@ class Transaction:
         row_counts: Mapping[str, int] | None = None,
     ) -> None:
         self.storage = (
-            snapshot.storage if snapshot is not None else _as_storage(table, storage_options)
+            snapshot.storage if snapshot is not None else Storage.of(table, storage_options)
         )
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")

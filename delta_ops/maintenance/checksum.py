@@ -230,17 +230,6 @@ class VerifyResult:
 # ---- helpers ------------------------------------------------------------------------------
 
 
-def _storage(table_or_storage: Any) -> Storage:
-    if isinstance(table_or_storage, Storage):
-        return table_or_storage
-    if isinstance(table_or_storage, str):
-        return Storage.for_uri(table_or_storage)
-    storage = getattr(table_or_storage, "storage", None)
-    if isinstance(storage, Storage):
-        return storage
-    raise TypeError(
-        f"expected a DeltaTable, Storage or URI string, not {type(table_or_storage).__name__}"
-    )
 
 
 def _engine(engine: Engine | None) -> Engine:
@@ -710,7 +699,7 @@ def compute_version_checksum(
     """
     if method not in ("auto", "full", "incremental"):
         raise ValueError(f"method must be auto, full or incremental, not {method!r}")
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     if version is None:
         version = _latest_version(storage)
     reason = "method full was asked for"
@@ -776,7 +765,7 @@ def write_checksum(
         UnsupportedFeatureError: the table's protocol does not allow delta_ops to write.
         See also `compute_version_checksum`.
     """
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     if version is None:
         version = _latest_version(storage)
     path = checksum_path(version)
@@ -826,7 +815,7 @@ def write_checksums(
     """
     if start < 0 or start > end:
         raise ValueError(f"invalid version range {start}..{end}")
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     previous: VersionChecksum | None = None
     if start > 0:
         try:
@@ -901,7 +890,7 @@ def verify_checksum(
     Raises:
         VersionNotFoundError: `version` has no `.crc` file.
     """
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     if all_versions:
         if version is not None:
             raise ValueError("give either a version or all_versions, not both")

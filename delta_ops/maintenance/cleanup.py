@@ -694,13 +694,6 @@ def _plan_sidecars(
     return out
 
 
-def _storage(table: Any, storage_options: Mapping[str, Any] | None = None) -> Storage:
-    if isinstance(table, Storage):
-        return table
-    inner = getattr(table, "storage", None)
-    if isinstance(inner, Storage):
-        return inner
-    return Storage.for_uri(str(table), storage_options)
 
 
 def _result(plan: CleanupPlan, *, dry_run: bool, written: int | None) -> CleanupResult:
@@ -750,7 +743,7 @@ def cleanup_metadata(
         StorageError: A deletion or write failed (files deleted before it stay deleted;
             every kept version is still readable and a re-run finishes the job).
     """
-    storage = _storage(table_or_storage, storage_options)
+    storage = Storage.of(table_or_storage, storage_options)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     plan = plan_cleanup(
         storage, now_ms=now, retention=retention, ensure_checkpoint=ensure_checkpoint

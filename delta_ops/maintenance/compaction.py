@@ -158,17 +158,6 @@ def _canonical_set(actions: Iterable[Mapping[str, Any]]) -> set[bytes]:
     return {orjson.dumps(a, option=orjson.OPT_SORT_KEYS) for a in actions}
 
 
-def _storage(table_or_storage: Any) -> Storage:
-    if isinstance(table_or_storage, Storage):
-        return table_or_storage
-    if isinstance(table_or_storage, str):
-        return Storage.for_uri(table_or_storage)
-    storage = getattr(table_or_storage, "storage", None)
-    if isinstance(storage, Storage):
-        return storage
-    raise TypeError(
-        f"expected a DeltaTable, Storage or URI string, not {type(table_or_storage).__name__}"
-    )
 
 
 def _read_commit(storage: Storage, version: int) -> list[dict]:
@@ -264,7 +253,7 @@ def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionRes
         raise ValueError(
             f"a compaction covers at least two commits (start < end); got {start}..{end}"
         )
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     commits = [_read_commit(storage, v) for v in range(start, end + 1)]
     protocol = _protocol_at(storage, start, commits[::-1])
     features.ensure_supported(protocol, "compaction", table=storage.root, version=end)
@@ -361,7 +350,7 @@ def compaction_plan(
 
 def compact_by_policy(table_or_storage: Any, *, interval: int | None) -> list[CompactionResult]:
     """Write every compaction `compaction_plan` asks for on the table's current log."""
-    storage = _storage(table_or_storage)
+    storage = Storage.of(table_or_storage)
     plan = compaction_plan(list_log(storage), interval)
     return [compact_log(storage, start=s, end=e) for s, e in plan]
 

@@ -267,7 +267,7 @@ def backfill_row_tracking(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    storage = _storage(table, storage_options)
+    storage = Storage.of(table, storage_options)
     common = {
         "engine": engine,
         "clock": clock,
@@ -384,13 +384,6 @@ def verify_row_tracking(snapshot: Snapshot, *, engine: Any = None, limit: int = 
     )
 
 
-def _storage(table: Any, storage_options: Mapping[str, Any] | None) -> Storage:
-    if isinstance(table, Storage):
-        return table
-    inner = getattr(table, "storage", None)
-    if isinstance(inner, Storage):
-        return inner
-    return Storage.for_uri(str(table), storage_options)
 
 
 def _upgrade(snap: Snapshot, plan: BackfillPlan, common: dict[str, Any]) -> CommitResult:

@@ -57,7 +57,7 @@ from delta_ops.engine.base import Engine
 from delta_ops.errors import CorruptLogError, DeletionVectorError, RetentionError
 from delta_ops.log.replay import SidecarMissingError, parse_json_actions, read_file_action_column
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.maintenance.cleanup import _storage, protocol_and_metadata
+from delta_ops.maintenance.cleanup import protocol_and_metadata
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, Metadata, canonical_path, file_keys
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
@@ -969,7 +969,7 @@ def vacuum(
         RetentionError: The retention is unsafe (see `retention_for`).
         StorageError: Listing or deleting failed (a re-run finishes the job).
     """
-    storage = _storage(table_or_storage, storage_options)
+    storage = Storage.of(table_or_storage, storage_options)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     plan = plan_vacuum(
         storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,

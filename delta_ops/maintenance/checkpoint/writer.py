@@ -113,19 +113,6 @@ class _Written:
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _storage_of(table_or_storage: Any) -> Storage:
-    """The Storage of a DeltaTable, a URI, or the storage itself (anything with the
-    Storage interface, e.g. a wrapper that instruments it)."""
-    if isinstance(table_or_storage, str):
-        return Storage.for_uri(table_or_storage)
-    storage = getattr(table_or_storage, "storage", None)
-    if storage is not None:
-        return storage
-    if hasattr(table_or_storage, "put_atomic") and hasattr(table_or_storage, "list_dir"):
-        return table_or_storage
-    raise TypeError(
-        f"write_checkpoint needs a DeltaTable, a Storage or a URI, not {type(table_or_storage)!r}"
-    )
 
 
 def _parquet_bytes(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> pa.Buffer:
@@ -517,7 +504,7 @@ def write_checkpoint(
             snapshot; it was not published.
         NotATableError, VersionNotFoundError, CorruptLogError, StorageError.
     """
-    storage = _storage_of(table_or_storage)
+    storage = Storage.of(table_or_storage)
     clock = int(time.time() * 1000) if now_ms is None else int(now_ms)
     snapshot = load_snapshot(storage, version)
     snapshot.ensure_supported("checkpoint")
