@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.protocol import features
-from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, STRING_MAP
+from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, REMOVE_TYPE, STRING_MAP
 
 # ---- action types as Spark writes them in checkpoints ------------------------------------
 
@@ -49,19 +49,7 @@ TXN_TYPE = pa.struct(
 )
 
 #: `remove` in checkpoints: no `stats`, no `tags` (spec "Checkpoint Schema").
-CHECKPOINT_REMOVE_TYPE = pa.struct(
-    [
-        pa.field("path", pa.string()),
-        pa.field("deletionTimestamp", pa.int64()),
-        pa.field("dataChange", pa.bool_()),
-        pa.field("extendedFileMetadata", pa.bool_()),
-        pa.field("partitionValues", STRING_MAP),
-        pa.field("size", pa.int64()),
-        pa.field("deletionVector", DELETION_VECTOR_TYPE),
-        pa.field("baseRowId", pa.int64()),
-        pa.field("defaultRowCommitVersion", pa.int64()),
-    ]
-)
+CHECKPOINT_REMOVE_TYPE = pa.struct([f for f in REMOVE_TYPE if f.name not in ("stats", "tags")])
 
 FORMAT_TYPE = pa.struct([pa.field("provider", pa.string()), pa.field("options", STRING_MAP)])
 
