@@ -563,21 +563,26 @@ def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
     return _observe
 
 
+def _asset_options(table: RegisteredTable, component: str) -> dict[str, Any]:
+    """The `@asset` arguments every maintenance component of a table shares."""
+    return {
+        "key": asset_key(table.name, component),
+        "deps": [asset_key(table.name, UPSTREAM[component])],
+        "group_name": table.group,
+        "description": _DESCRIPTIONS[component],
+        "metadata": _spec_metadata(table),
+        "kinds": {"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
+        "tags": {"delta_ops/component": component},
+        "op_tags": {"delta_ops/table": table.name},
+    }
+
+
 def _component_asset(
     table: RegisteredTable, component: str, body: Callable[[TableRun], MaterializeResult]
 ) -> AssetsDefinition:
     name = table.name
 
-    @asset(
-        key=asset_key(name, component),
-        deps=[asset_key(name, UPSTREAM[component])],
-        group_name=table.group,
-        description=_DESCRIPTIONS[component],
-        metadata=_spec_metadata(table),
-        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
-        tags={"delta_ops/component": component},
-        op_tags={"delta_ops/table": name},
-    )
+    @asset(**_asset_options(table, component))
     def _materialize(
         context: AssetExecutionContext, registry: RegistryResource, spark: SparkResource
     ) -> MaterializeResult:
@@ -589,16 +594,7 @@ def _component_asset(
 def checkpoint_asset(table: RegisteredTable) -> AssetsDefinition:
     name = table.name
 
-    @asset(
-        key=asset_key(name, CHECKPOINT),
-        deps=[asset_key(name, DELTA_LOG)],
-        group_name=table.group,
-        description=_DESCRIPTIONS[CHECKPOINT],
-        metadata=_spec_metadata(table),
-        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
-        tags={"delta_ops/component": CHECKPOINT},
-        op_tags={"delta_ops/table": name},
-    )
+    @asset(**_asset_options(table, CHECKPOINT))
     def _checkpoint(
         context: AssetExecutionContext,
         config: CheckpointConfig,
@@ -613,16 +609,7 @@ def checkpoint_asset(table: RegisteredTable) -> AssetsDefinition:
 def row_tracking_asset(table: RegisteredTable) -> AssetsDefinition:
     name = table.name
 
-    @asset(
-        key=asset_key(name, ROW_TRACKING),
-        deps=[asset_key(name, DELTA_LOG)],
-        group_name=table.group,
-        description=_DESCRIPTIONS[ROW_TRACKING],
-        metadata=_spec_metadata(table),
-        kinds={"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
-        tags={"delta_ops/component": ROW_TRACKING},
-        op_tags={"delta_ops/table": name},
-    )
+    @asset(**_asset_options(table, ROW_TRACKING))
     def _row_tracking(
         context: AssetExecutionContext,
         config: RowTrackingConfig,
