@@ -365,7 +365,10 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
     defs = build_definitions(registry)
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(REPO_ROOT / ".dagster_home")))
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch()  # defaults: SQLite storage under DAGSTER_HOME
+    config = home / "dagster.yaml"
+    if not config.exists():
+        # Defaults (SQLite storage under DAGSTER_HOME); the demo sends no usage statistics.
+        config.write_text("telemetry:\n  enabled: false\n")
     with DagsterInstance.get() as instance:
         known = set(instance.get_dynamic_partitions(TABLE_PARTITIONS.name))
         missing = [n for n in registry.names if n not in known]
