@@ -204,14 +204,11 @@ def _check_cron(v: str | None) -> str | None:
     return v
 
 
-class VacuumPolicy(_Model):
-    """cron: when the schedule runs (None: no schedule); retention: instead of the table's
-    delta.deletedFileRetentionDuration (shorter is refused); dry_run: only report."""
+class _ScheduledPolicy(_Model):
+    """A policy run on a cron schedule with an optional retention override."""
 
-    cron: str | None = "0 3 * * 0"
+    cron: str | None = None
     retention: str | None = None
-    dry_run: bool = False
-    lite: bool = False
 
     @field_validator("cron")
     @classmethod
@@ -222,6 +219,15 @@ class VacuumPolicy(_Model):
     @classmethod
     def _ret(cls, v: Any) -> str | None:
         return _retention(v)
+
+
+class VacuumPolicy(_ScheduledPolicy):
+    """cron: when the schedule runs (None: no schedule); retention: instead of the table's
+    delta.deletedFileRetentionDuration (shorter is refused); dry_run: only report."""
+
+    cron: str | None = "0 3 * * 0"
+    dry_run: bool = False
+    lite: bool = False
 
     @property
     def retention_hours(self) -> float | None:
@@ -230,23 +236,12 @@ class VacuumPolicy(_Model):
         return parse_interval(self.retention).total_seconds() / 3600
 
 
-class CleanupPolicy(_Model):
+class CleanupPolicy(_ScheduledPolicy):
     """cron: when the schedule runs (None: no schedule); retention: instead of the table's
     delta.logRetentionDuration; ensure_checkpoint: write a checkpoint at the cutoff first."""
 
     cron: str | None = "0 4 * * *"
-    retention: str | None = None
     ensure_checkpoint: bool = False
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, v: str | None) -> str | None:
-        return _check_cron(v)
-
-    @field_validator("retention", mode="before")
-    @classmethod
-    def _ret(cls, v: Any) -> str | None:
-        return _retention(v)
 
     @property
     def retention_delta(self) -> dt.timedelta | None:
