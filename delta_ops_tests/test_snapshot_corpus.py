@@ -212,3 +212,17 @@ def test_reads_checkpoints_written_by_deltalake(table_copy, name):
     assert after.checkpoint_version == before.version
     assert _ours(after, root) == _ours(before, root)
     assert after.tombstones.num_rows <= before.tombstones.num_rows
+
+
+def test_arrow_schema_logical_and_physical():
+    import pyarrow.parquet as pq
+
+    root = corpus_path("column_mapping")
+    snap = DeltaTable(str(root)).snapshot()
+    logical = snap.arrow_schema()
+    physical = snap.arrow_schema(physical=True)
+    assert logical.names == [f.name for f in snap.schema.fields]
+    assert physical.names != logical.names  # name mode: physical names differ
+    data_file = root / snap.files.column("path")[0].as_py()
+    file_names = set(pq.read_schema(data_file).names)
+    assert set(physical.names) - set(snap.partition_columns) <= file_names

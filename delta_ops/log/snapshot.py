@@ -72,6 +72,16 @@ class Snapshot:
         """The Delta schema (protocol.schema.StructType), None without a schemaString."""
         return self.metadata.schema
 
+    def arrow_schema(self, *, physical: bool = False) -> pa.Schema:
+        """The table schema as Arrow; with `physical`, the column-mapping physical names
+        and Parquet field ids the data files use. ValueError without a schemaString."""
+        from delta_ops.protocol.schema import to_arrow
+
+        if self.schema is None:
+            raise ValueError(f"table {self.table} version {self.version} has no schemaString")
+        mode = self.metadata.configuration.get("delta.columnMapping.mode", "none")
+        return to_arrow(self.schema, physical=physical, mode=mode)
+
     @property
     def partition_columns(self) -> list[str]:
         return self.metadata.partition_columns
