@@ -323,10 +323,10 @@ def _write_compaction(storage: Storage, start: int, end: int) -> None:
     try:
         compact_log(storage, start=start, end=end)
     except UnsupportedFeatureError:
-        from delta_ops.maintenance.compaction import _read_commit
+        from delta_ops.log.replay import read_commit
 
         actions = reconcile_actions(
-            [_read_commit(storage, v) for v in range(start, end + 1)], root=storage.root
+            [read_commit(storage, v) for v in range(start, end + 1)], root=storage.root
         )
         storage.put_if_absent(
             f"_delta_log/{compaction_name(start, end)}",

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CorruptLogError, StorageError
+from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
 from delta_ops.log.segment import CheckpointFiles, LogSegment
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import (
@@ -107,6 +107,25 @@ def parse_json_actions(data: bytes, *, table: str, version: int | None, file: st
             )
         out.append(obj)
     return out
+
+
+def read_commit(storage: Storage, version: int) -> list[dict]:
+    """The actions of commit `version`.
+
+    Raises:
+        VersionNotFoundError: the commit file does not exist.
+        CorruptLogError: it is not valid newline-delimited JSON.
+    """
+    path = f"{filenames.LOG_DIR}/{filenames.commit_name(version)}"
+    try:
+        data = storage.read(path)
+    except StorageError as exc:
+        if not storage.exists(path):
+            raise VersionNotFoundError(
+                "the commit does not exist", table=storage.root, version=version, file=path
+            ) from exc
+        raise
+    return parse_json_actions(data, table=storage.root, version=version, file=path)
 
 
 class _Reconciler:

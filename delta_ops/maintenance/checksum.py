@@ -42,7 +42,7 @@ from delta_ops.errors import (
     StorageError,
     VersionNotFoundError,
 )
-from delta_ops.log.replay import parse_json_actions
+from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import build_log_segment, list_log
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.log.timestamps import IctEnablement
@@ -248,25 +248,6 @@ def checksum_path(version: int) -> str:
 def _commit_path(version: int) -> str:
     return f"{LOG_DIR}/{commit_name(version)}"
 
-
-def read_commit(storage: Storage, version: int) -> list[dict]:
-    """The actions of commit `version`.
-
-    Raises:
-        VersionNotFoundError: the commit file does not exist.
-        CorruptLogError: it is not valid newline-delimited JSON.
-    """
-    path = _commit_path(version)
-    try:
-        data = storage.read(path)
-    except StorageError as exc:
-        if not storage.exists(path):
-            raise VersionNotFoundError(
-                "the commit does not exist (a checksum describes an existing commit)",
-                table=storage.root, version=version, file=path,
-            ) from exc
-        raise
-    return parse_json_actions(data, table=storage.root, version=version, file=path)
 
 
 def read_checksum(storage: Storage, version: int) -> VersionChecksum | None:

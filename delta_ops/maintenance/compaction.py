@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
-from delta_ops.log.replay import parse_json_actions
+from delta_ops.errors import CorruptLogError
+from delta_ops.log.replay import parse_json_actions, read_commit
 from delta_ops.log.segment import (
     CheckpointFiles,
     _complete_checkpoints,
@@ -45,7 +45,6 @@ from delta_ops.protocol.filenames import (
     LogFile,
     LogFileKind,
     checksum_name,
-    commit_name,
     compaction_name,
 )
 from delta_ops.storage import FileInfo, Storage
@@ -160,19 +159,6 @@ def _canonical_set(actions: Iterable[Mapping[str, Any]]) -> set[bytes]:
 
 
 
-def _read_commit(storage: Storage, version: int) -> list[dict]:
-    path = f"{LOG_DIR}/{commit_name(version)}"
-    try:
-        data = storage.read(path)
-    except StorageError as exc:
-        if not storage.exists(path):
-            raise VersionNotFoundError(
-                "cannot compact: the commit does not exist",
-                table=storage.root, version=version, file=path,
-            ) from exc
-        raise
-    return parse_json_actions(data, table=storage.root, version=version, file=path)
-
 
 def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list[dict]]) -> dict:
     """The protocol in force at the end of the range, found cheaply.
@@ -254,7 +240,7 @@ def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionRes
             f"a compaction covers at least two commits (start < end); got {start}..{end}"
         )
     storage = Storage.of(table_or_storage)
-    commits = [_read_commit(storage, v) for v in range(start, end + 1)]
+    commits = [read_commit(storage, v) for v in range(start, end + 1)]
     protocol = _protocol_at(storage, start, commits[::-1])
     features.ensure_supported(protocol, "compaction", table=storage.root, version=end)
     actions = reconcile_actions(commits, root=storage.root)

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.protocol import features
-from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, REMOVE_TYPE, STRING_MAP
+from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, STRING_MAP
 
 # ---- action types as Spark writes them in checkpoints ------------------------------------
 
@@ -98,19 +98,7 @@ SIDECAR_TYPE = pa.struct(
 
 #: The `add` fields every checkpoint carries, in order; `stats` is dropped when
 #: `delta.checkpoint.writeStatsAsJson` is false.
-ADD_BASE_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("path", pa.string()),
-    pa.field("partitionValues", STRING_MAP),
-    pa.field("size", pa.int64()),
-    pa.field("modificationTime", pa.int64()),
-    pa.field("dataChange", pa.bool_()),
-    pa.field("stats", pa.string()),
-    pa.field("tags", STRING_MAP),
-    pa.field("deletionVector", DELETION_VECTOR_TYPE),
-    pa.field("baseRowId", pa.int64()),
-    pa.field("defaultRowCommitVersion", pa.int64()),
-    pa.field("clusteringProvider", pa.string()),
-)
+ADD_BASE_FIELDS: tuple[pa.Field, ...] = tuple(ADD_TYPE)
 
 PARTITION_VALUES_PARSED = "partitionValues_parsed"
 STATS_PARSED = "stats_parsed"
