@@ -10,17 +10,21 @@ Python objects.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
+from delta_ops.log.commits import CommitFile
+from delta_ops.log.commits import reconcile as reconcile_commits
 from delta_ops.log.segment import CheckpointFiles, LogSegment
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import (
@@ -37,6 +41,7 @@ from delta_ops.protocol.actions import (
     dv_unique_id,
     file_keys,
 )
+from delta_ops.protocol.arrays import empty_table, string_array, to_numpy
 from delta_ops.storage import Storage
 
 _IO_THREADS = 16
@@ -69,8 +74,8 @@ class ReplayState:
 
     protocol: dict | None = None
     metadata: Metadata | None = None
-    adds: pa.Table = field(default_factory=ADD_SCHEMA.empty_table)
-    removes: pa.Table = field(default_factory=REMOVE_SCHEMA.empty_table)
+    adds: pa.Table = field(default_factory=lambda: empty_table(ADD_SCHEMA))
+    removes: pa.Table = field(default_factory=lambda: empty_table(REMOVE_SCHEMA))
     txns: dict[str, Txn] = field(default_factory=dict)
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
     commit_infos: dict[int, CommitInfo] = field(default_factory=dict)
@@ -143,7 +148,6 @@ class _Reconciler:
     def apply_newest_first(
         self, actions: list[dict], *, table: str, version: int, file: str
     ) -> None:
-        state = self.state
         root = self.root
         seen = self.seen
         seen_add = seen.add
@@ -171,35 +175,42 @@ class _Reconciler:
                 if key not in seen:
                     seen_add(key)
                     out.append(a)
-            elif (m := obj.get("metaData")) is not None:
-                if not self._have_metadata:
-                    state.metadata = Metadata(m)
-                    self._have_metadata = True
-            elif (p := obj.get("protocol")) is not None:
-                if not self._have_protocol:
-                    state.protocol = p
-                    self._have_protocol = True
-            elif (t := obj.get("txn")) is not None:
-                try:
-                    txn = Txn.from_dict(t)
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise CorruptLogError(
-                        f"invalid txn action {t!r}", table=table, version=version, file=file
-                    ) from exc
-                state.txns.setdefault(txn.app_id, txn)
-            elif (d := obj.get("domainMetadata")) is not None:
-                try:
-                    dm = DomainMetadata.from_dict(d)
-                except (KeyError, TypeError) as exc:
-                    raise CorruptLogError(
-                        f"invalid domainMetadata action {d!r}",
-                        table=table,
-                        version=version,
-                        file=file,
-                    ) from exc
-                state.domains.setdefault(dm.domain, dm)
-            elif (c := obj.get("commitInfo")) is not None:
-                state.commit_infos.setdefault(version, CommitInfo(c))
+            else:
+                self.apply_other(obj, table=table, version=version, file=file)
+
+    def apply_other(self, obj: dict, *, table: str, version: int, file: str) -> None:
+        """Apply one non-file action (newest first): protocol, metaData, txn, domain
+        metadata, commitInfo; anything else is ignored."""
+        state = self.state
+        if (m := obj.get("metaData")) is not None:
+            if not self._have_metadata:
+                state.metadata = Metadata(m)
+                self._have_metadata = True
+        elif (p := obj.get("protocol")) is not None:
+            if not self._have_protocol:
+                state.protocol = p
+                self._have_protocol = True
+        elif (t := obj.get("txn")) is not None:
+            try:
+                txn = Txn.from_dict(t)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CorruptLogError(
+                    f"invalid txn action {t!r}", table=table, version=version, file=file
+                ) from exc
+            state.txns.setdefault(txn.app_id, txn)
+        elif (d := obj.get("domainMetadata")) is not None:
+            try:
+                dm = DomainMetadata.from_dict(d)
+            except (KeyError, TypeError) as exc:
+                raise CorruptLogError(
+                    f"invalid domainMetadata action {d!r}",
+                    table=table,
+                    version=version,
+                    file=file,
+                ) from exc
+            state.domains.setdefault(dm.domain, dm)
+        elif (c := obj.get("commitInfo")) is not None:
+            state.commit_infos.setdefault(version, CommitInfo(c))
 
     def file_tables(self) -> tuple[pa.Table, pa.Table]:
         adds = pa.Table.from_struct_array(_struct_array(self.adds, ADD_TYPE))
@@ -232,8 +243,37 @@ def _stringify_maps(row: dict) -> dict:
     return out
 
 
-def _read_delta(storage: Storage, path: str) -> bytes:
-    return storage.read(path)
+def read_log_files(storage: Storage, paths: list[str]) -> list[bytes]:
+    """The contents of log files: one after the other on a local file system (a read
+    is a few microseconds there, less than a thread hand-off), concurrently elsewhere (each
+    read is a network round trip)."""
+    if storage.scheme == "file" or len(paths) <= 1:
+        return [storage.read(p) for p in paths]
+    with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
+        return list(pool.map(storage.read, paths))
+
+
+def _replay_commits(
+    storage: Storage, deltas: list, rec: _Reconciler
+) -> tuple[pa.Table, pa.Table, pa.Array | None]:
+    """Reconcile the segment's commits: columnar when the commits allow, else action by
+    action. Returns the winning adds and removes and the keys of every file action."""
+    table = storage.root
+    blobs = read_log_files(storage, [d.file.path for d in deltas])
+    files = [
+        CommitFile(d.end, d.file.path, b) for d, b in zip(deltas, blobs, strict=True)
+    ]
+    fast = reconcile_commits(files, table)
+    if fast is not None:
+        for version, file, obj in fast.others:
+            rec.apply_other(obj, table=table, version=version, file=file)
+        return fast.adds, fast.removes, fast.keys
+    for f in reversed(files):
+        actions = parse_json_actions(f.data, table=table, version=f.version, file=f.path)
+        rec.apply_newest_first(actions, table=table, version=f.version, file=f.path)
+    adds, removes = rec.file_tables()
+    keys = string_array(list(rec.seen)) if rec.seen else None
+    return adds, removes, keys
 
 
 def replay(storage: Storage, segment: LogSegment) -> ReplayState:
@@ -246,13 +286,11 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
     table = storage.root
     rec = _Reconciler(table)
     deltas = list(segment.deltas)
+    keys = None
     if deltas:
-        with ThreadPoolExecutor(min(_IO_THREADS, len(deltas))) as pool:
-            blobs = list(pool.map(lambda d: _read_delta(storage, d.file.path), deltas))
-        for delta, blob in zip(reversed(deltas), reversed(blobs), strict=True):
-            actions = parse_json_actions(blob, table=table, version=delta.end, file=delta.file.path)
-            rec.apply_newest_first(actions, table=table, version=delta.end, file=delta.file.path)
-    adds, removes = rec.file_tables()
+        adds, removes, keys = _replay_commits(storage, deltas, rec)
+    else:
+        adds, removes = empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA)
     state = rec.state
     if segment.checkpoint is not None:
         cp = read_checkpoint(storage, segment.checkpoint)
@@ -267,10 +305,9 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
         state.checkpoint_sidecars = cp.sidecars
         state.checkpoint_metadata = cp.checkpoint_metadata
         cp_adds, cp_removes = cp.adds, cp.removes
-        if rec.seen:
-            value_set = pa.array(list(rec.seen), pa.string())
-            cp_adds = _drop_superseded(cp_adds, value_set, table)
-            cp_removes = _drop_superseded(cp_removes, value_set, table)
+        if keys is not None and len(keys):
+            cp_adds = _drop_superseded(cp_adds, keys, table)
+            cp_removes = _drop_superseded(cp_removes, keys, table)
         adds = pa.concat_tables([cp_adds, adds]) if adds.num_rows else cp_adds
         removes = pa.concat_tables([cp_removes, removes]) if removes.num_rows else cp_removes
     state.adds = adds
@@ -378,8 +415,8 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
     return CheckpointContent(
         protocol=protocol,
         metadata=metadata,
-        adds=pa.concat_tables(add_tables) if add_tables else ADD_SCHEMA.empty_table(),
-        removes=pa.concat_tables(remove_tables) if remove_tables else REMOVE_SCHEMA.empty_table(),
+        adds=pa.concat_tables(add_tables) if add_tables else empty_table(ADD_SCHEMA),
+        removes=pa.concat_tables(remove_tables) if remove_tables else empty_table(REMOVE_SCHEMA),
         txns=txns,
         domains=domains,
         sidecars=sidecars,
@@ -401,10 +438,11 @@ def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:
     """Rows whose path is set; a zero-copy slice when they are contiguous (the usual case:
     other actions sit at the start of the first row group)."""
     n_valid = len(path) - path.null_count
-    first = pc.index(pc.is_valid(path), True).as_py()
-    if first >= 0 and path.slice(first, n_valid).null_count == 0:
+    valid = pc.is_valid(path)
+    first = int(np.argmax(to_numpy(valid)))  # valid has no nulls; n_valid > 0 here
+    if path.slice(first, n_valid).null_count == 0:
         return chunk.slice(first, n_valid)
-    return chunk.filter(pc.is_valid(path))
+    return chunk.filter(valid)
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -436,25 +474,45 @@ _NON_FILE_COLUMNS = (
 
 
 def _read_parquet_actions(storage: Storage, path: str, version: int) -> _ParquetActions:
+    """Every action of one Parquet checkpoint file (a V1 checkpoint or part, a V2 top-level
+    file or sidecar). Row groups are decoded concurrently, each through its own handle."""
     table_uri = storage.root
     try:
         with storage.open_input(path) as fh:
             pf = pq.ParquetFile(fh)
-            top = set(pf.schema_arrow.names)
-            adds = read_file_action_column(pf, "add", ADD_TYPE, top)
-            removes = read_file_action_column(pf, "remove", REMOVE_TYPE, top)
-            wanted = [c for c in _NON_FILE_COLUMNS if c in top]
-            non_file: list[dict] = []
-            if wanted:
-                t = pf.read(columns=wanted, use_threads=True)
-                for name in wanted:
-                    col = t.column(name)
-                    valid = col.filter(pc.is_valid(col))
-                    non_file.extend(
-                        {name: _drop_nulls(v)}
-                        for v in valid.to_pylist(maps_as_pydicts="strict")
-                    )
-            num_rows = pf.metadata.num_rows
+            meta = pf.metadata
+            schema = pf.schema_arrow
+        top = set(schema.names)
+        columns: list[str] = []
+        for name, target in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
+            columns += _action_columns(schema, name, target)
+        wanted = [c for c in _NON_FILE_COLUMNS if c in top]
+        columns += wanted
+
+        def read_group(i: int) -> pa.Table:
+            with storage.open_input(path) as handle:
+                return pq.ParquetFile(handle, metadata=meta).read_row_group(
+                    i, columns=columns, use_threads=False
+                )
+
+        n = meta.num_row_groups
+        if n > 1:
+            with ThreadPoolExecutor(min(n, max(2, os.cpu_count() or 2))) as pool:
+                groups = list(pool.map(read_group, range(n)))
+        else:
+            groups = [read_group(i) for i in range(n)]
+        adds = _file_action_table(groups, "add", ADD_TYPE)
+        removes = _file_action_table(groups, "remove", REMOVE_TYPE)
+        non_file: list[dict] = []
+        for name in wanted:
+            for group in groups:
+                col = group.column(name)
+                if col.null_count == len(col):
+                    continue
+                valid = col.filter(pc.is_valid(col))
+                non_file.extend(
+                    {name: _drop_nulls(v)} for v in valid.to_pylist(maps_as_pydicts="strict")
+                )
     except (OSError, pa.ArrowInvalid) as exc:
         raise UnusableCheckpointError(
             f"checkpoint file cannot be read as Parquet: {exc}",
@@ -464,41 +522,55 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
         ) from exc
     except StorageError:
         raise
-    return _ParquetActions(adds, removes, non_file, num_rows)
+    return _ParquetActions(adds, removes, non_file, meta.num_rows)
+
+
+def _action_columns(schema: pa.Schema, column: str, target: pa.StructType) -> list[str]:
+    """The nested column paths of `column` that `target` wants and the file has."""
+    if column not in schema.names:
+        return []
+    struct_type = schema.field(column).type
+    return [f"{column}.{f.name}" for f in target if struct_type.get_field_index(f.name) >= 0]
+
+
+def _file_action_table(tables: list[pa.Table], column: str, target: pa.StructType) -> pa.Table:
+    """The rows of `column` (add or remove) that hold an action, as `target`, chunk by
+    chunk (only chunks holding other actions are filtered; nothing is concatenated)."""
+    schema = pa.schema(list(target))
+    out = []
+    for t in tables:
+        if column in t.column_names:
+            chunks = t.column(column).chunks
+        elif f"{column}.path" in t.column_names:
+            # Some pyarrow versions flatten a nested selection to top-level columns.
+            names = [n for n in t.column_names if n.startswith(f"{column}.")]
+            chunks = [
+                pa.StructArray.from_arrays(
+                    [t.column(n).chunk(i) for n in names],
+                    names=[n[len(column) + 1 :] for n in names],
+                    mask=pc.is_null(t.column(f"{column}.path").chunk(i)),
+                )
+                for i in range(t.column(names[0]).num_chunks)
+            ]
+        else:
+            continue
+        for chunk in chunks:
+            valid = pc.struct_field(chunk, "path")  # honours the struct's own nulls
+            if valid.null_count == len(valid):
+                continue
+            if valid.null_count:
+                chunk = _valid_rows(chunk, valid)
+            out.append(conform(chunk, target))
+    if not out:
+        return empty_table(schema)
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(c) for c in out], schema=schema)
 
 
 def read_file_action_column(
     pf: pq.ParquetFile, column: str, target: pa.StructType, top: Iterable[str]
 ) -> pa.Table:
+    """The `column` (add or remove) actions of an open checkpoint file, as `target`."""
     if column not in top:
-        return pa.schema(list(target)).empty_table()
-    struct_type = pf.schema_arrow.field(column).type
-    present = [f.name for f in target if struct_type.get_field_index(f.name) >= 0]
-    t = pf.read(columns=[f"{column}.{n}" for n in present], use_threads=True)
-    # Nested selection yields the struct with only the selected children (some pyarrow
-    # versions flatten a selection to top-level columns instead; accept both). Work chunk
-    # by chunk (one per row group): only chunks holding other actions need filtering, and
-    # nothing is copied into one contiguous array.
-    if column in t.column_names:
-        chunks = t.column(column).chunks
-    else:
-        chunks = [
-            pa.StructArray.from_arrays(
-                [c.chunk(i) for c in t.columns],
-                names=t.column_names,
-                mask=pc.is_null(t.column("path").chunk(i)),
-            )
-            for i in range(t.column(0).num_chunks)
-        ]
-    out = []
-    for chunk in chunks:
-        valid = pc.struct_field(chunk, "path")  # honours the add/remove struct's own nulls
-        if valid.null_count == len(valid):
-            continue
-        if valid.null_count:
-            chunk = _valid_rows(chunk, valid)
-        out.append(conform(chunk, target))
-    schema = pa.schema(list(target))
-    if not out:
-        return schema.empty_table()
-    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(c) for c in out], schema=schema)
+        return empty_table(pa.schema(list(target)))
+    t = pf.read(columns=_action_columns(pf.schema_arrow, column, target), use_threads=True)
+    return _file_action_table([t], column, target)

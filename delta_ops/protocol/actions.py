@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -244,8 +245,9 @@ def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array 
     if isinstance(actions, pa.ChunkedArray):
         return pa.chunked_array([file_keys(c, root) for c in actions.chunks], type=pa.string())
     paths = actions.field("path")
-    needs = pc.match_substring_regex(paths, r"[%:]|^/")
-    if pc.any(needs).as_py():
+    if _may_need_canonicalization(paths) and pc.any(
+        needs := pc.match_substring_regex(paths, r"[%:]|^/")
+    ).as_py():
         fixed = [
             canonical_path(p, root) if n else p
             for p, n in zip(paths.to_pylist(), needs.to_pylist(), strict=True)
@@ -266,6 +268,28 @@ def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array 
     # A DV struct can be present with null children (some writers fill every column).
     has_dv = pc.and_(pc.is_valid(dv), pc.is_valid(st))
     return pc.if_else(has_dv, keyed, paths)
+
+
+def _may_need_canonicalization(paths: pa.Array) -> bool:
+    """False when no path can need `canonical_path` (none holds `%` or `:` or starts
+    with `/`), decided on the raw string buffers: a memchr over the characters instead of
+    a regex per row."""
+    n = len(paths)
+    if not pa.types.is_string(paths.type) or n == 0:
+        return n > 0
+    bufs = paths.buffers()
+    if bufs[2] is None:
+        return False
+    offsets = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=paths.offset * 4)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = bufs[2].slice(lo, hi - lo).to_pybytes()
+    if b"%" in data or b":" in data:
+        return True
+    starts = offsets[:-1] - lo
+    starts = starts[offsets[1:] > offsets[:-1]]  # non-empty strings
+    return bool(len(starts)) and bool(
+        (np.frombuffer(data, dtype=np.uint8)[starts] == ord("/")).any()
+    )
 
 
 def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array:
