@@ -259,15 +259,19 @@ def _replay_commits(
     """Reconcile the segment's commits: columnar when the commits allow, else action by
     action. Returns the winning adds and removes and the keys of every file action."""
     table = storage.root
-    blobs = read_log_files(storage, [d.file.path for d in deltas])
+    paths = [d.file.path for d in deltas]
     files = [
-        CommitFile(d.end, d.file.path, b) for d, b in zip(deltas, blobs, strict=True)
+        CommitFile(d.end, d.file.path, b)
+        for d, b in zip(deltas, read_log_files(storage, paths), strict=True)
     ]
     fast = reconcile_commits(files, table)
     if fast is not None:
         for version, file, obj in fast.others:
             rec.apply_other(obj, table=table, version=version, file=file)
         return fast.adds, fast.removes, fast.keys
+    # The columnar path took the files' bytes and stepped aside: read them again.
+    for f, data in zip(files, read_log_files(storage, paths), strict=True):
+        f.data = data
     for f in reversed(files):
         actions = parse_json_actions(f.data, table=table, version=f.version, file=f.path)
         rec.apply_newest_first(actions, table=table, version=f.version, file=f.path)
@@ -490,9 +494,12 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
         columns += wanted
 
         def read_group(i: int) -> pa.Table:
+            cols = _columns_with_values(meta.row_group(i), columns)
+            if not cols:
+                return pa.table({})
             with storage.open_input(path) as handle:
                 return pq.ParquetFile(handle, metadata=meta).read_row_group(
-                    i, columns=columns, use_threads=False
+                    i, columns=cols, use_threads=False
                 )
 
         n = meta.num_row_groups
@@ -506,6 +513,8 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
         non_file: list[dict] = []
         for name in wanted:
             for group in groups:
+                if name not in group.column_names:
+                    continue
                 col = group.column(name)
                 if col.null_count == len(col):
                     continue
@@ -523,6 +532,34 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
     except StorageError:
         raise
     return _ParquetActions(adds, removes, non_file, meta.num_rows)
+
+
+def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list[str]:
+    """The columns of `columns` (top-level actions or their nested fields) that may hold a
+    value in this row group. A checkpoint holds one action per row, so most action columns
+    of a row group are entirely null; their column statistics say so and they are not
+    decoded. Without statistics a column is read."""
+    all_null: dict[str, bool] = {}
+    for j in range(group.num_columns):
+        chunk = group.column(j)
+        leaf = chunk.path_in_schema
+        top = leaf.split(".", 1)[0]
+        stats = chunk.statistics
+        null = (
+            stats is not None and stats.has_null_count and stats.null_count == group.num_rows
+        )
+        all_null[top] = all_null.get(top, True) and null
+        if leaf.startswith(("add.path", "remove.path")) and leaf.count(".") == 1:
+            all_null[leaf] = null
+    out = []
+    for c in columns:
+        top = c.split(".", 1)[0]
+        # An action is present in the group when its path is (add, remove) or when any of
+        # its leaves is (other actions).
+        decisive = f"{top}.path" if top in ("add", "remove") else top
+        if not all_null.get(decisive, all_null.get(top, False)):
+            out.append(c)
+    return out
 
 
 def _action_columns(schema: pa.Schema, column: str, target: pa.StructType) -> list[str]:
