@@ -11,7 +11,9 @@ CheckpointVerificationError and nothing is published.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +142,22 @@ def _row_groups_with(pf: pq.ParquetFile, t: pa.Table, name: str) -> list[int]:
     return groups
 
 
+def _read_columns(source: Any, pf: pq.ParquetFile, columns: list[str]) -> pa.Table:
+    """`columns` of every row group. A checkpoint held in memory is decoded one row group
+    per thread (several times faster than one threaded read of nested columns)."""
+    meta = pf.metadata
+    n = meta.num_row_groups
+    if not isinstance(source, pa.Buffer) or n < 2:
+        return pf.read(columns=columns, use_threads=True)
+
+    def group(i: int) -> pa.Table:
+        reader = pq.ParquetFile(pa.BufferReader(source), metadata=meta)
+        return reader.read_row_group(i, columns=columns, use_threads=False)
+
+    with ThreadPoolExecutor(min(n, max(2, os.cpu_count() or 2))) as pool:
+        return pa.concat_tables(list(pool.map(group, range(n))))
+
+
 def _read_parquet(source: Any) -> _ReadBack:
     pf = pq.ParquetFile(source, pre_buffer=False)
     top = pf.schema_arrow
@@ -157,7 +175,7 @@ def _read_parquet(source: Any) -> _ReadBack:
         marker = _MARKERS[name]
         if pa.types.is_struct(sub) and sub.get_field_index(marker) >= 0:
             wanted.append(f"{name}.{marker}")
-    t = pf.read(columns=wanted, use_threads=True)
+    t = _read_columns(source, pf, wanted)
     adds = _file_column(t, "add", ["path", "size", "deletionVector"])
     removes = _file_column(t, "remove", ["path", "deletionVector"])
     non_file: dict[str, list[Any]] = {}
