@@ -20,6 +20,7 @@ from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
+from delta_ops.protocol.arrays import from_numpy, int_values
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 
@@ -152,8 +153,8 @@ class Snapshot:
         if not self.tombstones.num_rows:
             return self.tombstones
         cutoff = now_ms - int(self.properties.deleted_file_retention.total_seconds() * 1000)
-        ts = pc.fill_null(self.tombstones.column("deletionTimestamp"), 0)
-        return self.tombstones.filter(pc.greater(ts, cutoff))
+        ts, valid = int_values(self.tombstones.column("deletionTimestamp"))
+        return self.tombstones.filter(from_numpy(valid & (ts > cutoff)))
 
     def commit_info(self, version: int | None = None) -> CommitInfo | None:
         return self.commit_infos.get(self.version if version is None else version)

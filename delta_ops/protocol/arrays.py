@@ -9,7 +9,8 @@ for pandas.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +52,23 @@ def to_numpy(array: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype, count=n, offset=off * dtype.itemsize)
 
 
+def int_values(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The values of an integer array as NumPy and where they are valid (the values at
+    null slots are unspecified)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    n, off = len(array), array.offset
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    if n == 0:
+        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=bool)
+    values = np.frombuffer(array.buffers()[1], dtype=dtype, count=n, offset=off * dtype.itemsize)
+    validity = array.buffers()[0]
+    if validity is None or not array.null_count:
+        return values, np.ones(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+    return values, bits[off : off + n].astype(bool)
+
+
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """A string array from Python strings (None for null)."""
     data = [b"" if v is None else v.encode("utf-8") for v in values]
@@ -70,3 +88,65 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
 def empty_table(schema: pa.Schema) -> pa.Table:
     """A table with no rows."""
     return pa.Table.from_batches([], schema=schema)
+
+
+_INT_DTYPES = {
+    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+    pa.float32(): np.float32, pa.float64(): np.float64,
+}
+
+
+def from_pylist(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
+    """`pa.array(values, typ)` for the types actions use (structs, string maps, lists,
+    strings, integers, floats, booleans), built from buffers. Struct values are
+    mappings (missing keys are null), map values mappings or pairs.
+
+    Raises:
+        TypeError: Another type.
+    """
+    n = len(values)
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+    all_valid = bool(valid.all())
+    validity = None if all_valid else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    mask = None if all_valid else from_numpy(~valid)
+    if pa.types.is_struct(typ):
+        children = [
+            from_pylist([None if v is None else v.get(f.name) for v in values], f.type)
+            for f in typ
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
+    if pa.types.is_map(typ) or pa.types.is_list(typ):
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        keys: list[Any] = []
+        items: list[Any] = []
+        for i, v in enumerate(values):
+            if v is not None:
+                if pa.types.is_list(typ):
+                    items.extend(v)
+                else:
+                    for k, x in v.items() if isinstance(v, Mapping) else v:
+                        keys.append(k)
+                        items.append(x)
+            offsets[i + 1] = len(items)
+        off = from_numpy(offsets)
+        if pa.types.is_list(typ):
+            return pa.ListArray.from_arrays(
+                off, from_pylist(items, typ.value_type), type=typ, mask=mask
+            )
+        return pa.MapArray.from_arrays(
+            off, from_pylist(keys, typ.key_type), from_pylist(items, typ.item_type),
+            type=typ, mask=mask,
+        )
+    if pa.types.is_string(typ):
+        return string_array(values)
+    if pa.types.is_null(typ):
+        return pa.nulls(n)
+    if pa.types.is_boolean(typ):
+        flags = np.fromiter((bool(v) for v in values), dtype=bool, count=n)
+        bits = np.packbits(flags, bitorder="little")
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(bits)])
+    dtype = _INT_DTYPES.get(typ)
+    if dtype is None:
+        raise TypeError(f"from_pylist does not build {typ}")
+    data = np.array([0 if v is None else v for v in values], dtype=dtype)
+    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)])

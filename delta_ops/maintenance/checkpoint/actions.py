@@ -28,6 +28,7 @@ import pyarrow.json as pj
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.protocol.actions import conform
+from delta_ops.protocol.arrays import from_pylist
 from delta_ops.protocol.checkpoint_schema import (
     CHECKPOINT_METADATA_TYPE,
     CHECKPOINT_REMOVE_TYPE,
@@ -107,7 +108,7 @@ def non_file_columns(
     """
     out: dict[str, pa.Array] = {}
     if checkpoint_version is not None:
-        out["checkpointMetadata"] = pa.array(
+        out["checkpointMetadata"] = from_pylist(
             [{"version": checkpoint_version, "tags": None}], CHECKPOINT_METADATA_TYPE
         )
         rows = [
@@ -119,16 +120,18 @@ def non_file_columns(
             }
             for s in sidecars or []
         ]
-        out["sidecar"] = pa.array(rows, SIDECAR_TYPE)
-    out["protocol"] = pa.array([checkpoint_protocol(snapshot.protocol, layout)], PROTOCOL_TYPE)
-    out["metaData"] = pa.array([checkpoint_metadata_row(snapshot.metadata.raw)], METADATA_TYPE)
+        out["sidecar"] = from_pylist(rows, SIDECAR_TYPE)
+    out["protocol"] = from_pylist([checkpoint_protocol(snapshot.protocol, layout)], PROTOCOL_TYPE)
+    out["metaData"] = from_pylist(
+        [checkpoint_metadata_row(snapshot.metadata.raw)], METADATA_TYPE
+    )
     txns = sorted(snapshot.txns.values(), key=lambda t: t.app_id)
-    out["txn"] = pa.array(
+    out["txn"] = from_pylist(
         [{"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated} for t in txns],
         TXN_TYPE,
     )
     domains = sorted(snapshot.domains.values(), key=lambda d: d.domain)
-    out["domainMetadata"] = pa.array(
+    out["domainMetadata"] = from_pylist(
         [{"domain": d.domain, "configuration": d.configuration, "removed": False} for d in domains],
         DOMAIN_METADATA_TYPE,
     )

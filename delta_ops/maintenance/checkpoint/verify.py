@@ -190,10 +190,10 @@ def _read_parquet(source: Any) -> _ReadBack:
     n_add = len(adds.get("path", []))
     n_rm = len(removes.get("path", []))
     return _ReadBack(
-        add_path=adds.get("path", pa.array([], pa.string())),
+        add_path=adds.get("path", pa.nulls(0, pa.string())),
         add_size=adds.get("size", pa.nulls(n_add, pa.int64())),
         add_dv=adds.get("deletionVector", pa.nulls(n_add, DELETION_VECTOR_TYPE)),
-        remove_path=removes.get("path", pa.array([], pa.string())),
+        remove_path=removes.get("path", pa.nulls(0, pa.string())),
         remove_dv=removes.get("deletionVector", pa.nulls(n_rm, DELETION_VECTOR_TYPE)),
         non_file=non_file,
         num_rows=pf.metadata.num_rows,
