@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -89,6 +89,13 @@ class _Backend(ABC):
     errors: tuple[type[BaseException], ...] = (OSError,)
     #: Whether `put_if_absent` is atomic (exclusive and all-or-nothing).
     atomic_put_if_absent: bool = False
+    #: Whether listings carry sizes and modification times at no extra cost (object store
+    #: listings do); when False, each costs a call per file and `Storage` lists names first
+    #: (`list_names`, `walk_names`) when a caller excludes files, then stats the rest.
+    listing_has_stats: bool = True
+    #: Whether a call waits on a network round trip, so that many small calls (listings,
+    #: small reads) go faster from several threads; see `Storage.latency_bound`.
+    latency_bound: bool = True
 
     @abstractmethod
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
@@ -101,6 +108,30 @@ class _Backend(ABC):
     @abstractmethod
     def list_subdirs(self, native_dir: str) -> list[str]:
         """Names of the immediate subdirectories of `native_dir`."""
+
+    def list_names(self, native_dir: str, start: str | None) -> list[str]:
+        """Names of the files `list_dir` lists, without their sizes and times."""
+        return [name for name, _size, _mtime in self.list_dir(native_dir, start)]
+
+    def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
+        """The files `walk` yields, without their sizes and times, by directory: (directory
+        relative to `native_dir`, '' for itself; names of its files)."""
+        by_dir: dict[str, list[str]] = {}
+        for sub, _size, _mtime in self.walk(native_dir):
+            head, _, name = sub.rpartition("/")
+            by_dir.setdefault(head, []).append(name)
+        yield from by_dir.items()
+
+    def stat_files(self, native_dir: str, names: list[str]) -> list[tuple[str, int, int]]:
+        """(name, size, mtime_ms) of each of `names` that is a file directly inside
+        `native_dir`; the others (deleted since they were listed, say) are left out."""
+        base = native_dir.rstrip("/")
+        out = []
+        for name in names:
+            found = self.info(f"{base}/{name}")
+            if found is not None:
+                out.append((name, found[0], found[1]))
+        return out
 
     @abstractmethod
     def read(self, native: str) -> bytes:
@@ -144,6 +175,11 @@ class _LocalBackend(_Backend):
 
     errors = (OSError,)
     atomic_put_if_absent = True
+    # A name costs no syscall (scandir's d_type); a size or time costs a stat. Calls are
+    # short syscalls, each releasing the GIL: threads making many of them side by side
+    # mostly hand the GIL to each other, and one thread is faster.
+    listing_has_stats = False
+    latency_bound = False
 
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         out: list[tuple[str, int, int]] = []
@@ -178,6 +214,75 @@ class _LocalBackend(_Backend):
                     continue
                 rel = f"{rel_dir}/{name}" if rel_dir else name
                 yield rel, st.st_size, st.st_mtime_ns // 1_000_000
+
+    def list_names(self, native_dir: str, start: str | None) -> list[str]:
+        # is_file() follows symlinks like the stat of `list_dir`; it reads the entry's
+        # d_type, with no syscall, except for symlinks (and file systems without d_type).
+        try:
+            with os.scandir(native_dir) as entries:
+                return [
+                    e.name for e in entries
+                    if (start is None or e.name >= start) and e.is_file()
+                ]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
+        # The same tree as `walk` (os.walk without following symlinked directories), but
+        # a file is told apart by its d_type instead of a stat: `is_file()` follows
+        # symlinks, and is False for what `walk` skips as not regular (FIFOs, sockets,
+        # broken links). `stat_files` checks again, since anything may change meanwhile.
+        if not os.path.isdir(native_dir):
+            return
+        pending = [""]
+        base = native_dir.rstrip("/")
+        while pending:
+            rel_dir = pending.pop()
+            try:
+                entries = os.scandir(f"{base}/{rel_dir}" if rel_dir else native_dir)
+            except OSError as exc:
+                _raise_unless_missing(exc)
+                continue
+            names: list[str] = []
+            with entries:
+                for entry in entries:
+                    if entry.is_file():
+                        names.append(entry.name)
+                        continue
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False  # as os.walk does
+                    if is_dir and not entry.is_symlink():
+                        pending.append(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
+            yield rel_dir, names
+
+    def stat_files(self, native_dir: str, names: list[str]) -> list[tuple[str, int, int]]:
+        out: list[tuple[str, int, int]] = []
+        if not names:
+            return out
+        # Names relative to an open directory: the kernel resolves one component per file,
+        # not the whole path.
+        try:
+            fd = os.open(native_dir, os.O_RDONLY | _O_DIRECTORY) if _STAT_DIR_FD else None
+        except (FileNotFoundError, NotADirectoryError):  # gone since it was listed
+            return out
+        base = native_dir.rstrip("/")
+        try:
+            for name in names:
+                try:
+                    if fd is None:
+                        st = os.stat(f"{base}/{name}")
+                    else:
+                        st = os.stat(name, dir_fd=fd)
+                except (FileNotFoundError, NotADirectoryError):  # deleted since listed
+                    continue
+                if _is_regular(st.st_mode):
+                    out.append((name, st.st_size, st.st_mtime_ns // 1_000_000))
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return out
 
     def list_subdirs(self, native_dir: str) -> list[str]:
         try:
@@ -295,6 +400,11 @@ class _LocalBackend(_Backend):
                 raise
             removed.append(rel)
         return removed
+
+
+# Whether files can be stat'ed relative to an open directory here (not on Windows).
+_STAT_DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def _is_regular(mode: int) -> bool:
@@ -1033,13 +1143,33 @@ class Storage:
 
     # ---- listing -----------------------------------------------------------------------
 
-    def list_dir(self, directory: str, start: str | None = None) -> list[FileInfo]:
+    @property
+    def latency_bound(self) -> bool:
+        """Whether many small calls (listings, reads of small files) go faster from several
+        threads at once.
+
+        True on object stores and the other fsspec file systems: each call waits on a
+        network round trip. False on the local file system: such calls are short syscalls,
+        and threads making them side by side mostly hand the GIL to each other, so one
+        thread is faster.
+        """
+        return self._backend.latency_bound
+
+    def list_dir(
+        self,
+        directory: str,
+        start: str | None = None,
+        *,
+        exclude: Container[str] | None = None,
+    ) -> list[FileInfo]:
         """Files (not directories) directly inside a directory, sorted by path.
 
         Args:
             directory: Directory relative to the root ('' for the root).
             start: When given, only files whose name (not path) is >= `start` in byte
                 order are returned. On S3 the listing starts at that key.
+            exclude: Paths (relative to the root) to leave out. On the local file system
+                only the names of excluded files are read: no ``stat`` is spent on them.
 
         Returns:
             The files, sorted by path in byte order; [] when the directory is missing.
@@ -1048,22 +1178,37 @@ class Storage:
             StorageError: The listing failed.
         """
         rel = self._clean(directory, directory=True)
-        try:
-            entries = self._backend.list_dir(self._native(rel), start)
-        except self._backend.errors as exc:
-            raise self._fail("list directory", rel, exc) from exc
+        native = self._native(rel)
         prefix = f"{rel}/" if rel else ""
+        backend = self._backend
+        try:
+            if exclude is not None and not backend.listing_has_stats:
+                names = [
+                    name for name in backend.list_names(native, start)
+                    if prefix + name not in exclude
+                ]
+                entries = backend.stat_files(native, names)
+            else:
+                entries = backend.list_dir(native, start)
+                if exclude is not None:
+                    entries = [e for e in entries if prefix + e[0] not in exclude]
+        except backend.errors as exc:
+            raise self._fail("list directory", rel, exc) from exc
         # Python orders str by code point, the same order as their UTF-8 bytes.
         return sorted(
             (FileInfo(prefix + name, size, mtime) for name, size, mtime in entries),
             key=lambda f: f.path,
         )
 
-    def walk(self, directory: str = "") -> Iterator[FileInfo]:
+    def walk(
+        self, directory: str = "", *, exclude: Container[str] | None = None
+    ) -> Iterator[FileInfo]:
         """Every file below a directory, recursively, in no particular order.
 
         Args:
             directory: Directory relative to the root ('' for the whole root).
+            exclude: Paths (relative to the root) to leave out. On the local file system
+                only the names of excluded files are read: no ``stat`` is spent on them.
 
         Yields:
             The files, with paths relative to the root.
@@ -1072,11 +1217,24 @@ class Storage:
             StorageError: The listing failed.
         """
         rel = self._clean(directory, directory=True)
+        native = self._native(rel)
         prefix = f"{rel}/" if rel else ""
+        backend = self._backend
         try:
-            for sub, size, mtime in self._backend.walk(self._native(rel)):
-                yield FileInfo(prefix + sub, size, mtime)
-        except self._backend.errors as exc:
+            if exclude is not None and not backend.listing_has_stats:
+                base = native.rstrip("/")
+                for sub_dir, names in backend.walk_names(native):
+                    dir_prefix = f"{prefix}{sub_dir}/" if sub_dir else prefix
+                    wanted = [n for n in names if dir_prefix + n not in exclude]
+                    sub_native = f"{base}/{sub_dir}" if sub_dir else native
+                    for name, size, mtime in backend.stat_files(sub_native, wanted):
+                        yield FileInfo(dir_prefix + name, size, mtime)
+            else:
+                for sub, size, mtime in backend.walk(native):
+                    path = prefix + sub
+                    if exclude is None or path not in exclude:
+                        yield FileInfo(path, size, mtime)
+        except backend.errors as exc:
             raise self._fail("walk directory", rel, exc) from exc
 
     def list_subdirs(self, directory: str = "") -> list[str]:

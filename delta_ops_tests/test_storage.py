@@ -12,6 +12,7 @@ import io
 import logging
 import os
 import pickle
+import shutil
 import threading
 import time
 import uuid
@@ -130,6 +131,32 @@ class TestStorageContract:
         assert {f.path for f in storage.walk("p=1")} == {"p=1/b.parquet", "p=1/q=x/c.parquet"}
         assert {f.path for f in storage.walk("p=2/q=y")} == {"p=2/q=y/r=z/d.parquet"}
         assert list(storage.walk("missing")) == []
+
+    def test_walk_and_list_dir_leave_out_excluded_paths(self, storage):
+        files = {
+            "a.parquet": b"1",
+            "b.parquet": b"22",
+            "p=1/c.parquet": b"333",
+            "p=1/q=x/d.parquet": b"4444",
+            "p=1/q=x/e.parquet": b"55555",
+        }
+        for path, data in files.items():
+            storage.put_atomic(path, data)
+        everything = {f.path: f for f in storage.walk()}
+        # Paths relative to the root: "c.parquet" names no file (p=1/c.parquet stays).
+        exclude = {"b.parquet", "p=1/q=x/d.parquet", "p=1/missing.parquet", "c.parquet"}
+        got = {f.path: f for f in storage.walk(exclude=exclude)}
+        assert got == {p: f for p, f in everything.items() if p not in exclude}
+        assert {f.path for f in storage.walk("p=1", exclude=exclude)} == {
+            "p=1/c.parquet", "p=1/q=x/e.parquet"
+        }
+        assert storage.list_dir("", exclude=exclude) == [everything["a.parquet"]]
+        assert storage.list_dir("p=1/q=x", exclude=frozenset()) == storage.list_dir("p=1/q=x")
+        assert storage.list_dir("p=1/q=x", start="e", exclude={"p=1/q=x/d.parquet"}) == [
+            everything["p=1/q=x/e.parquet"]
+        ]
+        assert list(storage.walk("missing", exclude=exclude)) == []
+        assert storage.list_dir("missing", exclude=exclude) == []
 
     def test_put_if_absent_never_overwrites(self, storage):
         path = f"{LOG}/{v(0)}.json"
@@ -458,6 +485,87 @@ def test_local_without_hard_links(tmp_path, monkeypatch):
     assert st.put_if_absent("x.json", b"2", accept_non_atomic=True) is False
     assert st.read("x.json") == b"1"
     assert [f.path for f in st.walk()] == ["x.json"]
+
+
+def test_latency_bound():
+    assert Storage.for_uri("/tmp/x").latency_bound is False
+    assert Storage.for_uri("memory://latency").latency_bound is True
+    assert Storage.for_uri("s3://bucket/t", {"key": "k", "secret": "s"}).latency_bound is True
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs symlinks and FIFOs")
+def test_local_exclusion_lists_links_and_special_files_as_walk(tmp_path):
+    root = tmp_path / "t"
+    st = Storage.for_uri(str(root))
+    st.put_atomic("p=1/a.parquet", b"a")
+    st.put_atomic("p=1/b.parquet", b"bb")
+    st.put_atomic("top.parquet", b"t")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.parquet").write_bytes(b"ooo")
+    for directory in (root / "p=1", root):
+        os.symlink(outside / "o.parquet", directory / "link.parquet")  # listed: a file
+        os.symlink(outside, directory / "linked_dir")  # a directory link: not followed
+        os.symlink(root / "nowhere", directory / "broken.parquet")  # skipped
+        os.mkfifo(directory / "fifo")  # not a regular file: skipped
+    def by_path(files):
+        return sorted(files, key=lambda f: f.path)
+
+    walked = by_path(st.walk())
+    assert {f.path: f.size for f in walked} == {
+        "p=1/a.parquet": 1, "p=1/b.parquet": 2, "p=1/link.parquet": 3,
+        "top.parquet": 1, "link.parquet": 3,
+    }
+    assert by_path(st.walk(exclude=set())) == walked
+    assert by_path(st.walk("p=1", exclude={"p=1/a.parquet"})) == [
+        f for f in walked if f.path in ("p=1/b.parquet", "p=1/link.parquet")
+    ]
+    for directory in ("", "p=1"):
+        assert st.list_dir(directory, exclude=set()) == st.list_dir(directory)
+    assert [f.path for f in st.list_dir("")] == ["link.parquet", "top.parquet"]
+
+
+def test_local_exclusion_stats_only_the_files_left(tmp_path, monkeypatch):
+    st = Storage.for_uri(str(tmp_path))
+    for i in range(6):
+        st.put_atomic(f"p=1/f{i}.parquet", b"x")
+        st.put_atomic(f"f{i}.parquet", b"x")
+    stat_names: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        stat_names.append(os.fspath(path).rsplit("/", 1)[-1])
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    exclude = {f"p=1/f{i}.parquet" for i in range(5)} | {f"f{i}.parquet" for i in range(1, 6)}
+    assert [f.path for f in st.walk("p=1", exclude=exclude)] == ["p=1/f5.parquet"]
+    assert [f.path for f in st.list_dir("", exclude=exclude)] == ["f0.parquet"]
+    assert sorted(n for n in stat_names if n.endswith(".parquet")) == ["f0.parquet", "f5.parquet"]
+
+
+def test_local_exclusion_skips_what_goes_between_listing_and_stat(tmp_path, monkeypatch):
+    st = Storage.for_uri(str(tmp_path))
+    for name in ("a", "b", "c"):
+        st.put_atomic(f"p=1/{name}.parquet", b"x")
+        st.put_atomic(f"p=2/{name}.parquet", b"x")
+    backend = st._backend
+    real_walk_names, real_list_names = backend.walk_names, backend.list_names
+
+    def walk_names_then_delete(native_dir):
+        for rel_dir, names in real_walk_names(native_dir):
+            (tmp_path / "p=1" / "b.parquet").unlink(missing_ok=True)
+            yield rel_dir, names
+
+    def list_names_then_remove_dir(native_dir, start):
+        names = real_list_names(native_dir, start)
+        shutil.rmtree(tmp_path / "p=2")
+        return names
+
+    monkeypatch.setattr(backend, "walk_names", walk_names_then_delete)
+    monkeypatch.setattr(backend, "list_names", list_names_then_remove_dir)
+    assert {f.path for f in st.walk("p=1", exclude=set())} == {"p=1/a.parquet", "p=1/c.parquet"}
+    assert st.list_dir("p=2", exclude=set()) == []
 
 
 def test_local_errors_become_storage_errors(tmp_path):

@@ -14,15 +14,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delta_ops.engine.base import LISTING_SCHEMA
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import RetentionError, StorageError, UnsupportedFeatureError
 from delta_ops.maintenance.cleanup import cleanup_metadata
@@ -246,7 +250,7 @@ def test_vacuum_protocol_check_table_vacuums(table_copy):
     result = vacuum(str(root), now_ms=BASE_MS + 400 * DAY_MS, engine=engine)
     assert "orphan.parquet" in result.files
     assert not (root / "orphan.parquet").exists()
-    assert engine.calls == ["find_unreferenced", "list_files", "delete_files"]
+    assert engine.calls == ["find_unreferenced", "delete_files"]
     _assert_live_files_exist(root)
 
 
@@ -538,8 +542,67 @@ def test_engine_runs_listing_and_deleting(tmp_path):
     hist, now = _partition_history(tmp_path)
     engine = _NoListingEngine()
     vacuum(str(hist.root), now_ms=now, engine=engine)
-    # (LocalEngine.find_unreferenced lists through list_files.)
-    assert engine.calls == ["find_unreferenced", "list_files", "delete_files"]
+    assert engine.calls == ["find_unreferenced", "delete_files"]
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_local_engine_find_unreferenced_is_the_filtered_listing(tmp_path, where):
+    root = tmp_path / "t"
+    if where == "local":
+        storage = Storage.for_uri(str(root))
+    else:
+        storage = Storage.for_uri(f"memory://find-unreferenced-{uuid.uuid4().hex}")
+    paths = [
+        "top.parquet", "kept.parquet", "p=1/a.parquet", "p=1/b.parquet",
+        "p=1/q=2/c.parquet", "p=1/q=2/young.parquet", "p=2/d.parquet", "p=3/e.parquet",
+    ]
+    for p in paths:
+        storage.put_atomic(p, p.encode())
+    if where == "local":
+        for p in paths:
+            set_mtime(root / p, BASE_MS + (2 * DAY_MS if "young" in p else 0))
+        cutoff = BASE_MS + DAY_MS
+    else:  # memory files are as old as this test
+        cutoff = int(time.time() * 1000) + HOUR_MS
+    keep = pa.array(["kept.parquet", "p=1/b.parquet", "p=2/d.parquet", "not/there"], pa.string())
+    dirs = ["", "p=1", "p=2"]
+    engine = LocalEngine()
+    listing = engine.list_files(storage, dirs)
+    assert listing.schema == LISTING_SCHEMA
+    assert listing.column("path").to_pylist() == sorted(p for p in paths if p != "p=3/e.parquet")
+    want = [
+        row for row in listing.to_pylist()
+        if row["path"] not in set(keep.to_pylist()) and row["modification_time"] < cutoff
+    ]
+    got = engine.find_unreferenced(storage, dirs, keep, cutoff)
+    assert got.schema == LISTING_SCHEMA
+    assert got.to_pylist() == want
+    expected = ["p=1/a.parquet", "p=1/q=2/c.parquet", "top.parquet"]
+    if where == "memory":
+        expected = sorted([*expected, "p=1/q=2/young.parquet"])
+    assert [row["path"] for row in want] == expected
+    assert engine.find_unreferenced(storage, dirs, keep, 0).num_rows == 0
+    assert engine.find_unreferenced(storage, [], keep, cutoff).num_rows == 0
+    everything = engine.find_unreferenced(storage, dirs, pa.array([], pa.string()), cutoff)
+    assert everything.num_rows == len(want) + 3
+
+
+def test_vacuum_dry_run_does_not_import_pandas(table_copy):
+    """pyarrow imports pandas (a third of a second in a cold process) the first time it
+    converts Python objects; the dry run builds its arrays from buffers instead."""
+    root = table_copy("golden__data-skipping-partition-and-data-column")
+    code = (
+        "import sys\n"
+        "from delta_ops.maintenance.vacuum import vacuum\n"
+        "r = vacuum(sys.argv[1], retention_hours=0, force_retention=True, dry_run=True)\n"
+        "print(r.num_files, 'pandas' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
+    )
+    num_files, imported = proc.stdout.split()
+    assert int(num_files) > 0
+    assert imported == "False"
 
 
 def test_cli_vacuum_json(tmp_path, monkeypatch, capsys):

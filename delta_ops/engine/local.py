@@ -1,33 +1,40 @@
 """LocalEngine: the Engine on a thread pool in this process (pyarrow + threads).
 
 The default for the CLI and the library. Listing is split by directory (the table root's
-subdirectories, typically partition directories, are listed concurrently); deletes and
-footer reads run concurrently. Storage I/O releases the GIL, so threads scale on object
-stores where each call is a network round trip.
+subdirectories, typically partition directories), listed concurrently where that pays off
+(object stores, where each listing call is a network round trip) and one after the other on
+the local file system (see `Storage.latency_bound`). Deletes and footer reads run
+concurrently: storage I/O releases the GIL, so threads scale on object stores.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
+from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.storage import FileInfo, Storage
 
 
 def _listing_table(infos: Sequence[FileInfo]) -> pa.Table:
-    return pa.table(
-        {
-            "path": pa.array([i.path for i in infos], pa.string()),
-            "size": pa.array([i.size for i in infos], pa.int64()),
-            "modification_time": pa.array([i.modification_time for i in infos], pa.int64()),
-        },
+    # Built from buffers: `pa.array` on Python objects would import pandas.
+    n = len(infos)
+    return pa.Table.from_arrays(
+        [
+            string_array([i.path for i in infos]),
+            from_numpy(np.fromiter((i.size for i in infos), dtype=np.int64, count=n)),
+            from_numpy(
+                np.fromiter((i.modification_time for i in infos), dtype=np.int64, count=n)
+            ),
+        ],
         schema=LISTING_SCHEMA,
     )
 
@@ -55,27 +62,36 @@ class LocalEngine(Engine):
         with ThreadPoolExecutor(min(self.max_workers, len(items))) as pool:
             return list(pool.map(fn, items))
 
-    def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
+    def _list(
+        self,
+        storage: Storage,
+        directories: Sequence[str],
+        exclude: Container[str] | None = None,
+    ) -> list[FileInfo]:
+        """The files below `directories` (as `list_files`) not in `exclude`, by path."""
+
         def one(directory: str) -> list[FileInfo]:
             if directory == "":
-                return storage.list_dir("")
-            return list(storage.walk(directory))
+                return storage.list_dir("", exclude=exclude)
+            return list(storage.walk(directory, exclude=exclude))
 
-        parts = self._map(one, directories)
-        return _listing_table(sorted((i for part in parts for i in part), key=_by_path))
+        if storage.latency_bound:
+            parts = self._map(one, directories)
+        else:
+            parts = [one(d) for d in directories]
+        return sorted((i for part in parts for i in part), key=_by_path)
+
+    def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
+        return _listing_table(self._list(storage, directories))
 
     def find_unreferenced(
         self, storage: Storage, directories: Sequence[str], keep: pa.Array, older_than_ms: int
     ) -> pa.Table:
-        listing = self.list_files(storage, directories)
-        if not listing.num_rows:
-            return listing
-        mask = pc.and_(
-            pc.invert(pc.is_in(listing.column("path"), value_set=keep.cast(pa.string()))),
-            pc.less(listing.column("modification_time"), older_than_ms),
-        )
-        out = listing.filter(mask)
-        return out.sort_by("path")
+        # The anti-join runs during the listing: on the local file system a kept file costs
+        # its name only, never a stat.
+        referenced = frozenset(keep.cast(pa.string()).to_pylist())
+        listed = self._list(storage, directories, referenced)
+        return _listing_table([i for i in listed if i.modification_time < older_than_ms])
 
     def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
         return sum(self._map(storage.delete, paths))

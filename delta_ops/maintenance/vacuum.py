@@ -77,6 +77,9 @@ __all__ = [
 
 HOUR_MS = 3_600_000
 _IO_THREADS = 16
+# Up to this many directories, each is checked against the kept paths with one scan of
+# them; beyond, the kept paths' parent directories are computed once instead.
+_FEW_DIRS = 32
 CHANGE_DATA_DIR = "_change_data"
 # Names Spark treats as hidden although they would not be by their first character.
 _HIDDEN_NAMES = frozenset({"metadata"})
@@ -160,6 +163,23 @@ def _relative(path: str) -> str | None:
     if norm in (".", "..") or norm.startswith("../"):
         return None
     return norm
+
+
+def _relative_array(paths: pa.Array) -> pa.Array:
+    """`_relative` of each path, those pointing outside the root left out; only paths with
+    `.`/`..`/`//` segments go through Python."""
+    if not len(paths):
+        return paths
+    outside = pc.or_(
+        pc.match_substring_regex(paths, _ABSOLUTE.pattern), pc.starts_with(paths, "/")
+    )
+    if pc.any(outside).as_py():
+        paths = paths.filter(pc.invert(outside))
+    odd = pc.match_substring_regex(paths, _DOT_SEGMENTS)
+    if not pc.any(odd).as_py():
+        return paths
+    fixed = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
+    return pa.concat_arrays([paths.filter(pc.invert(odd)), _str_array(fixed)])
 
 
 def _with_normalized(paths: pa.Array) -> pa.Array:
@@ -285,8 +305,28 @@ def _int_range(start: int, stop: int, step: int = 1) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
+def _column(table: pa.Table, name: str) -> pa.Array:
+    """A column as one array (`combine_chunks` of a column without chunks, as a filter that
+    keeps no row leaves, imports pandas)."""
+    col = table.column(name)
+    if col.num_chunks == 0:
+        return pa.nulls(0, col.type)
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _int_scalar(value: int) -> pa.Scalar:
+    """An int64 scalar taken from a buffer-built array: a Python value given to a compute
+    function becomes a scalar through `pa.scalar`, which imports pandas."""
+    return _int_range(value, value + 1)[0]
+
+
+def _bool_scalar(value: bool) -> pa.Scalar:
+    bits = pa.py_buffer(b"\x01" if value else b"\x00")
+    return pa.Array.from_buffers(pa.bool_(), 1, [None, bits])[0]
+
+
 def _constant_bool(value: bool, n: int) -> pa.Array:
-    return pc.fill_null(pa.nulls(n, pa.bool_()), value)
+    return pc.fill_null(pa.nulls(n, pa.bool_()), _bool_scalar(value))
 
 
 def _rows(
@@ -328,7 +368,7 @@ def _read_commit_json(buf: bytes) -> pa.Table:
 
 def _newest_per_key(rows: pa.Table) -> pa.Table:
     """Keep the first row of each key (rows are newest first)."""
-    keys = rows.column("key").combine_chunks()
+    keys = _column(rows, "key")
     first = pc.index_in(pc.unique(keys), value_set=keys)
     return rows.take(first)
 
@@ -347,13 +387,13 @@ def _commit_rows_columnar(segment: LogSegment, blobs: Mapping[str, bytes], root:
         if blob and not blob.endswith(b"\n"):
             parts.append(b"\n")
     buf = b"".join(parts)
-    if not buf.strip():
+    if not buf or buf.isspace():
         return _empty_rows()
     table = _read_commit_json(buf)
     n = table.num_rows
     table = table.take(_int_range(n - 1, -1, -1))  # newest line first
-    add = table.column("add").combine_chunks()
-    rm = table.column("remove").combine_chunks()
+    add = _column(table, "add")
+    rm = _column(table, "remove")
     add_path, rm_path = pc.struct_field(add, "path"), pc.struct_field(rm, "path")
     is_add = pc.is_valid(add_path)
     path = pc.coalesce(add_path, rm_path)
@@ -423,11 +463,17 @@ def _commit_rows_python(segment: LogSegment, blobs: Mapping[str, bytes], root: s
     return _newest_per_key(rows)
 
 
+def _empty_table(schema: pa.Schema) -> pa.Table:
+    """A table without rows, one empty chunk per column, as `Schema.empty_table` makes
+    (which imports pandas; so does `combine_chunks` of a column without chunks)."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
 def _empty_rows() -> pa.Table:
-    return pa.schema(
+    return _empty_table(pa.schema(
         [("key", pa.string()), ("path", pa.string()), ("is_add", pa.bool_()),
          ("ts", pa.int64()), ("st", pa.string()), ("dvp", pa.string())]
-    ).empty_table()
+    ))
 
 
 def _read_refs_parquet(
@@ -506,8 +552,8 @@ def _read_checkpoint_refs(
         a, r, _ = _read_refs_parquet(storage, path, checkpoint.version)
         adds.append(a)
         removes.append(r)
-    add_t = pa.concat_tables(adds) if adds else pa.schema(list(_ADD_REF_TYPE)).empty_table()
-    rm_t = pa.concat_tables(removes) if removes else pa.schema(list(_REMOVE_REF_TYPE)).empty_table()
+    add_t = pa.concat_tables(adds) if adds else _empty_table(pa.schema(list(_ADD_REF_TYPE)))
+    rm_t = pa.concat_tables(removes) if removes else _empty_table(pa.schema(list(_REMOVE_REF_TYPE)))
     return add_t.combine_chunks(), rm_t.combine_chunks()
 
 
@@ -518,11 +564,11 @@ def _checkpoint_rows(storage: Storage, checkpoint: CheckpointFiles) -> pa.Table:
     for t, is_add in ((adds, True), (removes, False)):
         if not t.num_rows:
             continue
-        dv = t.column("deletionVector").combine_chunks()
+        dv = _column(t, "deletionVector")
         ts = (pa.nulls(t.num_rows, pa.int64()) if is_add
-              else t.column("deletionTimestamp").combine_chunks())
+              else _column(t, "deletionTimestamp"))
         tables.append(_rows(
-            t.column("path").combine_chunks(), _constant_bool(is_add, t.num_rows), ts,
+            _column(t, "path"), _constant_bool(is_add, t.num_rows), ts,
             dv.field("storageType"), dv.field("pathOrInlineDv"), dv.field("offset"), root,
         ))
     return pa.concat_tables(tables) if tables else _empty_rows()
@@ -532,10 +578,12 @@ def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
     """Canonical paths of the DV files `rows` reference (each once)."""
     if not rows.num_rows:
         return []
-    st = rows.column("st").combine_chunks()
-    has_file = pc.or_(pc.equal(st, "u"), pc.equal(st, "p"))
-    pairs = pc.binary_join_element_wise(st, rows.column("dvp").combine_chunks(), "\x00")
-    pairs = pairs.filter(pc.fill_null(has_file, False))
+    st = _column(rows, "st")
+    has_file = pc.is_in(st, value_set=_str_array(["u", "p"]))
+    if not pc.any(has_file).as_py():
+        return []
+    dvp = _column(rows, "dvp").filter(has_file)
+    pairs = pc.binary_join_element_wise(st.filter(has_file), dvp, _str_array(["\x00"])[0])
     out = []
     for pair in pc.unique(pairs).to_pylist():
         if pair is None:
@@ -576,21 +624,23 @@ def file_references(
         if rows.num_rows and cp.num_rows:
             cp = cp.filter(pc.invert(pc.is_in(cp.column("key"), value_set=rows.column("key"))))
         rows = pa.concat_tables([rows, cp])
-    ts = pc.fill_null(rows.column("ts"), 0)
-    live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, delete_before))
-    live = pc.fill_null(live, False)
+    ts = pc.fill_null(rows.column("ts"), _int_scalar(0))
+    live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
+    live = pc.fill_null(live, _bool_scalar(False))
     kept, gone = rows.filter(live), rows.filter(pc.invert(live))
     resolve = _DvResolver(root)
     keep = pa.concat_arrays([
-        kept.column("path").combine_chunks(), _str_array(_dv_paths(kept, resolve)),
+        _column(kept, "path"), _str_array(_dv_paths(kept, resolve)),
     ])
     keep = pc.unique(_with_normalized(keep))
-    expired_paths = gone.column("path").to_pylist() + _dv_paths(gone, resolve)
-    expired = sorted({r for p in expired_paths if (r := _relative(p)) is not None})
-    expired_arr = _str_array(expired)
-    if len(expired_arr):
-        expired_arr = expired_arr.filter(pc.invert(pc.is_in(expired_arr, value_set=keep)))
-    return FileReferences(keep=keep, expired=expired_arr)
+    expired = pa.concat_arrays([
+        _column(gone, "path"), _str_array(_dv_paths(gone, resolve)),
+    ])
+    expired = pc.unique(_relative_array(expired.drop_null()))
+    if len(expired):
+        expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
+        expired = expired.take(pc.array_sort_indices(expired))
+    return FileReferences(keep=keep, expired=expired)
 
 
 # --------------------------------------------------------------------------------------
@@ -671,6 +721,8 @@ def _read_deltas(storage: Storage, segment: LogSegment) -> dict[str, bytes]:
     paths = [d.file.path for d in segment.deltas]
     if not paths:
         return {}
+    if not storage.latency_bound:  # local: one thread reads small files fastest
+        return {p: storage.read(p) for p in paths}
     with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
         return dict(zip(paths, pool.map(storage.read, paths), strict=True))
 
@@ -731,15 +783,21 @@ def _dirs_emptied(storage: Storage, deleted: Sequence[str], keep: pa.Array) -> l
     listing only the few directories no kept path lies under)."""
     if not _has_directories(storage):
         return []
-    candidates = {d for p in deleted for d in _ancestors(p)}
+    heads = {p.rpartition("/")[0] for p in deleted}
+    candidates = {d for head in heads if head for d in _ancestors(f"{head}/x")}
     if not candidates:
         return []
     if len(keep):
         # A directory holding a referenced file does not become empty.
-        nested = keep.filter(pc.match_substring(keep, "/"))
-        parents = pc.unique(pc.replace_substring_regex(nested, r"/[^/]*$", ""))
-        for parent in parents.to_pylist():
-            candidates.difference_update(_ancestors(f"{parent}/x"))
+        if len(candidates) <= _FEW_DIRS:
+            candidates = {
+                d for d in candidates if not pc.any(pc.starts_with(keep, f"{d}/")).as_py()
+            }
+        else:
+            nested = keep.filter(pc.match_substring(keep, "/"))
+            parents = pc.unique(pc.replace_substring_regex(nested, r"/[^/]*$", ""))
+            for parent in parents.to_pylist():
+                candidates.difference_update(_ancestors(f"{parent}/x"))
     gone = set(deleted)
     emptied: set[str] = set()
     for d in sorted(candidates, key=lambda c: (-c.count("/"), c)):
@@ -764,12 +822,18 @@ def _select(
     """Indexes of deletable files among unreferenced old ones, and of their side files."""
     chosen: list[int] = []
     sides: dict[str, int] = {}
+    hidden_dirs: dict[str, bool] = {}  # files share few directories: decide each once
+    log_prefix = f"{LOG_DIR}/"
     for i, path in enumerate(paths):
-        if path.startswith(f"{LOG_DIR}/") or path == LOG_DIR:
+        if path.startswith(log_prefix) or path == LOG_DIR:
             continue
         head, _, name = path.rpartition("/")
-        if head and _hidden_path(head, prefixes):
-            continue
+        if head:
+            hidden = hidden_dirs.get(head)
+            if hidden is None:
+                hidden = hidden_dirs[head] = _hidden_path(head, prefixes)
+            if hidden:
+                continue
         if is_hidden(name, prefixes):
             main = _side_file_of(path)
             if main is not None:
