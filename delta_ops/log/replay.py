@@ -244,10 +244,10 @@ def _stringify_maps(row: dict) -> dict:
 
 
 def read_log_files(storage: Storage, paths: list[str]) -> list[bytes]:
-    """The contents of log files: one after the other on a local file system (a read
-    is a few microseconds there, less than a thread hand-off), concurrently elsewhere (each
-    read is a network round trip)."""
-    if storage.scheme == "file" or len(paths) <= 1:
+    """The contents of log files: concurrently where each read waits on the network
+    (`Storage.latency_bound`), else one after the other (a local read takes microseconds,
+    less than handing it to a thread)."""
+    if not storage.latency_bound or len(paths) <= 1:
         return [storage.read(p) for p in paths]
     with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
         return list(pool.map(storage.read, paths))

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.protocol.arrays import constant_string, string_array
+
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
 DELETION_VECTOR_TYPE = pa.struct(
@@ -252,7 +254,7 @@ def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array 
             canonical_path(p, root) if n else p
             for p, n in zip(paths.to_pylist(), needs.to_pylist(), strict=True)
         ]
-        paths = pa.array(fixed, pa.string())
+        paths = string_array(fixed)
     if actions.type.get_field_index("deletionVector") < 0:
         return paths
     dv = actions.field("deletionVector")
@@ -261,10 +263,11 @@ def file_keys(actions: pa.StructArray | pa.ChunkedArray, root: str) -> pa.Array 
     st = dv.field("storageType")
     pid = dv.field("pathOrInlineDv")
     off = pc.cast(dv.field("offset"), pa.string())
-    uid = pc.binary_join_element_wise(st, pid, "")
-    uid_off = pc.binary_join_element_wise(uid, off, "@")
+    n = len(paths)
+    uid = pc.binary_join_element_wise(st, pid, constant_string("", n))
+    uid_off = pc.binary_join_element_wise(uid, off, constant_string("@", n))
     uid = pc.if_else(pc.is_null(off), uid, uid_off)
-    keyed = pc.binary_join_element_wise(paths, uid, "\x00")
+    keyed = pc.binary_join_element_wise(paths, uid, constant_string("\x00", n))
     # A DV struct can be present with null children (some writers fill every column).
     has_dv = pc.and_(pc.is_valid(dv), pc.is_valid(st))
     return pc.if_else(has_dv, keyed, paths)

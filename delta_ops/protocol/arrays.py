@@ -86,8 +86,20 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
-    """A table with no rows."""
-    return pa.Table.from_batches([], schema=schema)
+    """A table with no rows (one empty chunk per column: `combine_chunks` on a column
+    without chunks would import pandas)."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def constant_string(value: str, n: int) -> pa.Array:
+    """`n` times the same string (e.g. a separator for `binary_join_element_wise`, which
+    would otherwise turn a Python string into a scalar)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    arr = pa.Array.from_buffers(
+        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
+    )
+    return arr.cast(pa.string())
 
 
 _INT_DTYPES = {
