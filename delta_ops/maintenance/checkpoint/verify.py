@@ -98,8 +98,9 @@ def _file_column(t: pa.Table, name: str, children: list[str]) -> dict[str, pa.Ar
         if not chunks:
             return {}
         present = [f.name for f in chunks[0].type]
+        # Chunked as read (one chunk per row group): comparing needs no contiguous copy.
         return {
-            c: pa.chunked_array([pc.struct_field(ch, c) for ch in chunks]).combine_chunks()
+            c: pa.chunked_array([pc.struct_field(ch, c) for ch in chunks])
             for c in children
             if c in present
         }
@@ -230,15 +231,25 @@ def _read_json(data: bytes) -> _ReadBack:
     )
 
 
-def _dv_children(arr: pa.Array) -> list[pa.Array]:
-    arr = _one(arr)
-    if arr.type != DELETION_VECTOR_TYPE:
-        arr = conform(arr, DELETION_VECTOR_TYPE)
-    return list(arr.flatten())
+def _chunked(arr: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    return arr if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
 
 
-def _equal(a: pa.Array, b: pa.Array) -> bool:
-    a, b = _one(a), _one(b)
+def _dv_children(arr: pa.Array | pa.ChunkedArray) -> list[pa.ChunkedArray]:
+    chunks = [
+        c if c.type == DELETION_VECTOR_TYPE else conform(c, DELETION_VECTOR_TYPE)
+        for c in _chunked(arr).chunks
+    ]
+    flat = [c.flatten() for c in chunks]
+    return [
+        pa.chunked_array([f[i] for f in flat], type=field.type)
+        for i, field in enumerate(DELETION_VECTOR_TYPE)
+    ]
+
+
+def _equal(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> bool:
+    """Same values, whatever the chunking (ChunkedArray.equals compares values)."""
+    a, b = _chunked(a), _chunked(b)
     if len(a) != len(b):
         return False
     if a.type != b.type:
