@@ -108,9 +108,9 @@ class ColumnarCommits:
     """Newest file action per key across the commits, plus the other actions' lines.
 
     Attributes:
-        adds: winning add actions (ADD_SCHEMA), newest first.
-        removes: winning remove actions (REMOVE_SCHEMA), newest first.
-        keys: the key of every file action in the commits (unique).
+        adds: winning add actions (ADD_SCHEMA), in log order.
+        removes: winning remove actions (REMOVE_SCHEMA), in log order.
+        keys: the keys of all file actions in the commits, each once.
         others: (version, file, action) of every other line, newest first (blank lines
             skipped).
     """
@@ -203,7 +203,7 @@ def reconcile(files: Sequence[CommitFile], root: str) -> ColumnarCommits | None:
     held in memory once; after None, read the files again for the other replay."""
     try:
         return _reconcile(files, root)
-    except (_StepAside, pa.ArrowInvalid, pa.ArrowNotImplementedError, orjson.JSONDecodeError):
+    except (_StepAside, pa.ArrowException, orjson.JSONDecodeError):
         return None
 
 

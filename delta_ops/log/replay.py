@@ -1,10 +1,12 @@
 """Columnar action reconciliation: from a log segment to the state of one version.
 
 Spec sections: "Action Reconciliation", "Checkpoints" (V1 and V2 with sidecars), "Log
-Compaction Files". Commits (and compactions) are read newest first; the first action seen
-for a file key `(canonical path, deletion vector unique id)` wins, and the checkpoint's
-file actions are kept only for keys no later action touched. File actions stay in Arrow:
-a checkpoint with millions of adds is filtered with vectorized kernels, never turned into
+Compaction Files". Among the commits (and compactions) the newest action for a file key
+`(canonical path, deletion vector unique id)` wins, and the checkpoint's file actions are
+kept only for keys no later action touched. The commits are reconciled columnar
+(`log.commits`, Arrow's JSON reader) and, when that path steps aside, action by action
+with orjson. File actions stay in Arrow: a checkpoint with millions of adds is read row
+group by row group on threads and filtered with vectorized kernels, never turned into
 Python objects.
 """
 

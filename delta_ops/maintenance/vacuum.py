@@ -55,11 +55,17 @@ import pyarrow.parquet as pq
 
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CorruptLogError, DeletionVectorError, RetentionError
-from delta_ops.log.replay import SidecarMissingError, parse_json_actions, read_file_action_column
+from delta_ops.log.replay import (
+    SidecarMissingError,
+    parse_json_actions,
+    read_file_action_column,
+    read_log_files,
+)
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
 from delta_ops.maintenance.cleanup import protocol_and_metadata
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, Metadata, canonical_path, file_keys
+from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
@@ -179,7 +185,7 @@ def _relative_array(paths: pa.Array) -> pa.Array:
     if not pc.any(odd).as_py():
         return paths
     fixed = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
-    return pa.concat_arrays([paths.filter(pc.invert(odd)), _str_array(fixed)])
+    return pa.concat_arrays([paths.filter(pc.invert(odd)), string_array(fixed)])
 
 
 def _with_normalized(paths: pa.Array) -> pa.Array:
@@ -191,7 +197,7 @@ def _with_normalized(paths: pa.Array) -> pa.Array:
     if not pc.any(odd).as_py():
         return paths
     extra = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
-    return pa.concat_arrays([paths, _str_array(extra)])
+    return pa.concat_arrays([paths, string_array(extra)])
 
 
 def _canonical_array(paths: pa.Array, root: str) -> pa.Array:
@@ -209,7 +215,7 @@ def _canonical_array(paths: pa.Array, root: str) -> pa.Array:
         canonical_path(p, root) if n else p
         for p, n in zip(paths.to_pylist(), needs.to_pylist(), strict=True)
     ]
-    return _str_array(fixed)
+    return string_array(fixed)
 
 
 # --------------------------------------------------------------------------------------
@@ -282,27 +288,8 @@ _COMMIT_REF_SCHEMA = pa.schema(
 _JSON_BLOCK = 4 << 20
 
 
-def _str_array(values: Sequence[str | None]) -> pa.Array:
-    """A string array built from buffers (`pa.array` on a list imports pandas, ~1 s cold)."""
-    if not values:
-        return pa.nulls(0, pa.string())
-    data = [b"" if v is None else v.encode("utf-8") for v in values]
-    offsets = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in data], out=offsets[1:])
-    validity = None
-    if any(v is None for v in values):
-        bits = np.packbits(np.array([v is not None for v in values]), bitorder="little")
-        validity = pa.py_buffer(bits)
-    arr = pa.Array.from_buffers(
-        pa.large_string(), len(data),
-        [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
-    )
-    return arr.cast(pa.string())
-
-
 def _int_range(start: int, stop: int, step: int = 1) -> pa.Array:
-    values = np.arange(start, stop, step, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+    return from_numpy(np.arange(start, stop, step, dtype=np.int64))
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:
@@ -579,11 +566,11 @@ def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
     if not rows.num_rows:
         return []
     st = _column(rows, "st")
-    has_file = pc.is_in(st, value_set=_str_array(["u", "p"]))
+    has_file = pc.is_in(st, value_set=string_array(["u", "p"]))
     if not pc.any(has_file).as_py():
         return []
     dvp = _column(rows, "dvp").filter(has_file)
-    pairs = pc.binary_join_element_wise(st.filter(has_file), dvp, _str_array(["\x00"])[0])
+    pairs = pc.binary_join_element_wise(st.filter(has_file), dvp, string_array(["\x00"])[0])
     out = []
     for pair in pc.unique(pairs).to_pylist():
         if pair is None:
@@ -630,11 +617,11 @@ def file_references(
     kept, gone = rows.filter(live), rows.filter(pc.invert(live))
     resolve = _DvResolver(root)
     keep = pa.concat_arrays([
-        _column(kept, "path"), _str_array(_dv_paths(kept, resolve)),
+        _column(kept, "path"), string_array(_dv_paths(kept, resolve)),
     ])
     keep = pc.unique(_with_normalized(keep))
     expired = pa.concat_arrays([
-        _column(gone, "path"), _str_array(_dv_paths(gone, resolve)),
+        _column(gone, "path"), string_array(_dv_paths(gone, resolve)),
     ])
     expired = pc.unique(_relative_array(expired.drop_null()))
     if len(expired):
@@ -719,12 +706,7 @@ class VacuumResult:
 
 def _read_deltas(storage: Storage, segment: LogSegment) -> dict[str, bytes]:
     paths = [d.file.path for d in segment.deltas]
-    if not paths:
-        return {}
-    if not storage.latency_bound:  # local: one thread reads small files fastest
-        return {p: storage.read(p) for p in paths}
-    with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
-        return dict(zip(paths, pool.map(storage.read, paths), strict=True))
+    return dict(zip(paths, read_log_files(storage, paths), strict=True))
 
 
 def retention_for(
