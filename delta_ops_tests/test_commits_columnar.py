@@ -60,10 +60,11 @@ def _state(state) -> tuple:
     )
 
 
-def _assert_same(files: list[commits.CommitFile], root: str) -> bool:
-    """Assert both paths agree; True when the columnar path ran (did not step aside)."""
+def _assert_same(files: list[commits.CommitFile], root: str, hint: tuple = ()) -> bool:
+    """Assert both paths agree; True when the columnar path ran (did not step aside).
+    `hint`: partition columns known beforehand (as from a checkpoint)."""
     adds, removes, seen, state = _slow(files, root)
-    fast = commits.reconcile(_copies(files), root)
+    fast = commits.reconcile(_copies(files), root, partition_columns=hint)
     if fast is None:
         return False
     assert _rows(fast.adds) == _rows(adds)
@@ -178,8 +179,9 @@ commit = st.lists(
     history=st.lists(commit, min_size=1, max_size=6),
     odd=st.one_of(st.none(), st.tuples(st.integers(0, 5), odd_line)),
     trailing_newline=st.booleans(),
+    hint=st.sampled_from([(), ("p",), ("date", "q"), ("p", "q", "date", "absent")]),
 )
-def test_generated_commits_reconcile_the_same_columnar(history, odd, trailing_newline):
+def test_generated_commits_reconcile_the_same_columnar(history, odd, trailing_newline, hint):
     root = "file:///tbl"
     files = []
     for v, lines in enumerate(history):
@@ -204,7 +206,7 @@ def test_generated_commits_reconcile_the_same_columnar(history, odd, trailing_ne
         # Invalid input: the columnar path must step aside (the slow path reports it).
         assert commits.reconcile(_copies(files), root) is None
         return
-    ran = _assert_same(files, root)
+    ran = _assert_same(files, root, hint)
     if odd is None:
         assert ran, "plain Spark-shaped commits must take the columnar path"
 

@@ -195,19 +195,25 @@ class _Lines:
         return self.buf
 
 
-def reconcile(files: Sequence[CommitFile], root: str) -> ColumnarCommits | None:
+def reconcile(
+    files: Sequence[CommitFile], root: str, *, partition_columns: Sequence[str] = ()
+) -> ColumnarCommits | None:
     """Reconcile the file actions of `files` (oldest first) columnar; None when the input
-    needs the action-by-action replay.
+    needs the action-by-action replay. `partition_columns` (e.g. from the checkpoint the
+    commits follow) are read as strings from the start, as are those of the metaData
+    actions among the commits.
 
     The files' `data` is moved into one joined buffer (each is left empty), so the log is
     held in memory once; after None, read the files again for the other replay."""
     try:
-        return _reconcile(files, root)
+        return _reconcile(files, root, partition_columns)
     except (_StepAside, pa.ArrowException, orjson.JSONDecodeError):
         return None
 
 
-def _reconcile(files: Sequence[CommitFile], root: str) -> ColumnarCommits:
+def _reconcile(
+    files: Sequence[CommitFile], root: str, partition_columns: Sequence[str]
+) -> ColumnarCommits:
     lines = _Lines(files)
     n = len(lines)
     is_add_line = lines.starting_with(_ADD_PREFIX)
@@ -231,7 +237,7 @@ def _reconcile(files: Sequence[CommitFile], root: str) -> ColumnarCommits:
     # The other lines are parsed above; Arrow sees `{}` in their place, so row i is line i.
     arrow_buf = lines.blanked(other_lines)
     # Partition columns are known from the metaData lines: read their values as strings.
-    partition_keys: list[str] = []
+    partition_keys: list[str] = list(dict.fromkeys(partition_columns))
     for _, _, obj in others:
         m = obj.get("metaData")
         if isinstance(m, dict) and isinstance(m.get("partitionColumns"), list):

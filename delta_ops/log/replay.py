@@ -256,7 +256,7 @@ def read_log_files(storage: Storage, paths: list[str]) -> list[bytes]:
 
 
 def _replay_commits(
-    storage: Storage, deltas: list, rec: _Reconciler
+    storage: Storage, deltas: list, rec: _Reconciler, partition_columns: tuple[str, ...] = ()
 ) -> tuple[pa.Table, pa.Table, pa.Array | None]:
     """Reconcile the segment's commits: columnar when the commits allow, else action by
     action. Returns the winning adds and removes and the keys of every file action."""
@@ -266,7 +266,7 @@ def _replay_commits(
         CommitFile(d.end, d.file.path, b)
         for d, b in zip(deltas, read_log_files(storage, paths), strict=True)
     ]
-    fast = reconcile_commits(files, table)
+    fast = reconcile_commits(files, table, partition_columns=partition_columns)
     if fast is not None:
         for version, file, obj in fast.others:
             rec.apply_other(obj, table=table, version=version, file=file)
@@ -291,15 +291,18 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
     """
     table = storage.root
     rec = _Reconciler(table)
+    # The checkpoint first: its partition columns tell the commits' reader how to type
+    # partition values (as strings, whatever they look like).
+    cp = None if segment.checkpoint is None else read_checkpoint(storage, segment.checkpoint)
+    hint = () if cp is None or cp.metadata is None else tuple(cp.metadata.partition_columns)
     deltas = list(segment.deltas)
     keys = None
     if deltas:
-        adds, removes, keys = _replay_commits(storage, deltas, rec)
+        adds, removes, keys = _replay_commits(storage, deltas, rec, hint)
     else:
         adds, removes = empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA)
     state = rec.state
-    if segment.checkpoint is not None:
-        cp = read_checkpoint(storage, segment.checkpoint)
+    if cp is not None:
         if not rec._have_protocol and cp.protocol is not None:
             state.protocol = cp.protocol
         if not rec._have_metadata and cp.metadata is not None:
