@@ -394,8 +394,9 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
             sidecars.append(sc["path"])
         elif (cm := obj.get("checkpointMetadata")) is not None:
             checkpoint_metadata = cm
-    for name in sidecars:
-        path = _sidecar_relative(name, table)
+    sidecar_paths = [_sidecar_relative(name, table) for name in sidecars]
+
+    def read_sidecar(path: str) -> _ParquetActions:
         if not storage.exists(path):
             raise SidecarMissingError(
                 "V2 checkpoint references a sidecar that does not exist",
@@ -403,7 +404,15 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
                 version=checkpoint.version,
                 file=path,
             )
-        part = _read_parquet_actions(storage, path, checkpoint.version)
+        return _read_parquet_actions(storage, path, checkpoint.version)
+
+    if len(sidecar_paths) > 1:
+        # Sidecars are independent files: decode them side by side (results in order).
+        with ThreadPoolExecutor(min(len(sidecar_paths), max(2, os.cpu_count() or 2))) as pool:
+            parts = list(pool.map(read_sidecar, sidecar_paths))
+    else:
+        parts = [read_sidecar(p) for p in sidecar_paths]
+    for part in parts:
         num_actions += part.num_actions
         add_tables.append(part.adds)
         remove_tables.append(part.removes)
