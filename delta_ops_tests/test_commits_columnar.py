@@ -246,3 +246,35 @@ def _corpus_commits_at(path: Path):
 def test_bad_lines_step_aside(line: bytes):
     files = [commits.CommitFile(0, "_delta_log/0.json", b'{"add":{"path":"a"}}\n' + line)]
     assert commits.reconcile(files, "file:///tbl") is None
+
+
+_NO_PANDAS = """
+import sys
+from delta_ops.table import DeltaTable
+snap = DeltaTable(sys.argv[1]).snapshot()
+if sys.argv[2] == "checkpoint":
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+    write_checkpoint(sys.argv[1])
+print(snap.num_files, 'pandas' in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    "name", ["golden__dv-partitioned-with-checkpoint", "multi_partitioned", "basic_append"]
+)
+@pytest.mark.parametrize("operation", ["snapshot", "checkpoint"])
+def test_snapshot_and_checkpoint_do_not_import_pandas(table_copy, name, operation):
+    """pyarrow imports pandas (a third of a second and tens of MB in a cold process) on
+    its first conversion of Python objects; loading a table and writing its checkpoint
+    build every array from buffers instead."""
+    import subprocess
+    import sys
+
+    root = table_copy(name)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_PANDAS, str(root), operation],
+        capture_output=True, text=True, check=True,
+    )
+    num_files, imported = proc.stdout.split()
+    assert int(num_files) > 0
+    assert imported == "False"
