@@ -183,8 +183,11 @@ commit = st.lists(
     odd=st.one_of(st.none(), st.tuples(st.integers(0, 5), odd_line)),
     trailing_newline=st.booleans(),
     hint=st.sampled_from([(), ("p",), ("date", "q"), ("p", "q", "date", "absent")]),
+    newline=st.sampled_from([b"\n", b"\r\n"]),
 )
-def test_generated_commits_reconcile_the_same_columnar(history, odd, trailing_newline, hint):
+def test_generated_commits_reconcile_the_same_columnar(
+    history, odd, trailing_newline, hint, newline
+):
     root = "file:///tbl"
     files = []
     for v, lines in enumerate(history):
@@ -201,7 +204,7 @@ def test_generated_commits_reconcile_the_same_columnar(history, odd, trailing_ne
             kept.append(line)
         if odd is not None and odd[0] == v:
             kept.append(odd[1])
-        data = b"\n".join(kept) + (b"\n" if trailing_newline and kept else b"")
+        data = newline.join(kept) + (newline if trailing_newline and kept else b"")
         files.append(commits.CommitFile(v, f"_delta_log/{v:020d}.json", data))
     try:
         _slow(files, root)
