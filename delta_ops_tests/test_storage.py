@@ -487,8 +487,8 @@ def test_local_without_hard_links(tmp_path, monkeypatch):
     assert [f.path for f in st.walk()] == ["x.json"]
 
 
-def test_latency_bound():
-    assert Storage.for_uri("/tmp/x").latency_bound is False
+def test_latency_bound(tmp_path):
+    assert Storage.for_uri(str(tmp_path)).latency_bound is False
     assert Storage.for_uri("memory://latency").latency_bound is True
     assert Storage.for_uri("s3://bucket/t", {"key": "k", "secret": "s"}).latency_bound is True
 
