@@ -19,7 +19,7 @@ commits action by action, which also reports errors with their line numbers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,18 +76,20 @@ def _map_keys(table: pa.Table) -> tuple[dict[str, dict[str, list[str]]], bool]:
     came out as strings (Arrow infers ISO dates as timestamps, numbers as numbers)."""
     keys: dict[str, dict[str, list[str]]] = {}
     all_strings = True
+    for action, name, sub in _map_structs(table):
+        keys.setdefault(action, {})[name] = [f.name for f in sub]
+        all_strings &= all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in sub)
+    return keys, all_strings
+
+
+def _map_structs(table: pa.Table) -> Iterator[tuple[str, str, pa.StructType]]:
+    """(action, map field, struct type) of each map field Arrow read as a struct."""
     for action in ("add", "remove"):
         typ = table.schema.field(action).type
         for name in _MAP_FIELDS:
             idx = typ.get_field_index(name)
-            if idx < 0 or not pa.types.is_struct(typ.field(idx).type):
-                continue
-            sub = typ.field(idx).type
-            keys.setdefault(action, {})[name] = [f.name for f in sub]
-            all_strings &= all(
-                pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in sub
-            )
-    return keys, all_strings
+            if idx >= 0 and pa.types.is_struct(typ.field(idx).type):
+                yield action, name, typ.field(idx).type
 
 
 class _StepAside(Exception):
@@ -325,20 +327,15 @@ def _ambiguous_map_lines(table: pa.Table) -> np.ndarray:
     """Lines where a map field (partitionValues, tags) is present with a null in its
     struct: an omitted key or a null value, Arrow cannot say which."""
     found = np.zeros(table.num_rows, dtype=bool)
-    for action in ("add", "remove"):
-        typ = table.schema.field(action).type
-        for name in _MAP_FIELDS:
-            idx = typ.get_field_index(name)
-            if idx < 0 or not pa.types.is_struct(typ.field(idx).type):
-                continue
-            value = pc.struct_field(table.column(action), name)
-            if not typ.field(idx).type.num_fields:
-                continue
-            children = [pc.is_valid(pc.struct_field(value, f.name)) for f in typ.field(idx).type]
-            all_valid = children[0]
-            for c in children[1:]:
-                all_valid = pc.and_(all_valid, c)
-            found |= to_numpy(pc.and_(pc.is_valid(value), pc.invert(all_valid)))
+    for action, name, sub in _map_structs(table):
+        if not sub.num_fields:
+            continue
+        value = pc.struct_field(table.column(action), name)
+        children = [pc.is_valid(pc.struct_field(value, f.name)) for f in sub]
+        all_valid = children[0]
+        for c in children[1:]:
+            all_valid = pc.and_(all_valid, c)
+        found |= to_numpy(pc.and_(pc.is_valid(value), pc.invert(all_valid)))
     return np.flatnonzero(found)
 
 
