@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from delta_ops.demo import corpus_root
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("DELTA_OPS_CORPUS", REPO_ROOT.parent / "shared" / "corpus")).resolve()
+CORPUS = corpus_root().resolve()
 
 
 def corpus_path(name: str) -> Path:
