@@ -154,6 +154,7 @@ def build_log_segment(
     *,
     exclude_checkpoints: frozenset[str] = frozenset(),
     listing: list[tuple[LogFile, FileInfo]] | None = None,
+    use_compactions: bool = True,
 ) -> LogSegment:
     """Find the log segment for `version` (latest when None).
 
@@ -163,6 +164,9 @@ def build_log_segment(
         exclude_checkpoints: identities (first file name) of checkpoints found unusable
             (e.g. a V2 checkpoint whose sidecars are missing), to skip.
         listing: a full listing of the log already made by the caller, to reuse.
+        use_compactions: False to cover the versions after the checkpoint with commit
+            files only (the independent path publishing operations cross-check against);
+            raises CorruptLogError when a commit is missing.
 
     Raises:
         NotATableError: no Delta log at the location.
@@ -175,6 +179,8 @@ def build_log_segment(
         hint = None
     if listing is None:
         listing = list_log(storage, hint.version if hint else None)
+    if not use_compactions:
+        listing = [(lf, i) for lf, i in listing if lf.kind != LogFileKind.COMPACTION]
     segment = _segment_from_listing(
         table, listing, version, exclude_checkpoints, hint, problem, from_hint=hint is not None
     )
@@ -187,6 +193,8 @@ def build_log_segment(
                 "checkpoint; found the log segment by listing instead"
             )
         listing = list_log(storage, None)
+        if not use_compactions:
+            listing = [(lf, i) for lf, i in listing if lf.kind != LogFileKind.COMPACTION]
         segment = _segment_from_listing(
             table, listing, version, exclude_checkpoints, None, problem, from_hint=False
         )

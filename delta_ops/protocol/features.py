@@ -347,12 +347,17 @@ def ensure_supported(
     *,
     table: str | None = None,
     version: int | None = None,
+    permitted: frozenset[str] = frozenset(),
 ) -> None:
     """The gate: raise unless `operation` may run on a table with this protocol.
 
     "read" checks the reader version and reader features; every other operation writes or
     deletes files and also checks the writer version and writer features (the spec's
     vacuumProtocolCheck asks exactly this of VACUUM).
+
+    `permitted` names features the caller has been explicitly allowed to act on although
+    the operation is not listed for them (e.g. `catalogManaged` for cleanup and VACUUM,
+    which the spec allows only when the managing catalog permits it).
 
     Raises:
         CorruptLogError: No protocol action, or a malformed one.
@@ -388,6 +393,7 @@ def ensure_supported(
     names = set(missing["read"])
     if op.writes:
         names |= set(missing["write"])
+    names -= permitted
     if names:
         listed = ", ".join(sorted(names))
         raise UnsupportedFeatureError(
