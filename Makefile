@@ -4,9 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench lint clean
+.PHONY: install compile demo test bench lint clean
 
-install: $(STAMP)
+install: $(STAMP) compile
+
+# Byte-compiles the project's modules, so that no start of `delta-ops` or a Dagster run
+# compiles them again (environments that set PYTHONDONTWRITEBYTECODE never write the cache
+# themselves). compileall skips modules whose cache is current, so this is quick when done.
+compile: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 delta_ops
 
 # Re-installs only when the project's metadata changed; a no-op otherwise.
 $(STAMP): pyproject.toml setup.cfg
