@@ -1,0 +1,346 @@
+"""Kill tests: SIGKILL `delta-ops` at random points, re-run, and the table is whole.
+
+For each operation (VACUUM, metadata cleanup, checkpoint of two kinds, `crc write` and the
+row-tracking backfill) a table large enough that the uninterrupted command takes about a
+second is generated once (`kill_tables.build_table`, JSON commits written directly and real
+Parquet files). Then, for each kill, a fresh copy of it gets the real CLI started as a process
+of its own group, killed with SIGKILL after a delay drawn uniformly from [0, measured run
+time], and checked twice:
+
+* as the kill left it: the latest version loads with delta_ops and holds the same live files
+  as before; every file under a final name in `_delta_log` is complete (JSON lines parse,
+  Parquet footers read);
+* after the same command re-run to completion: delta_ops and deltalake read the same live
+  files as the uninterrupted run left, `delta-ops crc verify --all` passes, and the
+  operation's own promise holds (VACUUM: every live file exists and exactly the
+  uninterrupted run's files remain; cleanup: the same log files remain and the oldest
+  version kept loads with both readers; checkpoint: the latest version has a checkpoint that
+  both read; crc: every checksum of the range exists; backfill: every live file has row IDs,
+  ranges disjoint, row tracking enabled).
+
+Delays come from `random.Random(f"{KILL_SEED}-{operation}")`; set `DELTA_OPS_KILL_SEED` to
+replay another draw, `DELTA_OPS_KILLS` for more kills. A failure message names the
+operation, seed, kill index and delay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import deltalake
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from delta_ops import cli
+from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.maintenance.row_tracking import verify_row_tracking
+from delta_ops.storage import Storage
+from delta_ops_tests.kill_tables import TableSpec, build_table, log_names
+
+KILL_SEED = int(os.environ.get("DELTA_OPS_KILL_SEED", "20261124"))
+KILLS = max(20, int(os.environ.get("DELTA_OPS_KILLS", "20")))
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One command under test: the table it runs on and its arguments after the table."""
+
+    spec: TableSpec
+    argv: Callable[[str], list[str]]
+
+
+OPERATIONS: dict[str, Operation] = {
+    "vacuum": Operation(
+        TableSpec(commits=300, adds_per_commit=8, removes_per_commit=5, orphans=2500,
+                  checkpoints=(250,), checksums=(290, 300)),
+        lambda t: ["vacuum", t],
+    ),
+    "cleanup": Operation(
+        TableSpec(commits=1500, adds_per_commit=2, removes_per_commit=1,
+                  checkpoints=(500, 1000, 1400), checksums=(1450, 1500)),
+        lambda t: ["cleanup", t],
+    ),
+    "checkpoint-multi-part": Operation(
+        TableSpec(commits=400, adds_per_commit=25, removes_per_commit=5,
+                  checkpoints=(200,), checksums=(400,)),
+        lambda t: ["checkpoint", t, "--parts", "4"],
+    ),
+    "checkpoint-v2": Operation(
+        TableSpec(commits=600, adds_per_commit=25, removes_per_commit=5, v2=True,
+                  checkpoints=(200,), checksums=(600,)),
+        lambda t: ["checkpoint", t, "--kind", "v2-uuid", "--sidecar-actions", "2000"],
+    ),
+    "crc-write": Operation(
+        TableSpec(commits=600, adds_per_commit=8, removes_per_commit=3,
+                  checkpoints=(500,), checksums=(570,)),
+        lambda t: ["crc", "write", t, "--from", "571", "--to", "600"],
+    ),
+    "row-tracking-backfill": Operation(
+        TableSpec(commits=300, adds_per_commit=8, removes_per_commit=3, no_stats_every=4,
+                  checkpoints=(200,), checksums=(300,)),
+        lambda t: ["row-tracking", "backfill", t, "--batch-size", "300", "--quiet"],
+    ),
+}
+
+
+def _copy_table(src: Path, dest: Path) -> Path:
+    """A copy the command may change freely: `_delta_log` copied byte for byte (mtimes
+    kept), data files hard-linked (no operation here writes a data file; VACUUM unlinking
+    a link leaves the pristine table's file in place)."""
+    shutil.copytree(src / "_delta_log", dest / "_delta_log")
+    for entry in os.scandir(src):
+        if entry.is_file():
+            os.link(entry.path, dest / entry.name)
+    return dest
+
+
+def _cli_command(table: Path, op: str) -> list[str]:
+    return [sys.executable, "-m", "delta_ops.cli", *OPERATIONS[op].argv(str(table))]
+
+
+def _run_in_process(argv: list[str]) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue() + err.getvalue()
+
+
+def _live_paths(snap: Snapshot) -> set[str]:
+    return set(snap.files.column("path").to_pylist())
+
+
+def _deltalake_paths(root: Path, version: int | None = None) -> tuple[int, set[str]]:
+    dt = deltalake.DeltaTable(str(root), version=version)
+    paths = set()
+    for uri in dt.file_uris():
+        local = unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+        paths.add(os.path.relpath(local, root))
+    return dt.version(), paths
+
+
+def _data_files(root: Path) -> set[str]:
+    return {e.name for e in os.scandir(root) if e.is_file()}
+
+
+def _malformed_log_files(root: Path) -> list[str]:
+    """Files under final names in `_delta_log` that a reader would choke on."""
+    bad = []
+    log = root / "_delta_log"
+    for name in sorted(log_names(root)):
+        base = name.rsplit("/", 1)[-1]
+        if base.startswith("."):
+            continue  # temporary or Hadoop side files: not read as log files
+        path = log / name
+        try:
+            if name.endswith(".json") or name.endswith(".crc") or name == "_last_checkpoint":
+                data = path.read_bytes()
+                lines = [ln for ln in data.split(b"\n") if ln.strip()]
+                if not lines:
+                    raise ValueError("empty file")
+                for ln in lines:
+                    orjson.loads(ln)
+            elif name.endswith(".parquet"):
+                pq.read_metadata(path)
+        except Exception as exc:  # noqa: BLE001 - any failure to read is the finding
+            bad.append(f"{name}: {type(exc).__name__}: {exc}")
+    return bad
+
+
+def _temp_files(root: Path) -> list[str]:
+    return sorted(n for n in log_names(root) if n.rsplit("/", 1)[-1].endswith(".tmp"))
+
+
+@dataclass
+class Pristine:
+    """A generated table, its state, and what the uninterrupted command leaves."""
+
+    root: Path
+    version: int
+    live: set[str]
+    run_seconds: float
+    ref_version: int
+    ref_live: set[str]
+    ref_log: set[str]
+    ref_data: set[str]
+    ref_oldest: int | None
+    ref_oldest_live: set[str] | None
+
+
+def _oldest_checkpoint(root: Path) -> int | None:
+    versions = [
+        int(n[:20]) for n in log_names(root) if ".checkpoint." in n and n[:20].isdigit()
+    ]
+    return min(versions, default=None)
+
+
+@pytest.fixture(scope="session")
+def pristine_tables(tmp_path_factory):
+    """op name -> Pristine, built on first use (one table and one timed run per op)."""
+    cache: dict[str, Pristine] = {}
+    base = tmp_path_factory.mktemp("kill_pristine")
+
+    def get(op: str) -> Pristine:
+        if op in cache:
+            return cache[op]
+        root = build_table(base / op, OPERATIONS[op].spec)
+        before = load_snapshot(Storage.for_uri(str(root)))
+        ref = _copy_table(root, base / f"{op}-reference")
+        started = time.perf_counter()
+        done = subprocess.run(_cli_command(ref, op), capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        assert done.returncode == 0, f"uninterrupted {op} failed: {done.stderr}"
+        after = load_snapshot(Storage.for_uri(str(ref)))
+        oldest = _oldest_checkpoint(ref)
+        oldest_live = (
+            _live_paths(load_snapshot(Storage.for_uri(str(root)), oldest))
+            if oldest is not None
+            else None
+        )
+        print(f"\n[kill] {op}: uninterrupted run {seconds:.2f} s, version "
+              f"{before.version} -> {after.version}, {len(_live_paths(after))} live files")
+        cache[op] = Pristine(
+            root=root,
+            version=before.version,
+            live=_live_paths(before),
+            run_seconds=seconds,
+            ref_version=after.version,
+            ref_live=_live_paths(after),
+            ref_log=log_names(ref) - set(_temp_files(ref)),
+            ref_data=_data_files(ref),
+            ref_oldest=oldest,
+            ref_oldest_live=oldest_live,
+        )
+        return cache[op]
+
+    return get
+
+
+def _kill_once(cmd: list[str], delay: float, stderr_path: Path) -> tuple[bool, int]:
+    """Start `cmd` in a new session, SIGKILL its process group after `delay` seconds.
+    Returns (killed, returncode); asserts that nothing of the group survives."""
+    with open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(min(0.005, max(deadline - time.monotonic(), 0)))
+        killed = proc.poll() is None
+        if killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no member of the group is left
+    return killed, code
+
+
+def _log_summary(root: Path) -> str:
+    names = sorted(log_names(root))
+    interesting = [n for n in names if not (n.endswith(".json") and n[:20].isdigit())]
+    commits = [n for n in names if n.endswith(".json") and n[:20].isdigit()]
+    span = f"{commits[0][:20]}..{commits[-1][:20]}" if commits else "none"
+    return f"commits {len(commits)} ({span}); other: {interesting}"
+
+
+@pytest.mark.parametrize("op", list(OPERATIONS))
+def test_sigkill_then_rerun_leaves_table_whole(op, pristine_tables, tmp_path):
+    p = pristine_tables(op)
+    rng = random.Random(f"{KILL_SEED}-{op}")
+    delays = [rng.uniform(0.0, p.run_seconds) for _ in range(KILLS)]
+    killed_count = 0
+    stray_temps = 0
+    for i, delay in enumerate(delays):
+        where = (f"{op}: kill {i} of seed {KILL_SEED} (DELTA_OPS_KILL_SEED), delay "
+                 f"{delay:.3f} s of {p.run_seconds:.2f} s; delays {[round(d, 3) for d in delays]}")
+        table = _copy_table(p.root, tmp_path / f"k{i}")
+        killed, code = _kill_once(_cli_command(table, op), delay, tmp_path / f"k{i}.err")
+        if killed:
+            killed_count += 1
+            assert code == -signal.SIGKILL, where
+        else:
+            assert code == 0, f"{where}: run finished with {code}: " + (
+                tmp_path / f"k{i}.err").read_text()
+
+        # As the kill left it.
+        state = f"{where}\n_delta_log after the kill: {_log_summary(table)}"
+        bad = _malformed_log_files(table)
+        assert not bad, f"{state}\nunreadable files under final names: {bad}"
+        try:
+            mid = load_snapshot(Storage.for_uri(str(table)))
+        except Exception as exc:
+            pytest.fail(f"{state}\ndelta_ops cannot load the killed table: {exc!r}")
+        assert _live_paths(mid) == p.live, f"{state}\nlive files changed by the killed run"
+
+        # Re-run to completion.
+        argv = OPERATIONS[op].argv(str(table))
+        code, output = _run_in_process(argv)
+        state = f"{where}\n_delta_log after the re-run: {_log_summary(table)}"
+        assert code == 0, f"{state}\nre-run failed ({code}): {output}"
+        assert not _malformed_log_files(table), state
+        snap = load_snapshot(Storage.for_uri(str(table)))
+        live = _live_paths(snap)
+        assert live == p.ref_live, f"{state}\nlive files differ from the uninterrupted run"
+        dl_version, dl_live = _deltalake_paths(table)
+        assert dl_version == snap.version, state
+        assert dl_live == live, f"{state}\ndeltalake reads other files than delta_ops"
+        code, output = _run_in_process(["crc", "verify", "--all", str(table)])
+        assert code == 0, f"{state}\ncrc verify --all: {output}"
+        _check_operation(op, p, table, snap, state)
+        stray_temps += len(_temp_files(table))
+        shutil.rmtree(table)
+    print(f"\n[kill] {op}: {len(delays)} runs, {killed_count} killed mid-run, "
+          f"run time {p.run_seconds:.2f} s, temp files left by killed writers: {stray_temps}")
+    assert killed_count >= len(delays) // 2, f"{op}: most runs should be killed mid-run"
+
+
+def _check_operation(op: str, p: Pristine, table: Path, snap: Snapshot, state: str) -> None:
+    if op != "row-tracking-backfill":
+        assert snap.version == p.ref_version, state
+    if op == "vacuum":
+        missing = sorted(n for n in _live_paths(snap) if not (table / n).is_file())
+        assert not missing, f"{state}\nlive files deleted: {missing[:5]}"
+        assert _data_files(table) == p.ref_data, (
+            f"{state}\nfiles on disk differ from the uninterrupted VACUUM")
+    elif op == "cleanup":
+        left = log_names(table) - set(_temp_files(table))
+        assert left == p.ref_log, (
+            f"{state}\nlog files differ: extra {sorted(left - p.ref_log)[:5]}, "
+            f"missing {sorted(p.ref_log - left)[:5]}")
+        oldest = _oldest_checkpoint(table)
+        assert oldest == p.ref_oldest, state
+        old = load_snapshot(Storage.for_uri(str(table)), oldest)
+        assert _live_paths(old) == p.ref_oldest_live, f"{state}\nversion {oldest} differs"
+        dl_version, dl_live = _deltalake_paths(table, oldest)
+        assert (dl_version, dl_live) == (oldest, p.ref_oldest_live), (
+            f"{state}\ndeltalake reads version {oldest} differently")
+    elif op.startswith("checkpoint"):
+        assert snap.checkpoint_version == snap.version, (
+            f"{state}\nno usable checkpoint at the latest version")
+        last = orjson.loads((table / "_delta_log" / "_last_checkpoint").read_bytes())
+        assert last["version"] == snap.version, f"{state}\n_last_checkpoint: {last}"
+        if op == "checkpoint-multi-part":
+            left = log_names(table) - set(_temp_files(table))
+            assert left == p.ref_log, f"{state}\nextra {sorted(left - p.ref_log)}"
+    elif op == "crc-write":
+        crcs = {n for n in log_names(table) if n.endswith(".crc")}
+        assert crcs == {n for n in p.ref_log if n.endswith(".crc")}, state
+    elif op == "row-tracking-backfill":
+        problems = verify_row_tracking(snap)
+        assert not problems, f"{state}\nrow IDs: {problems}"
+        files = snap.files
+        for column in ("baseRowId", "defaultRowCommitVersion"):
+            assert files.column(column).null_count == 0, f"{state}\n{column} missing"
+        assert snap.metadata.configuration.get("delta.enableRowTracking") == "true", state
