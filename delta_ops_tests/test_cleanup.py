@@ -568,7 +568,8 @@ def test_corpus_cleanup_matches_spec_rules(table_copy, name, back):
             expected |= {f"_delta_log/_sidecars/{p.name}" for p in sidecar_dir.iterdir()
                          if _unhide(p.name) not in referenced}
 
-    result = cleanup_metadata(str(root), retention=timedelta(days=retention_days), now_ms=now)
+    result = cleanup_metadata(str(root), force_retention=True,
+                              retention=timedelta(days=retention_days), now_ms=now)
 
     assert result.cutoff_timestamp == cutoff_ms
     assert result.cutoff_version == cutoff_v
@@ -587,7 +588,8 @@ def test_corpus_cleanup_matches_spec_rules(table_copy, name, back):
     for v, sig in before.items():
         if v >= cp:
             assert signature(store, v) == sig, f"version {v} reads differently after cleanup"
-    again = cleanup_metadata(str(root), retention=timedelta(days=retention_days),
+    again = cleanup_metadata(str(root), force_retention=True,
+                             retention=timedelta(days=retention_days),
                              now_ms=now)
     assert again.files == ()
     assert again.reason and "nothing to delete" in again.reason
@@ -630,7 +632,7 @@ def test_last_checkpoint_rewrite_matches_what_spark_wrote(table_copy, name):
     lc_path.write_bytes(stale.to_json_bytes())
     now = BASE_MS + 100 * DAY_MS
     _age_log(root, now)
-    result = cleanup_metadata(str(root), retention=timedelta(0), now_ms=now)
+    result = cleanup_metadata(str(root), force_retention=True, retention=timedelta(0), now_ms=now)
     written = parse_last_checkpoint(lc_path.read_bytes())
     if result.checkpoint_version == 0:  # nothing older than version 0 to delete
         assert not result.last_checkpoint_updated
@@ -675,7 +677,8 @@ def test_in_commit_timestamps_decide_the_cutoff_not_file_times(tmp_path):
         if p.is_file():
             set_mtime(p, 0)
     now = hist.commit_ms[5] + DAY_MS + 1  # cutoff (retention 1 day) = midnight of day 5
-    result = cleanup_metadata(str(hist.root), retention=timedelta(days=1), now_ms=now)
+    result = cleanup_metadata(str(hist.root), force_retention=True,
+                              retention=timedelta(days=1), now_ms=now)
     expected_cutoff = naive_cutoff(dict(enumerate(hist.commit_ms)), midnight_utc(now - DAY_MS))
     assert result.cutoff_version == expected_cutoff
     assert result.checkpoint_version == max(c for c in hist.complete if c <= expected_cutoff)
@@ -690,7 +693,8 @@ def test_file_times_are_made_monotonic(tmp_path):
     log = hist.root / "_delta_log"
     set_mtime(log / f"{4:020d}.json", hist.commit_ms[0])  # version 4 "older" than version 1
     now = hist.commit_ms[2] + 12 * HOUR_MS
-    result = cleanup_metadata(str(hist.root), retention=timedelta(0), now_ms=now)
+    result = cleanup_metadata(str(hist.root), force_retention=True,
+                              retention=timedelta(0), now_ms=now)
     # Versions 0-2 are before the cutoff; 3 is not, so 4 cannot be either.
     older = [v for v in range(6) if hist.commit_ms[v] <= midnight_utc(now)]
     assert result.cutoff_version == max(older) == 2
@@ -704,12 +708,14 @@ def test_young_unreferenced_sidecars_are_kept(tmp_path):
     sidecar_of_2 = hist.root / "_delta_log" / "_sidecars" / hist.sidecars[2][0]
     set_mtime(sidecar_of_2, now - HOUR_MS)  # younger than a day
     checkpoint_2 = hist.checkpoint_file(2)
-    result = cleanup_metadata(str(hist.root), retention=timedelta(0), now_ms=now)
+    result = cleanup_metadata(str(hist.root), force_retention=True,
+                              retention=timedelta(0), now_ms=now)
     assert result.checkpoint_version == 5
     assert f"_delta_log/{checkpoint_2}" in result.files
     assert sidecar_of_2.exists()
     set_mtime(sidecar_of_2, midnight_utc(now) - DAY_MS - 1)  # older than a day (midnight)
-    again = cleanup_metadata(str(hist.root), retention=timedelta(0), now_ms=now)
+    again = cleanup_metadata(str(hist.root), force_retention=True,
+                             retention=timedelta(0), now_ms=now)
     assert again.files == (f"_delta_log/_sidecars/{hist.sidecars[2][0]}",)
     assert not sidecar_of_2.exists()
     assert (hist.root / "_delta_log" / "_sidecars" / hist.sidecars[5][0]).exists()
@@ -798,10 +804,12 @@ def test_property_every_kept_version_reads_as_before(tmp_path_factory, spec, ret
     names = log_names(root)
     cutoff_v, cp, expected = _expected_for(hist, names, now, retention_days)
 
-    dry = cleanup_metadata(store, retention=timedelta(days=retention_days), now_ms=now,
+    dry = cleanup_metadata(store, force_retention=True,
+                           retention=timedelta(days=retention_days), now_ms=now,
                            dry_run=True)
     assert log_names(root) == names
-    result = cleanup_metadata(store, retention=timedelta(days=retention_days), now_ms=now)
+    result = cleanup_metadata(store, force_retention=True,
+                              retention=timedelta(days=retention_days), now_ms=now)
 
     assert (result.cutoff_version, result.checkpoint_version) == (cutoff_v, cp)
     assert set(result.files) == expected
@@ -829,7 +837,8 @@ def test_crash_at_every_delete_leaves_kept_versions_readable(tmp_path, kind):
     spec = CRASH_SPECS[kind]
     reference = build_raw(tmp_path / "reference", spec)
     now = reference.commit_ms[7] + 2 * DAY_MS
-    full = cleanup_metadata(reference.storage, retention=timedelta(days=1), now_ms=now)
+    full = cleanup_metadata(reference.storage, force_retention=True,
+                            retention=timedelta(days=1), now_ms=now)
     assert full.checkpoint_version == 6 and full.num_files > 10
     final_names = log_names(reference.root)
     sidecar_dir = reference.root / "_delta_log" / "_sidecars"
@@ -839,12 +848,14 @@ def test_crash_at_every_delete_leaves_kept_versions_readable(tmp_path, kind):
         store = hist.storage
         before = {v: signature(store, v) for v in range(6, hist.latest + 1)}
         with pytest.raises(StorageError, match=f"injected failure on delete #{k}"):
-            cleanup_metadata(FailingStorage.at(hist.root, k), retention=timedelta(days=1),
+            cleanup_metadata(FailingStorage.at(hist.root, k), force_retention=True,
+                             retention=timedelta(days=1),
                              now_ms=now)
         for v, sig in before.items():
             assert signature(store, v) == sig, f"crash at delete {k}: version {v} broken"
         _check_last_checkpoint(hist.root)
-        rerun = cleanup_metadata(store, retention=timedelta(days=1), now_ms=now)
+        rerun = cleanup_metadata(store, force_retention=True,
+                                 retention=timedelta(days=1), now_ms=now)
         assert rerun.checkpoint_version == 6
         assert log_names(hist.root) == final_names
         if final_sidecars or sidecar_dir.exists():
@@ -854,7 +865,8 @@ def test_crash_at_every_delete_leaves_kept_versions_readable(tmp_path, kind):
 def test_deletion_order_is_oldest_first_and_checkpoint_last_within_a_version(tmp_path):
     hist = build_raw(tmp_path / "t", CRASH_SPECS["v1"])
     now = hist.commit_ms[7] + 2 * DAY_MS
-    result = cleanup_metadata(hist.storage, retention=timedelta(days=1), now_ms=now, dry_run=True)
+    result = cleanup_metadata(hist.storage, force_retention=True,
+                              retention=timedelta(days=1), now_ms=now, dry_run=True)
     log_files = [f for f in result.files if "/_sidecars/" not in f]
 
     def rank(path: str) -> tuple:
@@ -897,7 +909,8 @@ def test_cli_cleanup_json(tmp_path, monkeypatch, capsys):
     assert isinstance(obj["cutoff_timestamp"], int)
     assert log_names(hist.root) >= {f"{v:020d}.json" for v in range(3)}
 
-    code, out, err = _cli(monkeypatch, capsys, ["cleanup", str(hist.root), "--retention", "7d"])
+    code, out, err = _cli(monkeypatch, capsys, ["cleanup", str(hist.root), "--retention", "7d",
+                                                 "--force-retention"])
     assert code == 0, err
     assert "deleted 3 files" in out
     assert not (hist.root / "_delta_log" / f"{0:020d}.json").exists()

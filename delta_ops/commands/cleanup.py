@@ -37,6 +37,8 @@ def _cmd_cleanup(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         retention=args.retention,
         ensure_checkpoint=args.ensure_checkpoint,
         dry_run=args.dry_run,
+        force_retention=args.force_retention,
+        allow_catalog_managed=args.allow_catalog_managed,
     )
     return result.to_dict(), describe(result), 0
 
@@ -45,14 +47,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cleanup",
         help="delete commits, checkpoints, checksums, compactions and sidecars older than "
-        "the log retention",
+        "the log retention (and temporary files killed writers left in _delta_log)",
+        description="Delete log files older than the newest checkpoint at or before the "
+        "retention cutoff. That checkpoint is read in full first; when it cannot be read an "
+        "older readable one is kept instead, and when none can, nothing is deleted.",
     )
     add_table_arguments(p)
     p.add_argument(
         "--retention",
         type=parse_duration,
         metavar="DURATION",
-        help="log retention instead of delta.logRetentionDuration, e.g. '30 days' or 7d",
+        help="log retention instead of delta.logRetentionDuration, e.g. '30 days' or 7d; "
+        "a shorter one than the table's is refused unless --force-retention",
+    )
+    p.add_argument(
+        "--force-retention",
+        action="store_true",
+        help="allow a --retention shorter than delta.logRetentionDuration: versions readers "
+        "may still time travel to, and log files a running reader may be reading, are deleted",
+    )
+    p.add_argument(
+        "--allow-catalog-managed",
+        action="store_true",
+        help="clean up a catalog-managed table; only when the managing catalog permits "
+        "metadata cleanup",
     )
     p.add_argument(
         "--ensure-checkpoint",

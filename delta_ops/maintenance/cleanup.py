@@ -13,27 +13,39 @@ The algorithm, as the spec words it:
    where they are enabled, else commit file modification times made monotonic as Spark does
    (a commit never counts as older than the one before it).
 2. `cutOffCheckpoint` is the newest complete checkpoint not newer than `cutoffCommit`
-   (multi-part: every part present; V2: every sidecar present; Parquet footers readable).
+   (multi-part: every part present; V2: every sidecar present). Before anything is deleted
+   it is read in full with the log reader (every part and sidecar decoded, protocol and
+   metaData reconstructed); one that does not read is passed over for the next older one,
+   which then decides what goes. When no checkpoint at or before the cutoff reads, cleanup
+   refuses (CorruptLogError naming the checkpoint file) instead of deleting.
 3. Delete every commit, checkpoint (any kind), version checksum (`.crc`) and Hadoop side
    checksum (`.<name>.crc`) older than `cutOffCheckpoint`, and every compaction file whose
    start version is at or below it.
 4. Sidecars: keep those referenced by any remaining checkpoint and those younger than one
    day (midnight UTC); delete the rest.
 
+Before deleting, the plan is proven: the log left behind must still reach the latest version
+from the kept checkpoint (no commit it needs is on the list). A retention shorter than
+`delta.logRetentionDuration` is refused unless forced (`force_retention`). Temporary files a
+killed writer left in `_delta_log` (`.<name>.<uuid>.tmp`, see `Storage`) are removed once
+they are older than the log retention (and at least one day old: a live writer's are not).
+
 Crash safety: `_last_checkpoint` is moved forward first when it names a checkpoint that is
-about to go; then files go oldest version first (within a version: compactions, the commit,
-its checksum, and the checkpoint last, each Hadoop side file just before its file); sidecars
-go last. Every version from `cutOffCheckpoint` on stays readable at every step, and a re-run
+about to go (through the forward-only writer: a newer one written meanwhile is kept); then
+files go oldest version first (within a version: compactions, the commit, its checksum, and
+the checkpoint last, each Hadoop side file just before its file); sidecars and writers'
+temporary files go last. Every version from `cutOffCheckpoint` on stays readable at every step, and a re-run
 finishes an interrupted run.
 
 No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (newest
-commits first, then the checkpoint's protocol/metaData columns), and the footers and sidecar
-references of the checkpoints that are kept.
+commits first, then the checkpoint's protocol/metaData columns), the checkpoint kept (read in
+full) and the sidecar references of the other checkpoints that are kept.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +59,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import CorruptLogError, DeltaOpsError, RetentionError
+from delta_ops.log.replay import read_checkpoint
 from delta_ops.log.segment import (
     CheckpointFiles,
     LogSegment,
@@ -67,7 +80,9 @@ __all__ = [
     "CleanupPlan",
     "CleanupResult",
     "DAY_MS",
+    "apply_cleanup",
     "cleanup_metadata",
+    "is_writer_temp_file",
     "midnight_utc",
     "plan_cleanup",
     "protocol_and_metadata",
@@ -86,6 +101,31 @@ _KIND_RANK = {
     LogFileKind.CHECKPOINT_CLASSIC: 3,
     LogFileKind.CHECKPOINT_UUID: 3,
 }
+
+
+# A writer's temporary file: `.<target name>.<uuid>.tmp` (`Storage` writes a 32-digit hex
+# uuid; Hadoop-based writers the dashed form). No Delta log file starts with "." and ends
+# with ".tmp" (Hadoop side checksums are `.<name>.crc`), and the target must itself be a
+# log file name, `_last_checkpoint` or (under `_sidecars`) a Parquet file.
+_TEMP = re.compile(
+    r"\.(?P<target>[^/]+)\."
+    r"(?:[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"\.tmp"
+)
+
+
+def is_writer_temp_file(name: str, *, sidecar_dir: bool = False) -> bool:
+    """Whether `name` (a bare file name in `_delta_log`, or in `_delta_log/_sidecars` when
+    `sidecar_dir`) is a temporary file a writer creates before publishing its target."""
+    m = _TEMP.fullmatch(name)
+    if m is None:
+        return False
+    target = m.group("target")
+    if target.startswith("."):
+        return False
+    if sidecar_dir:
+        return target.endswith(".parquet") and not target.startswith("_")
+    return target == LAST_CHECKPOINT or filenames.parse(target) is not None
 
 
 def midnight_utc(ms: int) -> int:
@@ -135,7 +175,13 @@ def _checkpoint_protocol_metadata(
         if not want:
             return
         if lf.format == "json":
-            _scan_blob(storage.read(info.path), want, found)
+            try:
+                _scan_blob(storage.read(info.path), want, found)
+            except orjson.JSONDecodeError as exc:
+                raise CorruptLogError(
+                    f"checkpoint file is not valid JSON: {exc}",
+                    table=storage.root, version=lf.version, file=info.path,
+                ) from exc
             continue
         try:
             with storage.open_input(info.path) as fh:
@@ -303,19 +349,57 @@ def _sidecars_of(storage: Storage, lf: LogFile, info: FileInfo) -> tuple[str, ..
     return _file_facts(storage, lf, info, counts=False).sidecars
 
 
-def _usable(
-    storage: Storage, checkpoint: CheckpointFiles, sidecar_names: set[str]
-) -> str | None:
-    """Why a complete checkpoint cannot be relied on, or None when it can."""
+def _unusable(storage: Storage, checkpoint: CheckpointFiles) -> CorruptLogError | None:
+    """Why a complete checkpoint cannot be relied on, or None when it can.
+
+    The checkpoint is read in full by the log reader (`read_checkpoint`): every part and
+    every sidecar decoded as Parquet or JSON, the add and remove rows conformed to their
+    schemas; then its protocol and metaData must be there and well formed. The error names
+    the file at fault where one is.
+    """
+    table = storage.root
+    for info in checkpoint.files:
+        if info.size == 0:
+            return CorruptLogError(
+                "checkpoint file is empty", table=table, version=checkpoint.version,
+                file=info.path,
+            )
     try:
-        for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
-            if info.size == 0:
-                return f"{info.path} is empty"
-            missing = [s for s in _sidecars_of(storage, lf, info) if s not in sidecar_names]
-            if missing:
-                return f"{info.path} references missing sidecars {sorted(missing)}"
+        content = read_checkpoint(storage, checkpoint)
     except CorruptLogError as exc:
-        return str(exc)
+        return exc
+    except DeltaOpsError as exc:  # e.g. a storage error: it could not be proven readable
+        return CorruptLogError(
+            f"checkpoint could not be read: {exc}", table=table, version=checkpoint.version,
+            file=exc.file or checkpoint.files[0].path,
+        )
+    first = checkpoint.files[0].path
+    protocol = content.protocol
+    if protocol is None:
+        return CorruptLogError(
+            "checkpoint holds no protocol action", table=table, version=checkpoint.version,
+            file=first,
+        )
+    if not all(
+        isinstance(protocol.get(k), int) for k in ("minReaderVersion", "minWriterVersion")
+    ):
+        return CorruptLogError(
+            f"checkpoint protocol lacks integer reader/writer versions: {protocol!r}",
+            table=table, version=checkpoint.version, file=first,
+        )
+    metadata = content.metadata
+    if metadata is None or not metadata.id or not metadata.schema_string:
+        return CorruptLogError(
+            "checkpoint holds no metaData action with an id and a schema", table=table,
+            version=checkpoint.version, file=first,
+        )
+    try:
+        metadata.schema  # noqa: B018 - parsing it is the check
+    except (ValueError, TypeError, KeyError, DeltaOpsError) as exc:
+        return CorruptLogError(
+            f"checkpoint metaData schema does not parse: {exc}", table=table,
+            version=checkpoint.version, file=first,
+        )
     return None
 
 
@@ -410,6 +494,8 @@ class CleanupPlan:
         last_checkpoint: New `_last_checkpoint` to write before deleting, or None.
         reason: Why nothing is deleted, when nothing is.
         messages: Other things worth telling (skipped checkpoints, sidecar cleanup).
+        temp_files: Temporary files killed writers left in `_delta_log`, older than the
+            retention, to delete after `files`.
     """
 
     table: str
@@ -424,6 +510,7 @@ class CleanupPlan:
     last_checkpoint: LastCheckpoint | None
     reason: str | None
     messages: tuple[str, ...] = ()
+    temp_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -443,9 +530,12 @@ class CleanupResult:
         enabled: `delta.enableExpiredLogCleanup`.
         checkpoint_written: Version of the checkpoint written first (`ensure_checkpoint`);
             in a dry run, the version one would be written at.
-        last_checkpoint_updated: `_last_checkpoint` was (dry run: would be) moved forward.
+        last_checkpoint_updated: `_last_checkpoint` was (dry run: would be) moved forward;
+            False when a newer one was written meanwhile (it is never moved back).
         reason: Why nothing was deleted, when nothing was.
         messages: Other notes.
+        temp_files: Leftover temporary files of killed writers deleted (dry run: to
+            delete), relative to the table root; not counted in `num_files`.
     """
 
     table: str
@@ -461,27 +551,31 @@ class CleanupResult:
     last_checkpoint_updated: bool = False
     reason: str | None = None
     messages: tuple[str, ...] = field(default_factory=tuple)
+    temp_files: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["files"] = list(self.files)
         out["messages"] = list(self.messages)
+        out["temp_files"] = list(self.temp_files)
         return out
 
 
 @dataclass(frozen=True)
 class _Listing:
-    """`_delta_log` parsed: log files, Hadoop side checksums, sidecars."""
+    """`_delta_log` parsed: log files, Hadoop side checksums, sidecars, writers' temp files."""
 
     log: list[tuple[LogFile, FileInfo]]
     side: list[tuple[LogFile, FileInfo]]  # (the main file's parse, the side file)
     sidecars: dict[str, FileInfo]  # name -> file
     sidecar_side: dict[str, FileInfo]  # main sidecar name -> its side file
+    temp: list[FileInfo]  # `.<name>.<uuid>.tmp` left by writers (log and sidecar folders)
 
 
 def _list(storage: Storage) -> _Listing:
     log: list[tuple[LogFile, FileInfo]] = []
     side: list[tuple[LogFile, FileInfo]] = []
+    temp: list[FileInfo] = []
     for info in storage.list_dir(LOG_DIR):
         name = info.path.rsplit("/", 1)[-1]
         lf = filenames.parse(name)
@@ -491,15 +585,19 @@ def _list(storage: Storage) -> _Listing:
             main = filenames.parse(name[1:-4])
             if main is not None:
                 side.append((main, info))
+        elif is_writer_temp_file(name):
+            temp.append(info)
     sidecars: dict[str, FileInfo] = {}
     sidecar_side: dict[str, FileInfo] = {}
     for info in storage.list_dir(SIDECARS):
         name = info.path.rsplit("/", 1)[-1]
         if name.startswith(".") and name.endswith(".crc"):
             sidecar_side[name[1:-4]] = info
+        elif is_writer_temp_file(name, sidecar_dir=True):
+            temp.append(info)
         elif not name.startswith((".", "_")):
             sidecars[name] = info
-    return _Listing(log, side, sidecars, sidecar_side)
+    return _Listing(log, side, sidecars, sidecar_side, temp)
 
 
 def _expired(lf: LogFile, checkpoint_version: int) -> bool:
@@ -522,14 +620,89 @@ def _retention_ms(retention: timedelta) -> int:
     return ms
 
 
+def _hours(td: timedelta) -> str:
+    return f"{td.total_seconds() / 3600:g} hours"
+
+
+def checked_retention(
+    props: TableProperties,
+    retention: timedelta | None,
+    *,
+    force_retention: bool,
+    table: str,
+    version: int,
+) -> timedelta:
+    """The log retention cleanup uses, after the safety check.
+
+    Raises:
+        RetentionError: `retention` is shorter than `delta.logRetentionDuration` and not
+            forced.
+        ValueError: `retention` is negative.
+    """
+    configured = props.log_retention
+    if retention is None:
+        return configured
+    _retention_ms(retention)
+    if retention < configured and not force_retention:
+        raise RetentionError(
+            f"refusing to clean up the log with a retention of {_hours(retention)}, shorter "
+            f"than delta.logRetentionDuration ({_hours(configured)}): versions readers may "
+            "still time travel to, and log files concurrent readers may be reading, would be "
+            "deleted. Use at least that retention, or force it with force_retention "
+            "(--force-retention on the command line) if nothing needs those versions",
+            table=table, version=version,
+        )
+    return retention
+
+
+def _latest_protocol_metadata(
+    storage: Storage, listing: _Listing
+) -> tuple[LogSegment, dict, Metadata]:
+    """The latest segment with its protocol and metaData; a checkpoint that cannot be read
+    is passed over for an older one (as readers do), never trusted."""
+    excluded: set[str] = set()
+    first_error: CorruptLogError | None = None
+    while True:
+        try:
+            segment = build_log_segment(
+                storage, listing=listing.log, exclude_checkpoints=frozenset(excluded)
+            )
+        except DeltaOpsError as exc:
+            if first_error is None:
+                raise
+            raise first_error from exc
+        try:
+            protocol, metadata = protocol_and_metadata(storage, segment)
+        except CorruptLogError as exc:
+            cp = segment.checkpoint
+            if cp is None or exc.file not in {info.path for info in cp.files}:
+                raise
+            excluded.add(cp.identity)
+            first_error = first_error or exc
+            continue
+        return segment, protocol, metadata
+
+
+def _plan_temp_files(listing: _Listing, now_ms: int, retention_ms: int) -> list[str]:
+    """Writers' temporary files older than the retention and at least a day old."""
+    threshold = now_ms - max(retention_ms, DAY_MS)
+    return sorted(info.path for info in listing.temp if info.modification_time < threshold)
+
+
 def plan_cleanup(
     storage: Storage,
     *,
     now_ms: int,
     retention: timedelta | None = None,
     ensure_checkpoint: bool = False,
+    force_retention: bool = False,
+    allow_catalog_managed: bool = False,
 ) -> CleanupPlan:
     """Decide what metadata cleanup deletes (reads the log; writes nothing).
+
+    The checkpoint kept as the oldest version is read in full first; when it cannot be
+    read an older one that can is used instead, and the log left behind is checked to reach
+    the latest version from it before any deletion is planned.
 
     Args:
         storage: The table's storage.
@@ -537,20 +710,31 @@ def plan_cleanup(
         retention: Log retention to use instead of `delta.logRetentionDuration`.
         ensure_checkpoint: Plan a checkpoint at `cutoffCommit` when there is none there
             (and something older could go); the deletions are planned as if it existed.
+        force_retention: Allow a `retention` shorter than `delta.logRetentionDuration`.
+        allow_catalog_managed: Clean up a catalog-managed table (only when the managing
+            catalog permits metadata cleanup).
 
     Raises:
+        RetentionError: `retention` shorter than the table's log retention, not forced.
         UnsupportedFeatureError: The protocol has features cleanup does not support.
-        NotATableError, CorruptLogError: No readable Delta log.
+        CorruptLogError: No checkpoint at or before the cutoff can be read (and none is to
+            be written), or the log left behind would not reach the latest version; the
+            error names the table, version and file.
+        NotATableError: No readable Delta log.
     """
     table = storage.root
     listing = _list(storage)
-    segment = build_log_segment(storage, listing=listing.log)
-    protocol, metadata = protocol_and_metadata(storage, segment)
-    features.ensure_supported(protocol, "cleanup", table=table, version=segment.version)
+    segment, protocol, metadata = _latest_protocol_metadata(storage, listing)
+    features.ensure_supported(
+        protocol, "cleanup", table=table, version=segment.version,
+        permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),
+    )
     props = TableProperties.from_configuration(
         metadata.configuration, table=table, version=segment.version
     )
-    retention_ms = _retention_ms(retention if retention is not None else props.log_retention)
+    retention_ms = _retention_ms(checked_retention(
+        props, retention, force_retention=force_retention, table=table, version=segment.version
+    ))
     common: dict[str, Any] = {
         "table": table, "version": segment.version, "retention_ms": retention_ms,
         "write_checkpoint_at": None, "files": (), "last_checkpoint": None,
@@ -562,6 +746,7 @@ def plan_cleanup(
             reason="delta.enableExpiredLogCleanup is false: metadata cleanup is disabled for "
             "this table; nothing deleted",
         )
+    temp = tuple(_plan_temp_files(listing, now_ms, retention_ms))
     cutoff_ts = midnight_utc(now_ms - retention_ms)
     commits = sorted(
         ((lf.version, info) for lf, info in listing.log if lf.kind == LogFileKind.COMMIT),
@@ -571,16 +756,15 @@ def plan_cleanup(
     if cutoff_v is None:
         return CleanupPlan(
             **common, enabled=True, cutoff_timestamp=cutoff_ts, cutoff_version=None,
-            checkpoint_version=None,
+            checkpoint_version=None, temp_files=temp,
             reason=f"no commit is older than the cutoff {_iso(cutoff_ts)}; nothing deleted",
         )
 
     messages: list[str] = []
-    sidecar_names = set(listing.sidecars)
     complete = _complete_checkpoints(listing.log, None)  # newest first
-    checkpoint = _first_usable(
-        storage, [c for c in complete if c.version <= cutoff_v], sidecar_names, messages
-    )
+    candidates = [c for c in complete if c.version <= cutoff_v]
+    problems: list[CorruptLogError] = []
+    checkpoint = _first_usable(storage, candidates, messages, problems)
     checkpoint_v = checkpoint.version if checkpoint is not None else None
     oldest = min(
         (lf.start_version if lf.kind == LogFileKind.COMPACTION else lf.version)
@@ -591,13 +775,22 @@ def plan_cleanup(
         write_at = checkpoint_v = cutoff_v
         messages.append(f"a checkpoint is written at the cutoff version {cutoff_v} first")
     if checkpoint_v is None:
+        if problems:
+            bad = problems[0]
+            raise CorruptLogError(
+                f"refusing to clean up: no checkpoint at or before the cutoff version "
+                f"{cutoff_v} can be read, so nothing older is provably unneeded; the newest "
+                f"one is unusable: {bad.reason}. Nothing was deleted; repair or remove that "
+                "checkpoint, or write a new one (ensure_checkpoint / --ensure-checkpoint)",
+                table=table, version=bad.version, file=bad.file,
+            )
         return CleanupPlan(
             **{**common, "write_checkpoint_at": write_at}, enabled=True,
             cutoff_timestamp=cutoff_ts, cutoff_version=cutoff_v, checkpoint_version=None,
             reason=f"no complete checkpoint at or before the cutoff version {cutoff_v}; the "
             "spec requires one for the oldest kept version, so nothing is deleted (write one "
             "with ensure_checkpoint / --ensure-checkpoint)",
-            messages=tuple(messages),
+            messages=tuple(messages), temp_files=temp,
         )
 
     # Log files (and their Hadoop side checksums), oldest first.
@@ -611,14 +804,14 @@ def plan_cleanup(
     ]
     doomed.sort()
     files = [p for _, p in doomed]
+    if checkpoint is not None and write_at is None:
+        _prove_reachable(storage, listing, complete, checkpoint, set(files), segment.version)
 
     # _last_checkpoint must never name a checkpoint that is gone.
     last_cp = None
     hint, _problem = read_last_checkpoint(storage)
     if hint is not None and hint.version < checkpoint_v:
-        newest = _first_usable(
-            storage, [c for c in complete if c.version >= checkpoint_v], sidecar_names, []
-        )
+        newest = _first_usable(storage, [c for c in complete if c.version >= checkpoint_v], [], [])
         if newest is not None:
             last_cp = _last_checkpoint_for(storage, newest, listing.sidecars)
             messages.append(
@@ -643,22 +836,61 @@ def plan_cleanup(
            "write_checkpoint_at": write_at},
         enabled=True, cutoff_timestamp=cutoff_ts, cutoff_version=cutoff_v,
         checkpoint_version=checkpoint_v, reason=reason, messages=tuple(messages),
+        temp_files=temp,
     )
 
 
 def _first_usable(
     storage: Storage,
     checkpoints: Sequence[CheckpointFiles],
-    sidecar_names: set[str],
     messages: list[str],
+    problems: list[CorruptLogError],
 ) -> CheckpointFiles | None:
-    """The first checkpoint of `checkpoints` (newest first) that can be relied on."""
+    """The first checkpoint of `checkpoints` (newest first) that reads in full."""
     for cp in checkpoints:
-        problem = _usable(storage, cp, sidecar_names)
+        problem = _unusable(storage, cp)
         if problem is None:
             return cp
-        messages.append(f"checkpoint {cp.identity} is not usable: {problem}")
+        problems.append(problem)
+        messages.append(
+            f"checkpoint {cp.identity} is not usable ({problem}); an older one is kept instead"
+        )
     return None
+
+
+def _prove_reachable(
+    storage: Storage,
+    listing: _Listing,
+    complete: Sequence[CheckpointFiles],
+    keep: CheckpointFiles,
+    doomed: set[str],
+    latest: int,
+) -> None:
+    """Refuse unless the log left behind reaches `latest` from `keep` (validated) through
+    commits and compactions alone: then every version from `keep` on can be rebuilt
+    whichever other checkpoint turns out to be unreadable."""
+    remaining = [(lf, info) for lf, info in listing.log if info.path not in doomed]
+    others = frozenset(c.identity for c in complete if c.identity != keep.identity)
+    try:
+        seg = build_log_segment(storage, listing=remaining, exclude_checkpoints=others)
+    except DeltaOpsError as exc:
+        raise CorruptLogError(
+            f"refusing to clean up: after deleting the planned files the log would not reach "
+            f"the latest version {latest} from the checkpoint at version {keep.version}: "
+            f"{exc.reason}. Nothing was deleted",
+            table=storage.root, version=exc.version, file=exc.file,
+        ) from exc
+    if (
+        seg.checkpoint is None
+        or seg.checkpoint.identity != keep.identity
+        or seg.version != latest
+    ):
+        raise CorruptLogError(
+            f"refusing to clean up: the log left behind would rebuild version {seg.version} "
+            f"from checkpoint {seg.checkpoint_version}, not the latest version {latest} from "
+            f"the checkpoint kept at version {keep.version}. Nothing was deleted",
+            table=storage.root, version=keep.version, file=keep.files[0].path,
+        )
 
 
 def _plan_sidecars(
@@ -696,7 +928,11 @@ def _plan_sidecars(
 
 
 
-def _result(plan: CleanupPlan, *, dry_run: bool, written: int | None) -> CleanupResult:
+
+
+def _result(
+    plan: CleanupPlan, *, dry_run: bool, written: int | None, last_checkpoint_updated: bool
+) -> CleanupResult:
     return CleanupResult(
         table=plan.table,
         cutoff_timestamp=plan.cutoff_timestamp,
@@ -708,9 +944,10 @@ def _result(plan: CleanupPlan, *, dry_run: bool, written: int | None) -> Cleanup
         retention_hours=plan.retention_ms / 3_600_000,
         enabled=plan.enabled,
         checkpoint_written=written,
-        last_checkpoint_updated=plan.last_checkpoint is not None,
+        last_checkpoint_updated=last_checkpoint_updated,
         reason=plan.reason,
         messages=plan.messages,
+        temp_files=plan.temp_files,
     )
 
 
@@ -722,53 +959,85 @@ def cleanup_metadata(
     dry_run: bool = False,
     now_ms: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    force_retention: bool = False,
+    allow_catalog_managed: bool = False,
 ) -> CleanupResult:
-    """Delete expired log files and unreferenced sidecars (spec "Metadata Cleanup").
+    """Delete expired log files and unreferenced sidecars (spec "Metadata Cleanup"), and
+    temporary files killed writers left in `_delta_log` once older than the retention.
 
     Args:
         table_or_storage: A `DeltaTable`, a `Storage`, or a table URI.
-        retention: Log retention instead of `delta.logRetentionDuration` (default 30 days).
+        retention: Log retention instead of `delta.logRetentionDuration` (default 30 days);
+            a shorter one than the table's needs `force_retention`.
         ensure_checkpoint: When there is no checkpoint at the cutoff version, write one
             there first, so that everything before it can go.
         dry_run: Only report what would be deleted.
         now_ms: Current time in ms since the epoch (default: the system clock).
         storage_options: Used when `table_or_storage` is a URI.
+        force_retention: Allow a `retention` shorter than `delta.logRetentionDuration`
+            (versions readers may still time travel to are deleted).
+        allow_catalog_managed: Clean up a catalog-managed table; only when the managing
+            catalog permits metadata cleanup.
 
     Returns:
         The result; "nothing to do" (disabled, nothing old enough, no checkpoint) is a
         normal result whose `reason` says why.
 
     Raises:
+        RetentionError: `retention` shorter than the table's log retention, not forced
+            (nothing deleted).
         UnsupportedFeatureError: Unknown or unsupported table features (nothing deleted).
+        CorruptLogError: No checkpoint at or before the cutoff reads in full (nothing
+            deleted); names the table, version and the unreadable file.
         StorageError: A deletion or write failed (files deleted before it stay deleted;
             every kept version is still readable and a re-run finishes the job).
     """
     storage = Storage.of(table_or_storage, storage_options)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    options = {"force_retention": force_retention, "allow_catalog_managed": allow_catalog_managed}
     plan = plan_cleanup(
-        storage, now_ms=now, retention=retention, ensure_checkpoint=ensure_checkpoint
+        storage, now_ms=now, retention=retention, ensure_checkpoint=ensure_checkpoint, **options
     )
     written = plan.write_checkpoint_at
     if dry_run:
-        return _result(plan, dry_run=True, written=written)
+        return _result(
+            plan, dry_run=True, written=written,
+            last_checkpoint_updated=plan.last_checkpoint is not None,
+        )
     if written is not None:
         from delta_ops.maintenance.checkpoint import write_checkpoint
 
         write_checkpoint(storage, version=written, now_ms=now)
-        plan = plan_cleanup(storage, now_ms=now, retention=retention, ensure_checkpoint=False)
+        plan = plan_cleanup(
+            storage, now_ms=now, retention=retention, ensure_checkpoint=False, **options
+        )
         plan = replace(plan, messages=(
             f"wrote a checkpoint at the cutoff version {written}", *plan.messages
         ))
-    _apply(storage, plan)
-    return _result(plan, dry_run=False, written=written)
+    updated = apply_cleanup(storage, plan)
+    return _result(plan, dry_run=False, written=written, last_checkpoint_updated=updated)
 
 
-def _apply(storage: Storage, plan: CleanupPlan) -> None:
+def apply_cleanup(storage: Storage, plan: CleanupPlan) -> bool:
+    """Carry out a plan from `plan_cleanup`: move `_last_checkpoint` forward (never back:
+    a newer one written since the plan is kept), then delete `plan.files` one at a time in
+    order (a crash leaves a prefix deleted and the rest in place), then the temporary files.
+
+    Returns:
+        Whether `_last_checkpoint` was written.
+    """
+    from delta_ops.maintenance.checkpoint.last_checkpoint import advance_last_checkpoint
+
+    updated = False
     if plan.last_checkpoint is not None:
-        storage.put_atomic(f"{LOG_DIR}/{LAST_CHECKPOINT}", plan.last_checkpoint.to_json_bytes())
-    # One at a time, in order: a crash leaves a prefix deleted and the rest in place.
+        updated = advance_last_checkpoint(
+            storage, plan.last_checkpoint, replace_same_version=False
+        )
     for path in plan.files:
         storage.delete(path)
+    for path in plan.temp_files:
+        storage.delete(path)
+    return updated
 
 
 def describe(result: CleanupResult) -> str:
@@ -787,6 +1056,9 @@ def describe(result: CleanupResult) -> str:
         )
     lines.append(f"{verb} {result.num_files} files")
     lines += [f"  {p}" for p in result.files]
+    if result.temp_files:
+        lines.append(f"{verb} {len(result.temp_files)} leftover temporary files of writers")
+        lines += [f"  {p}" for p in result.temp_files]
     if result.reason:
         lines.append(result.reason)
     lines += result.messages
