@@ -3,6 +3,12 @@
 Spec section: "Last Checkpoint File" (version, size, parts, sizeInBytes, numOfAddFiles,
 checkpointSchema, checksum; V2 details as Spark writes them under `v2Checkpoint`). The file
 only ever moves to a newer version; it is written after the checkpoint it names is complete.
+
+`advance_last_checkpoint` is the only writer of the file in delta_ops: the checkpoint writer
+and metadata cleanup both go through it. It reads, compares and then writes, so a writer that
+publishes a newer hint in the instant between another's read and write can still be
+overwritten (storage has no compare-and-swap for it); the hint is only a hint, and readers
+list past it, so that costs a longer listing, never a wrong state.
 """
 
 from __future__ import annotations
