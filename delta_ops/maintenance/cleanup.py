@@ -34,8 +34,8 @@ Crash safety: `_last_checkpoint` is moved forward first when it names a checkpoi
 about to go (through the forward-only writer: a newer one written meanwhile is kept); then
 files go oldest version first (within a version: compactions, the commit, its checksum, and
 the checkpoint last, each Hadoop side file just before its file); sidecars and writers'
-temporary files go last. Every version from `cutOffCheckpoint` on stays readable at every step, and a re-run
-finishes an interrupted run.
+temporary files go last. Every version from `cutOffCheckpoint` on stays readable at every
+step, and a re-run finishes an interrupted run.
 
 No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (newest
 commits first, then the checkpoint's protocol/metaData columns), the checkpoint kept (read in
@@ -81,6 +81,7 @@ __all__ = [
     "CleanupResult",
     "DAY_MS",
     "apply_cleanup",
+    "checked_retention",
     "cleanup_metadata",
     "is_writer_temp_file",
     "midnight_utc",
@@ -349,13 +350,16 @@ def _sidecars_of(storage: Storage, lf: LogFile, info: FileInfo) -> tuple[str, ..
     return _file_facts(storage, lf, info, counts=False).sidecars
 
 
-def _unusable(storage: Storage, checkpoint: CheckpointFiles) -> CorruptLogError | None:
+def _unusable(
+    storage: Storage, checkpoint: CheckpointFiles, sidecars: Mapping[str, FileInfo]
+) -> CorruptLogError | None:
     """Why a complete checkpoint cannot be relied on, or None when it can.
 
-    The checkpoint is read in full by the log reader (`read_checkpoint`): every part and
-    every sidecar decoded as Parquet or JSON, the add and remove rows conformed to their
-    schemas; then its protocol and metaData must be there and well formed. The error names
-    the file at fault where one is.
+    The checkpoint is read by the log reader (`read_checkpoint`): every part and every
+    sidecar decoded as Parquet or JSON, the add and remove rows conformed to their schemas;
+    its protocol and metaData must be there and well formed. Then every Parquet file of it is
+    decoded once more column by column, the columns the reader skips as all null included
+    (other readers decode those too). The error names the file at fault where one is.
     """
     table = storage.root
     for info in checkpoint.files:
@@ -399,6 +403,32 @@ def _unusable(storage: Storage, checkpoint: CheckpointFiles) -> CorruptLogError 
         return CorruptLogError(
             f"checkpoint metaData schema does not parse: {exc}", table=table,
             version=checkpoint.version, file=first,
+        )
+    parquet = [info.path for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True)
+               if lf.format != "json"]
+    parquet += [sidecars[n].path for n in map(_sidecar_name, content.sidecars) if n in sidecars]
+    for path in parquet:
+        problem = _decode_every_column(storage, path, checkpoint.version)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _decode_every_column(storage: Storage, path: str, version: int) -> CorruptLogError | None:
+    """Decode every column of every row group of a Parquet file (results dropped)."""
+    try:
+        with storage.open_input(path) as fh:
+            for _batch in pq.ParquetFile(fh).iter_batches(batch_size=65_536):
+                pass
+    except (OSError, pa.ArrowException) as exc:
+        return CorruptLogError(
+            f"checkpoint file cannot be read as Parquet: {exc}", table=storage.root,
+            version=version, file=path,
+        )
+    except DeltaOpsError as exc:
+        return CorruptLogError(
+            f"checkpoint file could not be read: {exc}", table=storage.root, version=version,
+            file=path,
         )
     return None
 
@@ -764,7 +794,7 @@ def plan_cleanup(
     complete = _complete_checkpoints(listing.log, None)  # newest first
     candidates = [c for c in complete if c.version <= cutoff_v]
     problems: list[CorruptLogError] = []
-    checkpoint = _first_usable(storage, candidates, messages, problems)
+    checkpoint = _first_usable(storage, candidates, listing.sidecars, messages, problems)
     checkpoint_v = checkpoint.version if checkpoint is not None else None
     oldest = min(
         (lf.start_version if lf.kind == LogFileKind.COMPACTION else lf.version)
@@ -811,7 +841,9 @@ def plan_cleanup(
     last_cp = None
     hint, _problem = read_last_checkpoint(storage)
     if hint is not None and hint.version < checkpoint_v:
-        newest = _first_usable(storage, [c for c in complete if c.version >= checkpoint_v], [], [])
+        newest = _first_usable(
+            storage, [c for c in complete if c.version >= checkpoint_v], listing.sidecars, [], []
+        )
         if newest is not None:
             last_cp = _last_checkpoint_for(storage, newest, listing.sidecars)
             messages.append(
@@ -843,12 +875,13 @@ def plan_cleanup(
 def _first_usable(
     storage: Storage,
     checkpoints: Sequence[CheckpointFiles],
+    sidecars: Mapping[str, FileInfo],
     messages: list[str],
     problems: list[CorruptLogError],
 ) -> CheckpointFiles | None:
     """The first checkpoint of `checkpoints` (newest first) that reads in full."""
     for cp in checkpoints:
-        problem = _unusable(storage, cp)
+        problem = _unusable(storage, cp, sidecars)
         if problem is None:
             return cp
         problems.append(problem)
