@@ -9,9 +9,12 @@ points past v or at a checkpoint that is not there, the segment is found by list
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import orjson
 
 from delta_ops.errors import CorruptLogError, NotATableError, StorageError, VersionNotFoundError
 from delta_ops.protocol import filenames
@@ -95,8 +98,10 @@ def read_last_checkpoint(storage: Storage) -> tuple[LastCheckpoint | None, str |
         return None, f"_last_checkpoint could not be read: {exc}"
     try:
         hint = parse_last_checkpoint(data)
+    except orjson.JSONDecodeError as exc:
+        return None, f"_last_checkpoint is not valid JSON ({exc}); listed the log instead"
     except ValueError as exc:
-        return None, f"_last_checkpoint is not valid JSON: {exc}"
+        return None, f"{exc}; listed the log instead"
     if hint.checksum_valid is False:
         return None, "_last_checkpoint checksum does not match its content"
     return hint, None
@@ -298,34 +303,46 @@ def _cover(
     """The fewest commits and compactions that cover versions start..target exactly.
 
     A shortest path over positions start..target+1: commit v is an edge v -> v+1, and the
-    compaction x.y an edge x -> y+1. Positions only grow, so one pass in order is enough.
-    On ties a commit is preferred to a compaction (commits come first and only a strictly
-    shorter path replaces a found one). Unlike picking the longest compaction at each
-    position, this finds a cover whenever one exists (e.g. 0-4 + 5-15 when commits are gone
-    and 0-10 would strand version 11) and never reads more files than needed.
+    compaction x.y an edge x -> y+1. Positions only grow, so visiting the reachable
+    positions in increasing order is enough. On ties a commit is preferred to a compaction
+    (commits come first and only a strictly shorter path replaces a found one). Unlike
+    picking the longest compaction at each position, this finds a cover whenever one exists
+    (e.g. 0-4 + 5-15 when commits are gone and 0-10 would strand version 11) and never
+    reads more files than needed.
+
+    Only positions that files start or end at are visited, never the numbers in between:
+    the work is proportional to the number of files, so a far version (a valid name such
+    as `09223372036854775807.json` after version 13) is reported as a gap at once.
     """
     edges: dict[int, list[tuple[int, Delta]]] = defaultdict(list)
-    for v in range(start, target + 1):
-        if v in commits:
+    for v in sorted(commits):
+        if start <= v <= target:
             edges[v].append((v + 1, Delta(v, v, commits[v])))
     for lf, info in compactions:
         if start <= lf.start_version and lf.version <= target:
             delta = Delta(lf.start_version, lf.version, info)
             edges[lf.start_version].append((lf.version + 1, delta))
     best: dict[int, tuple[int, int, Delta | None]] = {start: (0, -1, None)}
-    for pos in range(start, target + 1):
-        if pos not in best:
-            continue
+    frontier = [start]
+    while frontier:
+        pos = heapq.heappop(frontier)
         hops = best[pos][0] + 1
         for nxt, delta in edges.get(pos, ()):
-            if nxt not in best or hops < best[nxt][0]:
+            if nxt not in best:
+                heapq.heappush(frontier, nxt)
+                best[nxt] = (hops, pos, delta)
+            elif hops < best[nxt][0]:
                 best[nxt] = (hops, pos, delta)
     if target + 1 not in best:
         # The furthest reachable position has no commit (else the next one would be reachable).
         missing = max(p for p in best if p <= target)
+        after = min((p for p in edges if p > missing), default=None)
+        resumes = ""
+        if after is not None:
+            resumes = f"; the log resumes at version {after} ({edges[after][0][1].file.path})"
         raise CorruptLogError(
             f"versions are not contiguous: commit {missing} is missing between "
-            f"{missing - 1 if missing else 'the start'} and {target}",
+            f"{missing - 1 if missing else 'the start'} and {target}{resumes}",
             table=table, version=missing, file=f"{LOG_DIR}/{filenames.commit_name(missing)}",
         )
     out: list[Delta] = []

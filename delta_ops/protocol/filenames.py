@@ -15,6 +15,9 @@ LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
 LAST_CHECKPOINT = "_last_checkpoint"
 VERSION_DIGITS = 20
+#: The largest table version: versions are Java longs in every writer (delta-spark,
+#: delta-kernel, delta-rs), so a 20-digit name above this was not written by one.
+MAX_VERSION = 2**63 - 1
 
 
 class LogFileKind(str, Enum):
@@ -80,8 +83,18 @@ def parse(name: str) -> LogFile | None:
     """Parse a `_delta_log` file name; None for anything that is not a Delta log file.
 
     Hadoop side files (`.00000000000000000000.json.crc`), `_last_checkpoint`, temporary
-    files and directories are not log files and give None.
+    files and directories are not log files and give None. So are names whose version is
+    above `MAX_VERSION` (e.g. `99999999999999999999.json`): no writer can produce such a
+    version, so the file is stray, not a commit. A valid name far beyond the next version
+    is a log file, and the reader reports the gap before it.
     """
+    lf = _parse(name)
+    if lf is None or lf.version > MAX_VERSION:
+        return None
+    return lf
+
+
+def _parse(name: str) -> LogFile | None:
     if not name or not name[0].isdigit():
         return None
     if m := _COMMIT.match(name):

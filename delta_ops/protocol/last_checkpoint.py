@@ -102,11 +102,70 @@ class LastCheckpoint:
         return orjson.dumps(self.raw)
 
 
+#: The largest version a writer can produce (a Java long), as in `filenames.MAX_VERSION`.
+_MAX_VERSION = 2**63 - 1
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def last_checkpoint_problem(obj: Any) -> str | None:
+    """Why parsed `_last_checkpoint` JSON cannot serve as a hint, or None when it can.
+
+    The spec's fields: `version` (required, a table version: an integer from 0 to 2^63-1),
+    `size` (number of actions, >= 0), `parts` (number of parts, >= 1), `sizeInBytes` and
+    `numOfAddFiles` (>= 0), `checkpointSchema` and `v2Checkpoint` (objects), `checksum`
+    (a string). Optional fields may be absent or null; unknown fields are allowed.
+    """
+    if not isinstance(obj, dict):
+        return f"it is a JSON {type(obj).__name__}, not an object"
+    version = obj.get("version")
+    if not _is_int(version):
+        return f"'version' is {_kind(version)}, not an integer"
+    if not 0 <= version <= _MAX_VERSION:
+        return f"'version' {version} is not a table version (0 to {_MAX_VERSION})"
+    for name, low in (("size", 0), ("parts", 1), ("sizeInBytes", 0), ("numOfAddFiles", 0)):
+        value = obj.get(name)
+        if value is None:
+            continue
+        if not _is_int(value):
+            return f"{name!r} is {_kind(value)}, not an integer"
+        if not low <= value <= _MAX_VERSION:
+            return f"{name!r} is {value}, out of range (at least {low})"
+    for name, kind in (("checkpointSchema", dict), ("v2Checkpoint", dict), ("checksum", str)):
+        value = obj.get(name)
+        if value is not None and not isinstance(value, kind):
+            return f"{name!r} is {_kind(value)}, not {'an object' if kind is dict else 'a string'}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "missing"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
 def parse_last_checkpoint(data: bytes) -> LastCheckpoint:
-    """Parse `_last_checkpoint` bytes; ValueError when it is not a JSON object with a version."""
+    """Parse `_last_checkpoint` bytes.
+
+    Raises:
+        ValueError: not JSON, or content that cannot be a hint (see
+            `last_checkpoint_problem`): a negative or non-integer version, a negative size,
+            zero parts, a field of the wrong type...
+    """
     obj = orjson.loads(data)
-    if not isinstance(obj, dict) or not isinstance(obj.get("version"), int):
-        raise ValueError("_last_checkpoint is not a JSON object with an integer 'version'")
+    problem = last_checkpoint_problem(obj)
+    if problem is not None:
+        raise ValueError(f"_last_checkpoint is unusable: {problem}")
     return LastCheckpoint(
         version=obj["version"],
         size=obj.get("size"),
