@@ -102,3 +102,9 @@ class CommitRetriesExhaustedError(CommitConflictError):
 
 class ChecksumMismatchError(DeltaOpsError):
     """A version checksum (.crc) does not match the recomputed table state."""
+
+
+class UnsafeDeletionError(DeltaOpsError):
+    """A destructive operation could not prove a file safe to delete (it may be referenced
+    under another spelling of its path, lie outside the table root, or be reached through
+    a symbolic link); nothing was deleted."""

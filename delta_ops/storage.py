@@ -97,6 +97,16 @@ class _Backend(ABC):
     #: small reads) go faster from several threads; see `Storage.latency_bound`.
     latency_bound: bool = True
 
+    def without_links(self) -> _Backend:
+        """This backend listing without following symbolic links (object stores have
+        none: the backend itself)."""
+        return self
+
+    def link_hazards(self, native_base: str, rels: list[str]) -> list[tuple[str, str]]:
+        """(path, reason) of each of `rels` (below `native_base`) that is not a regular
+        file reached without a symbolic link; missing files are no hazard."""
+        return []
+
     @abstractmethod
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         """(name, size, mtime_ms) of the files directly inside `native_dir`."""
@@ -181,17 +191,59 @@ class _LocalBackend(_Backend):
     listing_has_stats = False
     latency_bound = False
 
+    def __init__(self, *, follow_symlinks: bool = True) -> None:
+        self.follow = follow_symlinks
+
+    def without_links(self) -> _Backend:
+        return self if not self.follow else _NO_LINKS
+
+    def _linked_top(self, native_dir: str) -> bool:
+        """Whether a listing that does not follow links must not enter `native_dir`."""
+        return not self.follow and os.path.islink(native_dir.rstrip("/") or "/")
+
+    def link_hazards(self, native_base: str, rels: list[str]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        base = native_base.rstrip("/")
+        real_base = os.path.realpath(base)
+        parents: dict[str, str | None] = {}
+        for rel in rels:
+            head, _, _name = rel.rpartition("/")
+            if head not in parents:
+                expected = f"{real_base}/{head}" if head else real_base
+                real = os.path.realpath(f"{base}/{head}" if head else base)
+                parents[head] = (
+                    None if real == expected
+                    else f"its directory resolves to {real!r}, not below the table root "
+                    "without a symbolic link"
+                )
+            problem = parents[head]
+            if problem is None:
+                try:
+                    st = os.lstat(f"{base}/{rel}")
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    problem = "it is a symbolic link"
+                elif not _is_regular(st.st_mode):
+                    problem = "it is not a regular file"
+            if problem is not None:
+                out.append((rel, problem))
+        return out
+
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         out: list[tuple[str, int, int]] = []
+        if self._linked_top(native_dir):
+            return out
+        follow = self.follow
         try:
             with os.scandir(native_dir) as entries:
                 for entry in entries:
                     if start is not None and entry.name < start:
                         continue
                     try:
-                        if not entry.is_file():
+                        if not entry.is_file(follow_symlinks=follow):
                             continue
-                        st = entry.stat()
+                        st = entry.stat(follow_symlinks=follow)
                     except FileNotFoundError:  # deleted while we listed
                         continue
                     out.append((entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
@@ -200,14 +252,14 @@ class _LocalBackend(_Backend):
         return out
 
     def walk(self, native_dir: str) -> Iterator[tuple[str, int, int]]:
-        if not os.path.isdir(native_dir):
+        if not os.path.isdir(native_dir) or self._linked_top(native_dir):
             return
         prefix_len = len(native_dir.rstrip("/")) + 1
         for dirpath, _dirnames, filenames in os.walk(native_dir, onerror=_raise_unless_missing):
             rel_dir = dirpath[prefix_len:]
             for name in filenames:
                 try:
-                    st = os.stat(os.path.join(dirpath, name))
+                    st = os.stat(os.path.join(dirpath, name), follow_symlinks=self.follow)
                 except FileNotFoundError:
                     continue
                 if not _is_regular(st.st_mode):
@@ -218,11 +270,14 @@ class _LocalBackend(_Backend):
     def list_names(self, native_dir: str, start: str | None) -> list[str]:
         # is_file() follows symlinks like the stat of `list_dir`; it reads the entry's
         # d_type, with no syscall, except for symlinks (and file systems without d_type).
+        if self._linked_top(native_dir):
+            return []
+        follow = self.follow
         try:
             with os.scandir(native_dir) as entries:
                 return [
                     e.name for e in entries
-                    if (start is None or e.name >= start) and e.is_file()
+                    if (start is None or e.name >= start) and e.is_file(follow_symlinks=follow)
                 ]
         except (FileNotFoundError, NotADirectoryError):
             return []
@@ -232,8 +287,9 @@ class _LocalBackend(_Backend):
         # a file is told apart by its d_type instead of a stat: `is_file()` follows
         # symlinks, and is False for what `walk` skips as not regular (FIFOs, sockets,
         # broken links). `stat_files` checks again, since anything may change meanwhile.
-        if not os.path.isdir(native_dir):
+        if not os.path.isdir(native_dir) or self._linked_top(native_dir):
             return
+        follow = self.follow
         pending = [""]
         base = native_dir.rstrip("/")
         while pending:
@@ -246,7 +302,7 @@ class _LocalBackend(_Backend):
             names: list[str] = []
             with entries:
                 for entry in entries:
-                    if entry.is_file():
+                    if entry.is_file(follow_symlinks=follow):
                         names.append(entry.name)
                         continue
                     try:
@@ -272,9 +328,9 @@ class _LocalBackend(_Backend):
             for name in names:
                 try:
                     if fd is None:
-                        st = os.stat(f"{base}/{name}")
+                        st = os.stat(f"{base}/{name}", follow_symlinks=self.follow)
                     else:
-                        st = os.stat(name, dir_fd=fd)
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=self.follow)
                 except (FileNotFoundError, NotADirectoryError):  # deleted since listed
                     continue
                 if _is_regular(st.st_mode):
@@ -285,9 +341,12 @@ class _LocalBackend(_Backend):
         return out
 
     def list_subdirs(self, native_dir: str) -> list[str]:
+        if self._linked_top(native_dir):
+            return []
+        follow = self.follow
         try:
             with os.scandir(native_dir) as entries:
-                return [e.name for e in entries if e.is_dir()]
+                return [e.name for e in entries if e.is_dir(follow_symlinks=follow)]
         except (FileNotFoundError, NotADirectoryError):
             return []
 
@@ -297,7 +356,7 @@ class _LocalBackend(_Backend):
 
     def info(self, native: str) -> tuple[int, int] | None:
         try:
-            st = os.stat(native)
+            st = os.stat(native, follow_symlinks=self.follow)
         except (FileNotFoundError, NotADirectoryError):
             return None
         if not _is_regular(st.st_mode):
@@ -383,7 +442,9 @@ class _LocalBackend(_Backend):
         return True
 
     def remove_empty_dirs(self, native_dir: str) -> list[str]:
-        if not os.path.isdir(native_dir):
+        # Never through a symbolic link: not into a linked directory (os.walk does not
+        # follow them below), and not when the directory itself is one.
+        if not os.path.isdir(native_dir) or os.path.islink(native_dir.rstrip("/") or "/"):
             return []
         prefix_len = len(native_dir.rstrip("/")) + 1
         removed: list[str] = []
@@ -401,6 +462,8 @@ class _LocalBackend(_Backend):
             removed.append(rel)
         return removed
 
+
+_NO_LINKS = _LocalBackend(follow_symlinks=False)
 
 # Whether files can be stat'ed relative to an open directory here (not on Windows).
 _STAT_DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
@@ -1161,6 +1224,7 @@ class Storage:
         start: str | None = None,
         *,
         exclude: Container[str] | None = None,
+        follow_symlinks: bool = True,
     ) -> list[FileInfo]:
         """Files (not directories) directly inside a directory, sorted by path.
 
@@ -1170,6 +1234,8 @@ class Storage:
                 order are returned. On S3 the listing starts at that key.
             exclude: Paths (relative to the root) to leave out. On the local file system
                 only the names of excluded files are read: no ``stat`` is spent on them.
+            follow_symlinks: False lists what may be deleted: no symbolic link is listed
+                or followed, and a directory reached through one lists as empty.
 
         Returns:
             The files, sorted by path in byte order; [] when the directory is missing.
@@ -1180,7 +1246,9 @@ class Storage:
         rel = self._clean(directory, directory=True)
         native = self._native(rel)
         prefix = f"{rel}/" if rel else ""
-        backend = self._backend
+        backend = self._lister(rel, follow_symlinks)
+        if backend is None:
+            return []
         try:
             if exclude is not None and not backend.listing_has_stats:
                 names = [
@@ -1201,7 +1269,11 @@ class Storage:
         )
 
     def walk(
-        self, directory: str = "", *, exclude: Container[str] | None = None
+        self,
+        directory: str = "",
+        *,
+        exclude: Container[str] | None = None,
+        follow_symlinks: bool = True,
     ) -> Iterator[FileInfo]:
         """Every file below a directory, recursively, in no particular order.
 
@@ -1209,6 +1281,9 @@ class Storage:
             directory: Directory relative to the root ('' for the whole root).
             exclude: Paths (relative to the root) to leave out. On the local file system
                 only the names of excluded files are read: no ``stat`` is spent on them.
+            follow_symlinks: False walks what may be deleted: symbolic links are neither
+                yielded nor followed (symlinked directories are never entered; without
+                it, only those below `directory` are not).
 
         Yields:
             The files, with paths relative to the root.
@@ -1219,7 +1294,9 @@ class Storage:
         rel = self._clean(directory, directory=True)
         native = self._native(rel)
         prefix = f"{rel}/" if rel else ""
-        backend = self._backend
+        backend = self._lister(rel, follow_symlinks)
+        if backend is None:
+            return
         try:
             if exclude is not None and not backend.listing_has_stats:
                 base = native.rstrip("/")
@@ -1237,11 +1314,13 @@ class Storage:
         except backend.errors as exc:
             raise self._fail("walk directory", rel, exc) from exc
 
-    def list_subdirs(self, directory: str = "") -> list[str]:
+    def list_subdirs(self, directory: str = "", *, follow_symlinks: bool = True) -> list[str]:
         """Immediate subdirectories of a directory.
 
         Args:
             directory: Directory relative to the root ('' for the root).
+            follow_symlinks: False leaves out symbolic links to directories (and lists
+                nothing in a directory reached through one).
 
         Returns:
             Their paths relative to the root (just the names when `directory` is ''),
@@ -1251,12 +1330,52 @@ class Storage:
             StorageError: The listing failed.
         """
         rel = self._clean(directory, directory=True)
+        backend = self._lister(rel, follow_symlinks)
+        if backend is None:
+            return []
         try:
-            names = self._backend.list_subdirs(self._native(rel))
+            names = backend.list_subdirs(self._native(rel))
         except self._backend.errors as exc:
             raise self._fail("list subdirectories of", rel, exc) from exc
         prefix = f"{rel}/" if rel else ""
         return sorted(prefix + name for name in names)
+
+    def _lister(self, rel: str, follow_symlinks: bool) -> _Backend | None:
+        """The backend to list `rel` with; None when links are not followed and some
+        directory between the root and `rel` (the root excluded) is a symbolic link."""
+        if follow_symlinks:
+            return self._backend
+        backend = self._backend.without_links()
+        if rel and backend is not self._backend:
+            parts = rel.split("/")
+            for i in range(1, len(parts) + 1):
+                if os.path.islink(self._native("/".join(parts[:i]))):
+                    return None
+        return backend
+
+    def deletion_hazards(self, paths: Iterable[str]) -> list[tuple[str, str]]:
+        """Why each of `paths` may not be deleted as the file its path names, if it may not.
+
+        Locally a path is safe when it is a regular file (not a symbolic link) and its
+        directory's real path is the root's real path joined with the path's directories
+        (no symbolic link on the way, nothing outside the root). Object stores have no
+        links: every valid path is safe there. Missing files are no hazard.
+
+        Args:
+            paths: File paths relative to the root.
+
+        Returns:
+            (path, reason) for each unsafe path, in input order.
+
+        Raises:
+            StorageError: A path is not a valid relative path.
+        """
+        rels = [self._clean(p, directory=False) for p in paths]
+        try:
+            return self._backend.link_hazards(self._base, rels)
+        except self._backend.errors as exc:
+            raise StorageError(f"cannot check files before deleting them: {exc}",
+                               file=self.root) from exc
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -1443,8 +1562,10 @@ class Storage:
     def remove_empty_dirs(self, directory: str = "") -> list[str]:
         """Remove the empty directories below a directory (never that directory itself).
 
-        A directory containing only empty directories is empty too. Object stores have
-        no directories: nothing to do there.
+        A directory containing only empty directories is empty too. Symbolic links are
+        never followed: a linked directory is neither entered nor removed, and nothing
+        happens when `directory` is reached through one. Object stores have no
+        directories: nothing to do there.
 
         Args:
             directory: Directory relative to the root ('' for the root).
@@ -1457,6 +1578,8 @@ class Storage:
             StorageError: A removal failed for another reason than non-emptiness.
         """
         rel = self._clean(directory, directory=True)
+        if self._lister(rel, False) is None:
+            return []  # reached through a symbolic link: never removed through it
         try:
             removed = self._backend.remove_empty_dirs(self._native(rel))
         except self._backend.errors as exc:

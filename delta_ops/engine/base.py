@@ -37,7 +37,8 @@ class Engine(ABC):
         """Every file below each of `directories` (relative; "" is the root, non-recursive
         for the root itself: only its direct files), as LISTING_SCHEMA sorted by path. Each
         directory other than "" is listed recursively. Hidden-directory rules are the
-        caller's."""
+        caller's. What is listed may be deleted, so symbolic links are neither listed nor
+        followed (a symlinked directory is not entered, a symlinked file not listed)."""
 
     @abstractmethod
     def find_unreferenced(

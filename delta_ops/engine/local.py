@@ -71,9 +71,10 @@ class LocalEngine(Engine):
         """The files below `directories` (as `list_files`) not in `exclude`, by path."""
 
         def one(directory: str) -> list[FileInfo]:
+            # What is listed here may be deleted: no symbolic link is listed or followed.
             if directory == "":
-                return storage.list_dir("", exclude=exclude)
-            return list(storage.walk(directory, exclude=exclude))
+                return storage.list_dir("", exclude=exclude, follow_symlinks=False)
+            return list(storage.walk(directory, exclude=exclude, follow_symlinks=False))
 
         if storage.latency_bound:
             parts = self._map(one, directories)

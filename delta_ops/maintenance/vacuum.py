@@ -42,9 +42,10 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import orjson
@@ -54,7 +55,12 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from delta_ops.engine.base import Engine
-from delta_ops.errors import CorruptLogError, DeletionVectorError, RetentionError
+from delta_ops.errors import (
+    CorruptLogError,
+    DeletionVectorError,
+    RetentionError,
+    UnsafeDeletionError,
+)
 from delta_ops.log.replay import (
     SidecarMissingError,
     parse_json_actions,
@@ -64,7 +70,14 @@ from delta_ops.log.replay import (
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
 from delta_ops.maintenance.cleanup import protocol_and_metadata
 from delta_ops.protocol import features, filenames
-from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, Metadata, canonical_path, file_keys
+from delta_ops.protocol.actions import (
+    DELETION_VECTOR_TYPE,
+    READER_PATTERN,
+    Metadata,
+    file_keys,
+    reader_key_array,
+    relative_key,
+)
 from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.protocol.filenames import LOG_DIR
@@ -89,8 +102,6 @@ _FEW_DIRS = 32
 CHANGE_DATA_DIR = "_change_data"
 # Names Spark treats as hidden although they would not be by their first character.
 _HIDDEN_NAMES = frozenset({"metadata"})
-_ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:/")
-_DOT_SEGMENTS = r"(^|/)\.{1,2}(/|$)|//"
 
 _ADD_REF_TYPE = pa.struct(
     [pa.field("path", pa.string()), pa.field("deletionVector", DELETION_VECTOR_TYPE)]
@@ -161,61 +172,17 @@ def _side_file(path: str) -> str:
     return f"{head}/.{name}.crc" if head else f".{name}.crc"
 
 
-def _relative(path: str) -> str | None:
-    """A canonical path as a safe path relative to the root, None when it points outside."""
-    if _ABSOLUTE.match(path) or path.startswith("/"):
-        return None
-    norm = posixpath.normpath(path) if re.search(_DOT_SEGMENTS, path) else path
-    if norm in (".", "..") or norm.startswith("../"):
-        return None
-    return norm
-
-
-def _relative_array(paths: pa.Array) -> pa.Array:
-    """`_relative` of each path, those pointing outside the root left out; only paths with
-    `.`/`..`/`//` segments go through Python."""
+def _relative_key_array(paths: pa.Array, root: str) -> pa.Array:
+    """`relative_key` of each path (the file the spec's reading names), those pointing
+    outside the root left out; only paths matching `READER_PATTERN` go through Python."""
+    paths = paths.cast(pa.string()).drop_null()
     if not len(paths):
         return paths
-    outside = pc.or_(
-        pc.match_substring_regex(paths, _ABSOLUTE.pattern), pc.starts_with(paths, "/")
-    )
-    if pc.any(outside).as_py():
-        paths = paths.filter(pc.invert(outside))
-    odd = pc.match_substring_regex(paths, _DOT_SEGMENTS)
+    odd = pc.match_substring_regex(paths, READER_PATTERN)
     if not pc.any(odd).as_py():
         return paths
-    fixed = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
+    fixed = [k for p in paths.filter(odd).to_pylist() if (k := relative_key(p, root)) is not None]
     return pa.concat_arrays([paths.filter(pc.invert(odd)), string_array(fixed)])
-
-
-def _with_normalized(paths: pa.Array) -> pa.Array:
-    """`paths` plus the dot-segment-free form of those that have `.`/`..`/`//` segments,
-    so that `a/../b.parquet` in the log protects `b.parquet`."""
-    if not len(paths):
-        return paths
-    odd = pc.match_substring_regex(paths, _DOT_SEGMENTS)
-    if not pc.any(odd).as_py():
-        return paths
-    extra = [n for p in paths.filter(odd).to_pylist() if (n := _relative(p)) is not None]
-    return pa.concat_arrays([paths, string_array(extra)])
-
-
-def _canonical_array(paths: pa.Array, root: str) -> pa.Array:
-    """Vectorized `canonical_path`: only paths with `%`, `:` or a leading `/` go through
-    Python."""
-    if not len(paths):
-        return paths.cast(pa.string())
-    needs = pc.or_(
-        pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, ":")),
-        pc.starts_with(paths, "/"),
-    )
-    if not pc.any(needs).as_py():
-        return paths
-    fixed = [
-        canonical_path(p, root) if n else p
-        for p, n in zip(paths.to_pylist(), needs.to_pylist(), strict=True)
-    ]
-    return string_array(fixed)
 
 
 # --------------------------------------------------------------------------------------
@@ -228,18 +195,24 @@ class FileReferences:
     """What the latest state references, split by what VACUUM may do with it.
 
     Attributes:
-        keep: canonical paths (files and DV files) of live adds and unexpired tombstones,
-            unique; paths outside the root may be among them (they never match a listing).
-        expired: canonical paths of expired tombstones and their DV files that nothing in
-            `keep` names (lite mode's candidates), unique, relative, inside the root.
+        keep: listing keys (`reader_keys`) of every file any reader may open for a path
+            (file or DV file) of a live add or an unexpired tombstone, unique.
+        expired: listing keys of the files expired tombstones (and their DV files) name,
+            by the spec's reading, that nothing in `keep` names (lite mode's candidates),
+            unique, sorted.
+        written: those paths of live adds and unexpired tombstones as written in the log
+            (DV files of `u` descriptors as resolved), unique: what the independent check
+            of the plan compares candidates with.
     """
 
     keep: pa.Array
     expired: pa.Array
+    written: pa.Array = field(default_factory=lambda: string_array([]))
 
 
 class _DvResolver:
-    """Turns (storageType, pathOrInlineDv) pairs into canonical DV file paths, cached."""
+    """Turns (storageType, pathOrInlineDv) pairs into DV file paths, cached: `u` ones
+    resolved against the root (relative), `p` ones as written."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -251,7 +224,7 @@ class _DvResolver:
         key = (storage_type, path)
         if key not in self.cache:
             if storage_type == "p":
-                self.cache[key] = canonical_path(path, self.root)
+                self.cache[key] = path  # as written: the caller maps it to listing keys
             else:
                 try:
                     prefix, uid = decode_uuid_path(path)
@@ -320,7 +293,7 @@ def _rows(
     path: pa.Array, is_add: pa.Array, ts: pa.Array, st: pa.Array, dvp: pa.Array, offset: pa.Array,
     root: str,
 ) -> pa.Table:
-    """File actions as rows keyed by (canonical path, DV unique id)."""
+    """File actions as rows keyed by (canonical path, DV unique id); `path` as written."""
     st = st.cast(pa.string())
     dv = pa.StructArray.from_arrays(
         [st, dvp.cast(pa.string()), offset.cast(pa.int32())],
@@ -329,7 +302,7 @@ def _rows(
     )
     keys = file_keys(pa.StructArray.from_arrays([path, dv], names=["path", "deletionVector"]), root)
     return pa.Table.from_arrays(
-        [keys, _canonical_array(path, root), is_add, ts.cast(pa.int64()), st, dv.field(1)],
+        [keys, path.cast(pa.string()), is_add, ts.cast(pa.int64()), st, dv.field(1)],
         names=list(_ROW_NAMES),
     )
 
@@ -527,7 +500,7 @@ def _read_checkpoint_refs(
             sidecars += s
     for name in sidecars:
         if "/" in name or ":" in name:
-            rel = _relative(canonical_path(name, root))
+            rel = relative_key(name, root)
             path = rel if rel is not None else filenames.sidecar_path(name.rsplit("/", 1)[-1])
         else:
             path = filenames.sidecar_path(name)
@@ -562,7 +535,7 @@ def _checkpoint_rows(storage: Storage, checkpoint: CheckpointFiles) -> pa.Table:
 
 
 def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
-    """Canonical paths of the DV files `rows` reference (each once)."""
+    """Paths of the DV files `rows` reference (each once; see `_DvResolver`)."""
     if not rows.num_rows:
         return []
     st = _column(rows, "st")
@@ -616,18 +589,19 @@ def file_references(
     live = pc.fill_null(live, _bool_scalar(False))
     kept, gone = rows.filter(live), rows.filter(pc.invert(live))
     resolve = _DvResolver(root)
-    keep = pa.concat_arrays([
-        _column(kept, "path"), string_array(_dv_paths(kept, resolve)),
+    written = pa.concat_arrays([
+        _column(kept, "path").cast(pa.string()), string_array(_dv_paths(kept, resolve)),
     ])
-    keep = pc.unique(_with_normalized(keep))
+    written = pc.unique(written.drop_null())
+    keep = pc.unique(reader_key_array(written, root))
     expired = pa.concat_arrays([
-        _column(gone, "path"), string_array(_dv_paths(gone, resolve)),
+        _column(gone, "path").cast(pa.string()), string_array(_dv_paths(gone, resolve)),
     ])
-    expired = pc.unique(_relative_array(expired.drop_null()))
+    expired = pc.unique(_relative_key_array(expired, root))
     if len(expired):
         expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
         expired = expired.take(pc.array_sort_indices(expired))
-    return FileReferences(keep=keep, expired=expired)
+    return FileReferences(keep=keep, expired=expired, written=written)
 
 
 # --------------------------------------------------------------------------------------
@@ -793,7 +767,8 @@ def _dirs_emptied(storage: Storage, deleted: Sequence[str], keep: pa.Array) -> l
 
 def _listing_dirs(storage: Storage, prefixes: tuple[str, ...]) -> list[str]:
     subdirs = [
-        d for d in storage.list_subdirs("") if d != LOG_DIR and not is_hidden(d, prefixes)
+        d for d in storage.list_subdirs("", follow_symlinks=False)
+        if d != LOG_DIR and not is_hidden(d, prefixes)
     ]
     return ["", *subdirs]
 
@@ -834,13 +809,28 @@ def plan_vacuum(
     force_retention: bool = False,
     lite: bool = False,
     engine: Engine | None = None,
+    allow_catalog_managed: bool = False,
 ) -> VacuumPlan:
     """Decide what VACUUM deletes (reads the log and lists the table; deletes nothing).
+
+    Every file of the plan is proven deletable before the plan is returned (see
+    `_prove_deletable`): a dry run and a real run share it.
+
+    Args:
+        storage: The table's storage.
+        now_ms: Current time in ms since the epoch.
+        retention_hours: See `vacuum`.
+        force_retention: See `vacuum`.
+        lite: See `vacuum`.
+        engine: See `vacuum`.
+        allow_catalog_managed: See `vacuum`.
 
     Raises:
         UnsupportedFeatureError: Unknown or unsupported reader or writer features (checked
             before any data directory is listed).
         RetentionError: See `retention_for`.
+        UnsafeDeletionError: A chosen file cannot be proven unreferenced and inside the
+            root (nothing is deleted).
     """
     table = storage.root
     excluded: set[str] = set()
@@ -849,7 +839,10 @@ def plan_vacuum(
         blobs = _read_deltas(storage, segment)
         # The protocol check comes before anything else is read or listed.
         protocol, metadata = protocol_and_metadata(storage, segment, blobs=blobs)
-        features.ensure_supported(protocol, "vacuum", table=table, version=segment.version)
+        features.ensure_supported(
+            protocol, "vacuum", table=table, version=segment.version,
+            permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),
+        )
         props = TableProperties.from_configuration(
             metadata.configuration, table=table, version=segment.version
         )
@@ -872,7 +865,9 @@ def plan_vacuum(
         "delete_before": delete_before, "lite": lite,
     }
     if lite:
-        return _plan_lite(storage, refs, prefixes, common)
+        plan = _plan_lite(storage, refs, prefixes, common)
+        _prove_deletable(storage, plan.files, refs, version=segment.version)
+        return plan
     owned = engine is None
     eng = engine
     if eng is None:
@@ -890,6 +885,7 @@ def plan_vacuum(
     chosen, side_idx = _select(paths, prefixes)
     idx = sorted(set(chosen) | set(side_idx))
     files = [paths[i] for i in idx]
+    _prove_deletable(storage, files, refs, version=segment.version)
     return VacuumPlan(
         **common,
         files=tuple(files),
@@ -898,6 +894,78 @@ def plan_vacuum(
         directories=tuple(_dirs_emptied(storage, files, refs.keep)),
         top_dirs=tuple(d for d in dirs if d),
     )
+
+
+# The independent check of a plan. It shares nothing with `reader_keys`: paths are decoded
+# until nothing changes, any scheme and `//localhost` dropped, slashes collapsed, dot
+# segments resolved, and for references also taken relative to the root spelt the same way.
+_ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//localhost(?=/))?", re.IGNORECASE)
+_PLAIN = r"%|:|^/|//|(^|/)\.|/$"
+
+
+def _loose(text: str) -> str:
+    for _ in range(16):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    text = posixpath.normpath(re.sub(r"/+", "/", text)) if text else text
+    return "" if text == "." else text.lstrip("/")
+
+
+def _loose_references(written: pa.Array, root: str) -> pa.Array:
+    """Loose spellings of the referenced paths: each path, without its scheme, and
+    relative to the root when it starts with the root's loose spelling."""
+    if not len(written):
+        return written
+    odd = pc.match_substring_regex(written, _PLAIN)
+    if not pc.any(odd).as_py():
+        return written
+    root_loose = _loose(_ANY_SCHEME.sub("", root)) + "/"
+    out: list[str] = []
+    for p in written.filter(odd).to_pylist():
+        whole = _loose(p)
+        bare = _loose(_ANY_SCHEME.sub("", p))
+        out += [whole, bare]
+        for form in (whole, bare):
+            if form.startswith(root_loose):
+                out.append(form[len(root_loose) :])
+    return pa.concat_arrays([written.filter(pc.invert(odd)), string_array(out)])
+
+
+def _prove_deletable(
+    storage: Storage, files: Sequence[str], refs: FileReferences, *, version: int
+) -> None:
+    """Refuse the whole run unless every file of the plan is proven deletable: no symbolic
+    link on its way and inside the root (`Storage.deletion_hazards`), and unreferenced by
+    a second, independent normalisation of its path and of every referenced path.
+
+    Raises:
+        UnsafeDeletionError: Naming the table, version and (first) file.
+    """
+    if not files:
+        return
+    table = storage.root
+    candidates = string_array(list(files))
+    named = pc.is_in(candidates, value_set=refs.keep)
+    loose = string_array([_loose(f) for f in files])
+    named = pc.or_(named, pc.is_in(loose, value_set=_loose_references(refs.written, table)))
+    if pc.any(named).as_py():
+        clash = candidates.filter(named).to_pylist()
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: {len(clash)} file(s) chosen for deletion match a path the "
+            f"log references once both are decoded and normalized another way (first: "
+            f"{clash[0]!r}); nothing was deleted",
+            table=table, version=version, file=clash[0],
+        )
+    hazards = storage.deletion_hazards(files)
+    if hazards:
+        path, reason = hazards[0]
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: {len(hazards)} file(s) chosen for deletion cannot be "
+            f"proven inside the table root (first: {path!r}: {reason}); nothing was deleted",
+            table=table, version=version, file=path,
+        )
 
 
 def _has_directories(storage: Storage) -> bool:
@@ -994,6 +1062,7 @@ def vacuum(
     now_ms: int | None = None,
     engine: Engine | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_catalog_managed: bool = False,
 ) -> VacuumResult:
     """Delete files the table no longer references once they are older than the retention.
 
@@ -1008,18 +1077,22 @@ def vacuum(
         now_ms: Current time in ms since the epoch (default: the system clock).
         engine: Where listing and deleting run (default: `LocalEngine`).
         storage_options: Used when `table_or_storage` is a URI.
+        allow_catalog_managed: Accept a catalog-managed table (`catalogManaged` feature):
+            only when the catalog that owns it is known not to need the files.
 
     Raises:
         UnsupportedFeatureError: The table has reader or writer features this tool does not
             know (nothing listed, nothing deleted); `features` names them.
         RetentionError: The retention is unsafe (see `retention_for`).
+        UnsafeDeletionError: A file chosen for deletion could not be proven unreferenced
+            and inside the root (nothing deleted).
         StorageError: Listing or deleting failed (a re-run finishes the job).
     """
     storage = Storage.of(table_or_storage, storage_options)
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     plan = plan_vacuum(
         storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,
-        lite=lite, engine=engine,
+        lite=lite, engine=engine, allow_catalog_managed=allow_catalog_managed,
     )
     directories: Sequence[str] = plan.directories
     messages = list(plan.messages)
