@@ -4,8 +4,10 @@ For each operation (VACUUM, metadata cleanup, checkpoint of two kinds, `crc writ
 row-tracking backfill) a table large enough that the uninterrupted command takes about a
 second is generated once (`kill_tables.build_table`, JSON commits written directly and real
 Parquet files). Then, for each kill, a fresh copy of it gets the real CLI started as a process
-of its own group, killed with SIGKILL after a delay drawn uniformly from [0, measured run
-time], and checked twice:
+of its own group and killed with SIGKILL (the whole group) at a random point: one kill in
+three after a delay drawn uniformly from [0, measured run time], the others after a delay
+drawn uniformly from [0, measured writing time] counted from the run's first change to the
+table (startup and planning take most of a run and change nothing). Each is checked twice:
 
 * as the kill left it: the latest version loads with delta_ops and holds the same live files
   as before; every file under a final name in `_delta_log` is complete (JSON lines parse,
@@ -18,7 +20,7 @@ time], and checked twice:
   both read; crc: every checksum of the range exists; backfill: every live file has row IDs,
   ranges disjoint, row tracking enabled).
 
-Delays come from `random.Random(f"{KILL_SEED}-{operation}")`; set `DELTA_OPS_KILL_SEED` to
+Kill points come from `random.Random(f"{KILL_SEED}-{operation}")`; set `DELTA_OPS_KILL_SEED` to
 replay another draw, `DELTA_OPS_KILLS` for more kills. A failure message names the
 operation, seed, kill index and delay.
 """
@@ -69,8 +71,8 @@ OPERATIONS: dict[str, Operation] = {
         lambda t: ["vacuum", t],
     ),
     "cleanup": Operation(
-        TableSpec(commits=1500, adds_per_commit=2, removes_per_commit=1,
-                  checkpoints=(500, 1000, 1400), checksums=(1450, 1500)),
+        TableSpec(commits=2500, adds_per_commit=2, removes_per_commit=1,
+                  checkpoints=(800, 1600, 2400), checksums=(2450, 2500)),
         lambda t: ["cleanup", t],
     ),
     "checkpoint-multi-part": Operation(
@@ -159,6 +161,63 @@ def _malformed_log_files(root: Path) -> list[str]:
     return bad
 
 
+def _raw_replay(root: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Live adds by path and live domain metadata by domain, from the JSON commits alone
+    (every commit from version 0 must be present), read as the spec's reconciliation says:
+    the newest action for a path or domain wins. Independent of delta_ops' replay."""
+    log = root / "_delta_log"
+    commits = sorted(n for n in os.listdir(log) if n.endswith(".json") and n[:20].isdigit())
+    assert commits and int(commits[0][:20]) == 0, "raw replay needs every commit"
+    adds: dict[str, dict] = {}
+    domains: dict[str, dict] = {}
+    for name in commits:
+        for line in (log / name).read_bytes().splitlines():
+            if not line.strip():
+                continue
+            action = orjson.loads(line)
+            if "add" in action:
+                adds[unquote(action["add"]["path"])] = action["add"]
+            elif "remove" in action:
+                adds.pop(unquote(action["remove"]["path"]), None)
+            elif "domainMetadata" in action:
+                dm = action["domainMetadata"]
+                if dm.get("removed"):
+                    domains.pop(dm["domain"], None)
+                else:
+                    domains[dm["domain"]] = dm
+    return adds, domains
+
+
+def _row_id_violations(root: Path, *, complete: bool) -> list[str]:
+    """Row-tracking invariants checked from the raw log and Parquet footers: assigned
+    ranges `[baseRowId, baseRowId + numRecords)` are disjoint and below the high-water
+    mark; with `complete`, every live add has baseRowId and defaultRowCommitVersion."""
+    adds, domains = _raw_replay(root)
+    problems = []
+    hwm_dm = domains.get("delta.rowTracking")
+    hwm = orjson.loads(hwm_dm["configuration"])["rowIdHighWaterMark"] if hwm_dm else -1
+    ranges = []
+    for path, add in adds.items():
+        base = add.get("baseRowId")
+        if base is None or add.get("defaultRowCommitVersion") is None:
+            if complete:
+                problems.append(f"{path}: baseRowId {base}, "
+                                f"defaultRowCommitVersion {add.get('defaultRowCommitVersion')}")
+            continue
+        stats = orjson.loads(add["stats"]) if add.get("stats") else {}
+        rows = stats.get("numRecords")
+        if rows is None:
+            rows = pq.read_metadata(root / path).num_rows
+        ranges.append((base, base + rows, path))
+    ranges.sort()
+    for (_, end, a), (start, _, b) in zip(ranges, ranges[1:]):
+        if start < end:
+            problems.append(f"row ID ranges overlap: {a} and {b}")
+    if ranges and max(end for _, end, _ in ranges) - 1 > hwm:
+        problems.append(f"high-water mark {hwm} below the highest row ID")
+    return problems
+
+
 def _temp_files(root: Path) -> list[str]:
     return sorted(n for n in log_names(root) if n.rsplit("/", 1)[-1].endswith(".tmp"))
 
@@ -171,12 +230,54 @@ class Pristine:
     version: int
     live: set[str]
     run_seconds: float
+    first_change: float
     ref_version: int
     ref_live: set[str]
     ref_log: set[str]
     ref_data: set[str]
     ref_oldest: int | None
     ref_oldest_live: set[str] | None
+    log: set[str]
+    data: set[str]
+
+
+def _timed_run(cmd: list[str], table: Path, stderr_path: Path) -> tuple[float, float]:
+    """Run `cmd` to completion on `table`: (wall seconds, seconds until the first file
+    under the table changed, found by polling the listings)."""
+    logs, data = log_names(table), _data_files(table)
+    first_change = None
+    with open(stderr_path, "wb") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        while proc.poll() is None:
+            if first_change is None:
+                if log_names(table) != logs or _data_files(table) != data:
+                    first_change = time.perf_counter() - started
+                time.sleep(0.002)
+            else:
+                time.sleep(0.01)
+        seconds = time.perf_counter() - started
+    assert proc.returncode == 0, f"uninterrupted {cmd} failed: {stderr_path.read_text()}"
+    return seconds, seconds if first_change is None else first_change
+
+
+def _fingerprint(table: Path) -> tuple[set[str], int]:
+    """Cheap enough to poll: the log's names and how many entries the root holds."""
+    return log_names(table), len(os.listdir(table))
+
+
+def _plan(rng: random.Random, p: Pristine) -> list[tuple[str, float]]:
+    """(mode, delay) per kill. One kill in three is `anywhere`: `delay` after the start,
+    drawn from [0, run time]. The others are `writing`: `delay` after the run's first
+    change to the table (a file written or deleted), drawn from [0, the uninterrupted
+    run's time from its first change to its end]. Startup and planning change nothing and
+    would otherwise take most draws, since the writes are the last part of a run."""
+    window = max(p.run_seconds - p.first_change, 0.01)
+    return [
+        ("anywhere", rng.uniform(0.0, p.run_seconds)) if i % 3 == 0
+        else ("writing", rng.uniform(0.0, window))
+        for i in range(KILLS)
+    ]
 
 
 def _oldest_checkpoint(root: Path) -> int | None:
@@ -198,10 +299,7 @@ def pristine_tables(tmp_path_factory):
         root = build_table(base / op, OPERATIONS[op].spec)
         before = load_snapshot(Storage.for_uri(str(root)))
         ref = _copy_table(root, base / f"{op}-reference")
-        started = time.perf_counter()
-        done = subprocess.run(_cli_command(ref, op), capture_output=True, text=True)
-        seconds = time.perf_counter() - started
-        assert done.returncode == 0, f"uninterrupted {op} failed: {done.stderr}"
+        seconds, first_change = _timed_run(_cli_command(ref, op), ref, base / f"{op}.err")
         after = load_snapshot(Storage.for_uri(str(ref)))
         oldest = _oldest_checkpoint(ref)
         oldest_live = (
@@ -209,32 +307,43 @@ def pristine_tables(tmp_path_factory):
             if oldest is not None
             else None
         )
-        print(f"\n[kill] {op}: uninterrupted run {seconds:.2f} s, version "
+        print(f"\n[kill] {op}: uninterrupted run {seconds:.2f} s (first file change at "
+              f"{first_change:.2f} s), version "
               f"{before.version} -> {after.version}, {len(_live_paths(after))} live files")
         cache[op] = Pristine(
             root=root,
             version=before.version,
             live=_live_paths(before),
             run_seconds=seconds,
+            first_change=first_change,
             ref_version=after.version,
             ref_live=_live_paths(after),
             ref_log=log_names(ref) - set(_temp_files(ref)),
             ref_data=_data_files(ref),
             ref_oldest=oldest,
             ref_oldest_live=oldest_live,
+            log=log_names(root),
+            data=_data_files(root),
         )
         return cache[op]
 
     return get
 
 
-def _kill_once(cmd: list[str], delay: float, stderr_path: Path) -> tuple[bool, int]:
-    """Start `cmd` in a new session, SIGKILL its process group after `delay` seconds.
-    Returns (killed, returncode); asserts that nothing of the group survives."""
+def _kill_once(
+    cmd: list[str], table: Path, mode: str, delay: float, stderr_path: Path
+) -> tuple[bool, int]:
+    """Start `cmd` in a new session, SIGKILL its process group `delay` seconds after the
+    start (`anywhere`) or after its first change to `table` (`writing`). Returns (killed,
+    returncode); asserts that nothing of the group survives."""
+    before = _fingerprint(table) if mode == "writing" else None
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
         )
+        if before is not None:
+            while proc.poll() is None and _fingerprint(table) == before:
+                time.sleep(0.001)
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(min(0.005, max(deadline - time.monotonic(), 0)))
@@ -259,14 +368,18 @@ def _log_summary(root: Path) -> str:
 def test_sigkill_then_rerun_leaves_table_whole(op, pristine_tables, tmp_path):
     p = pristine_tables(op)
     rng = random.Random(f"{KILL_SEED}-{op}")
-    delays = [rng.uniform(0.0, p.run_seconds) for _ in range(KILLS)]
+    plan = _plan(rng, p)
     killed_count = 0
+    changed = 0  # kills that left the table's files different from the pristine ones
     stray_temps = 0
-    for i, delay in enumerate(delays):
-        where = (f"{op}: kill {i} of seed {KILL_SEED} (DELTA_OPS_KILL_SEED), delay "
-                 f"{delay:.3f} s of {p.run_seconds:.2f} s; delays {[round(d, 3) for d in delays]}")
+    for i, (mode, delay) in enumerate(plan):
+        where = (f"{op}: kill {i} of seed {KILL_SEED} (DELTA_OPS_KILL_SEED), {delay:.3f} s "
+                 f"after {'the start' if mode == 'anywhere' else 'the first change'} "
+                 f"(run {p.run_seconds:.2f} s, first change at {p.first_change:.2f} s)")
         table = _copy_table(p.root, tmp_path / f"k{i}")
-        killed, code = _kill_once(_cli_command(table, op), delay, tmp_path / f"k{i}.err")
+        killed, code = _kill_once(
+            _cli_command(table, op), table, mode, delay, tmp_path / f"k{i}.err"
+        )
         if killed:
             killed_count += 1
             assert code == -signal.SIGKILL, where
@@ -283,6 +396,14 @@ def test_sigkill_then_rerun_leaves_table_whole(op, pristine_tables, tmp_path):
         except Exception as exc:
             pytest.fail(f"{state}\ndelta_ops cannot load the killed table: {exc!r}")
         assert _live_paths(mid) == p.live, f"{state}\nlive files changed by the killed run"
+        try:
+            dl_version, dl_live = _deltalake_paths(table)
+        except Exception as exc:
+            pytest.fail(f"{state}\ndeltalake cannot load the killed table: {exc!r}")
+        assert (dl_version, dl_live) == (mid.version, p.live), f"{state}\ndeltalake differs"
+        _check_killed_state(op, p, table, state)
+        if killed and (log_names(table) != p.log or _data_files(table) != p.data):
+            changed += 1
 
         # Re-run to completion.
         argv = OPERATIONS[op].argv(str(table))
@@ -301,14 +422,36 @@ def test_sigkill_then_rerun_leaves_table_whole(op, pristine_tables, tmp_path):
         _check_operation(op, p, table, snap, state)
         stray_temps += len(_temp_files(table))
         shutil.rmtree(table)
-    print(f"\n[kill] {op}: {len(delays)} runs, {killed_count} killed mid-run, "
+    print(f"\n[kill] {op}: {len(plan)} runs, {killed_count} killed mid-run, "
+          f"{changed} of them after the command had changed files, "
           f"run time {p.run_seconds:.2f} s, temp files left by killed writers: {stray_temps}")
-    assert killed_count >= len(delays) // 2, f"{op}: most runs should be killed mid-run"
+    # A kill test whose kills never land among the writes tests nothing.
+    assert changed >= len(plan) // 3, (
+        f"{op}: only {changed} of {len(plan)} kills came after the command changed files")
+
+
+def _check_killed_state(op: str, p: Pristine, table: Path, state: str) -> None:
+    """What each operation promises at every instant, checked where the kill left it."""
+    if op == "vacuum":
+        missing = sorted(n for n in p.live if not (table / n).is_file())
+        assert not missing, f"{state}\nlive files deleted: {missing[:5]}"
+    elif op == "cleanup":
+        # Every version from the checkpoint the run keeps on stays readable at every step.
+        old = load_snapshot(Storage.for_uri(str(table)), p.ref_oldest)
+        assert _live_paths(old) == p.ref_oldest_live, f"{state}\nversion {p.ref_oldest}"
+        assert _deltalake_paths(table, p.ref_oldest) == (p.ref_oldest, p.ref_oldest_live), (
+            f"{state}\ndeltalake reads version {p.ref_oldest} differently")
+    elif op == "row-tracking-backfill":
+        problems = _row_id_violations(table, complete=False)
+        assert not problems, f"{state}\nrow IDs: {problems[:5]}"
 
 
 def _check_operation(op: str, p: Pristine, table: Path, snap: Snapshot, state: str) -> None:
     if op != "row-tracking-backfill":
         assert snap.version == p.ref_version, state
+    if op != "cleanup":
+        raw, _ = _raw_replay(table)
+        assert set(raw) == _live_paths(snap), f"{state}\nthe raw log replays other files"
     if op == "vacuum":
         missing = sorted(n for n in _live_paths(snap) if not (table / n).is_file())
         assert not missing, f"{state}\nlive files deleted: {missing[:5]}"
@@ -338,9 +481,9 @@ def _check_operation(op: str, p: Pristine, table: Path, snap: Snapshot, state: s
         crcs = {n for n in log_names(table) if n.endswith(".crc")}
         assert crcs == {n for n in p.ref_log if n.endswith(".crc")}, state
     elif op == "row-tracking-backfill":
-        problems = verify_row_tracking(snap)
-        assert not problems, f"{state}\nrow IDs: {problems}"
-        files = snap.files
-        for column in ("baseRowId", "defaultRowCommitVersion"):
-            assert files.column(column).null_count == 0, f"{state}\n{column} missing"
-        assert snap.metadata.configuration.get("delta.enableRowTracking") == "true", state
+        problems = _row_id_violations(table, complete=True)
+        assert not problems, f"{state}\nrow IDs: {problems[:5]}"
+        assert not verify_row_tracking(snap), f"{state}\n{verify_row_tracking(snap)}"
+        dt = deltalake.DeltaTable(str(table))
+        assert dt.metadata().configuration.get("delta.enableRowTracking") == "true", state
+        assert "rowTracking" in (dt.protocol().writer_features or []), state
