@@ -18,8 +18,10 @@ the protocol): *mutual exclusion* when creating a commit file (two writers must 
 believe they wrote version N) and *atomic visibility* (a reader never sees a partial log
 file). `Storage.put_if_absent` gives both on every backend it accepts.
 
-Paths are validated: no ``..`` segment, no absolute path, no URI, no backslash. Nothing a
-caller passes can reach outside the root. Storage options may hold credentials; they are
+Paths are validated: no ``..`` segment, no absolute path, no URI with an authority
+(``s3://``, ``file:///``) or drive path (``C:/``), no backslash; other names with a colon
+(``time=1971-07-22T03:06:40Z``, ``C:d.parquet``) are plain names. Nothing a caller passes
+can reach outside the root. Storage options may hold credentials; they are
 kept as given, handed back by `Storage.to_config` (to rebuild the storage in another
 process) and never shown by ``repr``/``str`` or written to logs.
 """
@@ -946,6 +948,20 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+def _looks_like_uri(path: str) -> bool:
+    """A URI with an authority (`s3://b/x`, `file:///x`) or a drive path (`C:/x`).
+
+    Other names with a colon are plain names below the root: a listing holds them
+    (`time=1971-07-22T03:06:40Z`, `C:d.parquet`, `file:` as deltalake reads
+    `file:/t/a.parquet` as a relative path), and they cannot leave it.
+    """
+    match = _SCHEME_RE.match(path)
+    if match is None:
+        return False
+    rest = path[match.end() :]
+    return rest.startswith("//") or (len(match.group(1)) == 1 and rest.startswith("/"))
+
+
 def _join_uri(root: str, rel: str) -> str:
     if not rel:
         return root
@@ -1166,7 +1182,7 @@ class Storage:
             problem = "NUL characters are not allowed"
         elif path.startswith("/"):
             problem = "absolute paths are not allowed"
-        elif _SCHEME_RE.match(path):
+        elif _looks_like_uri(path):
             problem = "URIs and drive letters are not allowed"
         parts = [p for p in path.split("/") if p not in ("", ".")]
         if problem is None and any(unquote(p) in ("..", ".") for p in parts):
