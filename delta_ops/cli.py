@@ -2,7 +2,9 @@
 
 Every subcommand prints human-readable text, or one JSON object with `--json`. Errors
 exit non-zero with one line on stderr that names the table, version and file; never a
-traceback. Subcommands live in `delta_ops.commands`, one module each.
+traceback (with `--json`, stdout also gets `{"error": {...}}`). Exit codes: 1 for a refused
+or failed operation (a delta_ops error, a Spark failure), 2 for a malformed command line.
+Subcommands live in `delta_ops.commands`, one module each.
 """
 
 from __future__ import annotations
@@ -11,17 +13,50 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import orjson
 
 from delta_ops import __version__
 from delta_ops.commands import COMMAND_MODULES
 from delta_ops.engine.session import engine_from_args
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import DeltaOpsError, EngineError
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (subparsers inherit the class).
+
+    Abbreviated options are refused: `--all` must not silently mean `--all-files-threshold`,
+    nor `--force` a destructive `--force-retention`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _from_spark(exc: BaseException) -> bool:
+    """Whether `exc` comes from Spark or its Java gateway (session start, a lost JVM)."""
+    return type(exc).__module__.split(".")[0] in ("py4j", "pyspark")
+
+
+def _error_object(exc: BaseException) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, DeltaOpsError):
+        out.update(reason=exc.reason, table=exc.table, version=exc.version, file=exc.file)
+    return {"error": out}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="delta-ops",
         description="Delta Lake table maintenance: inspect, checkpoint, clean up, vacuum, "
         "checksum, compact and backfill row tracking.",
@@ -45,19 +80,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             engine = args.engine = engine_from_args(args)
         obj, text, code = args.handler(args)
     except DeltaOpsError as exc:
-        print(f"delta-ops {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, exc, 1)
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        print(f"delta-ops {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, exc, 2)
+    except Exception as exc:
+        if not _from_spark(exc):
+            raise  # a bug: its traceback is what a report needs
+        # Spark failed outside a job (session start, a lost gateway): its message is a
+        # Java stack trace; the first line says what happened.
+        where = engine.config.describe() if engine is not None else "Spark"
+        error = EngineError(f"Spark failed on {where}: {_first_line(exc) or type(exc).__name__}")
+        return _fail(args, error, 1)
     finally:
         if engine is not None:
-            engine.close()
+            _close(engine)
     if args.json:
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print(text)
     return code
+
+
+def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
+    """Print the one-line error (and its JSON object with --json); return the exit code."""
+    line = " ".join(str(exc).split("\n"))  # a multi-problem message still one line
+    print(f"delta-ops {args.command}: {line}", file=sys.stderr)
+    if getattr(args, "json", False):
+        sys.stdout.write(orjson.dumps(_error_object(exc), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    return code
+
+
+def _close(engine: Any) -> None:
+    """Close the engine; a Spark session that fails to stop does not hide the result."""
+    try:
+        engine.close()
+    except Exception as exc:
+        if not _from_spark(exc):
+            raise
+        print(f"delta-ops: stopping Spark failed: {_first_line(exc)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from delta_ops.table import DeltaTable
 #: golden__basic-with-inserts-deletes-checkpoint: commits 0..13, classic checkpoint at 10.
 TABLE = "golden__basic-with-inserts-deletes-checkpoint"
 LAST = 13
+COMMANDS = [["snapshot"], ["vacuum", "--dry-run"], ["cleanup", "--dry-run"]]
 
 
 def _cli(*argv: str, timeout: float = 20, env: dict | None = None):
@@ -61,9 +62,10 @@ def test_parse_ignores_versions_no_writer_can_produce():
 
 
 @pytest.mark.parametrize(
-    "stray", ["99999999999999999999.json", "00000000000000000000.99999999999999999999.compacted.json"]
+    "stray",
+    ["99999999999999999999.json", "00000000000000000000.99999999999999999999.compacted.json"],
 )
-@pytest.mark.parametrize("command", [["snapshot"], ["vacuum", "--dry-run"], ["cleanup", "--dry-run"]])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_stray_file_with_impossible_version_is_ignored(table_copy, stray, command):
     root = table_copy(TABLE)
     (root / "_delta_log" / stray).write_text("{}\n")
@@ -76,9 +78,10 @@ def test_stray_file_with_impossible_version_is_ignored(table_copy, stray, comman
 
 
 @pytest.mark.parametrize(
-    "far", [f"{FAR:020d}.json", f"{0:020d}.{FAR:020d}.compacted.json", f"{LAST + 10**15:020d}.json"]
+    "far",
+    [f"{FAR:020d}.json", f"{0:020d}.{FAR:020d}.compacted.json", f"{LAST + 10**15:020d}.json"],
 )
-@pytest.mark.parametrize("command", [["snapshot"], ["vacuum", "--dry-run"], ["cleanup", "--dry-run"]])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_far_version_is_a_gap_reported_at_once(table_copy, far, command):
     root = table_copy(TABLE)
     (root / "_delta_log" / far).write_text("{}\n")
@@ -165,7 +168,7 @@ def test_last_checkpoint_that_is_not_json_with_a_long_version(table_copy, text):
 
 
 @pytest.mark.parametrize("hint", [{"version": -1}, {"version": 10, "parts": 0}])
-@pytest.mark.parametrize("command", [["snapshot"], ["vacuum", "--dry-run"], ["cleanup", "--dry-run"]])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_cli_reads_past_a_bad_last_checkpoint(table_copy, capsys, hint, command):
     from delta_ops.cli import main
 
@@ -185,3 +188,217 @@ def test_far_last_checkpoint_version_lists_instead(table_copy):
     assert snap.version == LAST
     assert "listing instead" in snap.segment.last_checkpoint_problem
 
+
+
+# ---- item 7: secrets are never echoed ------------------------------------------------------
+
+SECRET = "Sup3rS3cretValue-4a8f"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["snapshot", "{root}", "--storage-option", f"secret:{SECRET}"],
+        ["snapshot", "{root}", "--storage-option", f"secret {SECRET}"],
+        ["snapshot", "{root}", "--storage-option", "endpoint_url=http://127.0.0.1:1",
+         "--storage-option", f"{SECRET}"],
+        ["snapshot", "{root}", "--storage-option", f"={SECRET}"],
+        ["vacuum", "{root}", "--dry-run", "--spark-conf", f"spark.hadoop.key:{SECRET}"],
+        ["vacuum", "{root}", "--dry-run", "--spark-conf", f"={SECRET}"],
+    ],
+)
+def test_malformed_option_is_refused_without_its_text(table_copy, capsys, argv):
+    from delta_ops.cli import main
+
+    root = table_copy(TABLE)
+    argv = [a.replace("{root}", str(root)) for a in argv]
+    code = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert SECRET not in out and SECRET not in err
+    assert SECRET[:6] not in err  # not even a prefix of what followed the separator
+    flag = "--spark-conf" if "--spark-conf" in argv else "--storage-option"
+    (line,) = err.strip().splitlines()
+    assert f"{flag} takes KEY=VALUE" in line
+    assert json.loads(out)["error"]["type"] == "ArgumentTypeError"
+
+
+def _registry_error(tmp_path, text: str) -> str:
+    from delta_ops.defs.registry import RegistryError, load_registry
+
+    path = tmp_path / "tables.yaml"
+    path.write_text(text)
+    with pytest.raises(RegistryError) as info:
+        load_registry(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "conf_value",
+    [
+        f"{{env: S3_SECRET, extra: {SECRET}}}",  # an environment reference with an extra key
+        f"[{SECRET}]",  # a list
+        f"{{value: {SECRET}}}",  # a mapping that is no reference
+        f"[{{env: X}}, {SECRET}]",
+    ],
+)
+@pytest.mark.parametrize("where", ["spark", "storage"])
+def test_registry_errors_never_contain_option_values(tmp_path, conf_value, where):
+    if where == "spark":
+        text = f"spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: {conf_value}\n"
+        located = "spark.conf.spark.hadoop.fs.s3a.secret.key"
+    else:
+        text = (
+            "tables:\n  - name: t\n    uri: x\n    storage_options:\n"
+            f"      secret: {conf_value}\n"
+        )
+        located = "tables[0].storage_options.secret"
+    message = _registry_error(tmp_path, text)
+    assert SECRET not in message
+    assert located in message
+
+
+def test_literal_spark_secret_is_refused_by_name_only(tmp_path):
+    message = _registry_error(
+        tmp_path, f"spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: {SECRET}\n"
+    )
+    assert SECRET not in message and "environment variable reference" in message
+
+
+def test_redaction_shows_only_allowlisted_values():
+    from delta_ops.defs.registry import EnvRef, redact_spark_conf, redact_storage_options
+
+    options = {
+        "endpoint_url": f"https://user:{SECRET}@s3.example.com",
+        "region": "eu-west-1",
+        "client_kwargs": f"{{'aws_session_token': '{SECRET}'}}",
+        "profile": SECRET,  # no secret-looking name: redacted all the same
+        "secret": EnvRef(env="AWS_SECRET_ACCESS_KEY"),
+    }
+    shown = redact_storage_options(options)
+    assert SECRET not in json.dumps(shown)
+    assert shown["region"] == "eu-west-1"
+    assert shown["endpoint_url"] == "https://<redacted>@s3.example.com"
+    assert shown["profile"] == shown["client_kwargs"] == "<redacted>"
+    assert shown["secret"] == "$AWS_SECRET_ACCESS_KEY"
+    conf = redact_spark_conf({
+        "spark.executor.memory": "4g",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": SECRET,
+        "spark.hadoop.fs.s3a.secret.key": EnvRef(env="S3_SECRET"),
+    })
+    assert conf == {
+        "spark.executor.memory": "4g",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "<redacted>",
+        "spark.hadoop.fs.s3a.secret.key": "$S3_SECRET",
+    }
+
+
+def test_dagster_metadata_redacts_plain_storage_option_values(tmp_path):
+    from delta_ops.defs import build_definitions
+
+    reg = tmp_path / "tables.yaml"
+    reg.write_text(
+        "tables:\n  - name: t\n    uri: t\n    storage_options:\n"
+        f"      profile: {SECRET}\n      region: eu-west-1\n"
+    )
+    defs = build_definitions(reg)
+    shown = []
+    for assets_def in defs.assets:
+        for spec in getattr(assets_def, "specs", ()):
+            shown.append(json.dumps({k: str(v) for k, v in (spec.metadata or {}).items()}))
+    text = "\n".join(shown)
+    assert "eu-west-1" in text
+    assert SECRET not in text
+
+
+# ---- item 9: one clear line for bad CLI input -------------------------------------------------
+
+
+@pytest.mark.parametrize("hours", ["inf", "-inf", "1e12", "-1", "nan", "1e400", "ten"])
+def test_vacuum_retention_hours_is_validated_by_the_parser(table_copy, hours):
+    root = table_copy(TABLE)
+    proc = _cli("vacuum", str(root), "--dry-run", f"--retention-hours={hours}")
+    line = _one_line_error(proc, "vacuum")
+    assert proc.returncode == 2
+    assert "--retention-hours" in line and repr(hours) in line
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dead_spark_master_fails_fast_in_one_line(table_copy):
+    root = table_copy(TABLE)
+    master = f"spark://127.0.0.1:{_closed_port()}"
+    for extra in ([], ["--json"]):
+        proc = _cli("vacuum", str(root), "--dry-run", "--spark-master", master, *extra, timeout=30)
+        line = _one_line_error(proc, "vacuum")
+        assert proc.returncode == 1
+        assert master in line and "refused" in line.lower()
+        if extra:
+            assert json.loads(proc.stdout)["error"]["type"] == "EngineError"
+
+
+def test_dead_spark_connect_server_fails_fast(table_copy):
+    root = table_copy(TABLE)
+    remote = f"sc://127.0.0.1:{_closed_port()}"
+    line = _one_line_error(
+        _cli("crc", "verify", str(root), "--spark-remote", remote, timeout=30), "crc"
+    )
+    assert remote in line
+
+
+@pytest.mark.parametrize(
+    "master,problem",
+    [("spark://", "no host"), ("spark://host", "no port"), ("spark://host:99999", "bad port")],
+)
+def test_malformed_spark_master_is_refused(master, problem):
+    from delta_ops.engine.session import EngineError, SparkSessionConfig
+
+    with pytest.raises(EngineError, match=problem):
+        SparkSessionConfig(master=master).preflight()
+
+
+def test_preflight_passes_a_listening_master_and_any_of_a_ha_list():
+    import socket
+
+    from delta_ops.engine.session import SparkSessionConfig
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        SparkSessionConfig(master=f"spark://127.0.0.1:{port}").preflight()
+        ha = f"spark://127.0.0.1:{_closed_port()},127.0.0.1:{port}"
+        SparkSessionConfig(master=ha).preflight()
+    SparkSessionConfig(master="local[1]").preflight()  # nothing to reach
+
+
+def test_spark_resource_refuses_a_dead_master_before_any_jvm():
+    from delta_ops.defs.resources import SparkResource
+    from delta_ops.engine.session import EngineError
+
+    resource = SparkResource(master=f"spark://127.0.0.1:{_closed_port()}")
+    with pytest.raises(EngineError, match="cannot reach Spark master"):
+        resource.engine("spark")
+    assert "pyspark" not in sys.modules or not _jvm_running()
+
+
+def _jvm_running() -> bool:
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def test_argparse_errors_are_one_line(capsys):
+    from delta_ops.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["crc", "write", "x", "--all"])
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "unrecognized arguments: --all" in line

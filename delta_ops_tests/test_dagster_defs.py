@@ -23,6 +23,7 @@ import yaml
 from dagster import (
     AssetKey,
     DagsterInstance,
+    Failure,
     Definitions,
     ScheduleDefinition,
     SkipReason,
@@ -551,6 +552,9 @@ def test_refused_operations_fail_only_their_asset(maintained):
     short = failures[("short", "vacuum")].step_failure_data.user_failure_data
     assert short.metadata["error"].value == "RetentionError"
     assert "refusing to VACUUM with a retention of 1 hours" in short.description
+    # In Dagster there is no command line: the refusal names the registry policy's opt-in.
+    assert "vacuum: {force_retention: true}" in short.description
+    assert "force_retention" in short.metadata["how_to_force"].value
     for component in ("delta_log", "version_checksum", "log_compaction", "row_tracking"):
         assert ("short", component) in events
     assert set(failures) == {
@@ -599,6 +603,87 @@ def test_checkpoint_can_be_forced_with_materialize(tmp_path):
     (mat,) = result.asset_materializations_for_node("t__checkpoint")
     assert mat.metadata["version"].value == 4 and mat.metadata["skipped"].value is False
     assert (root / "_delta_log" / "00000000000000000004.checkpoint.parquet").exists()
+
+
+# ---- policies: force_retention and allow_catalog_managed --------------------------------------
+
+
+def test_policy_opt_ins_default_off_and_are_documented():
+    reg = parse_registry({"tables": [{"name": "a", "uri": "x"}]})
+    policy = reg.table("a").policy
+    for section in (policy.vacuum, policy.cleanup):
+        assert section.force_retention is False and section.allow_catalog_managed is False
+        fields = type(section).model_fields
+        assert "time travel" in fields["force_retention"].description
+        assert "catalog's permission" in fields["allow_catalog_managed"].description
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_vacuum_force_retention_from_the_registry_policy(tmp_path):
+    from delta_ops.defs.assets import run_vacuum
+
+    root = copy_corpus_table("basic_append", tmp_path / "t")
+    age_files(root, 2 * 3600)
+    for force in (False, True):
+        reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [{
+            "name": "t", "uri": str(root),
+            "vacuum": {"retention": "1 hours", "dry_run": True, "force_retention": force},
+        }]})
+        run = TableRun(load_registry(reg).table("t"), "vacuum", SparkResource(), _now_ms())
+        if not force:
+            with pytest.raises(Failure, match="refusing to VACUUM") as info:
+                run_vacuum(run)
+            assert "vacuum: {force_retention: true}" in info.value.description
+        else:
+            result = run_vacuum(run)
+            assert result.metadata["retention_hours"] == 1.0
+            assert result.metadata["dry_run"] is True
+
+
+def test_cleanup_force_retention_from_the_registry_policy(tmp_path):
+    from delta_ops.defs.assets import run_cleanup
+
+    root = copy_corpus_table("golden__checkpoint", tmp_path / "t")
+    age_files(root, 2 * DAY, log=True)
+    log_before = sorted(p.name for p in (root / "_delta_log").iterdir())
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [{
+        "name": "t", "uri": str(root), "cleanup": {"retention": "1 days"}}]})
+    run = TableRun(load_registry(reg).table("t"), "metadata_cleanup", SparkResource(), _now_ms())
+    with pytest.raises(Failure, match="force_retention") as info:
+        run_cleanup(run)
+    assert "cleanup: {force_retention: true}" in info.value.description
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [{
+        "name": "t", "uri": str(root),
+        "cleanup": {"retention": "1 days", "force_retention": True}}]})
+    run = TableRun(load_registry(reg).table("t"), "metadata_cleanup", SparkResource(), _now_ms())
+    run_cleanup(run)
+    assert (root / "_delta_log" / "00000000000000000000.json").exists() is False
+    assert load_snapshot(Storage.for_uri(str(root))).version == 14
+
+
+@pytest.mark.parametrize("component", ["vacuum", "cleanup"])
+def test_catalog_managed_tables_need_the_policy_opt_in(tmp_path, component):
+    from delta_ops.defs.assets import run_cleanup, run_vacuum
+
+    root = copy_corpus_table("kernel-defaults__catalog-owned-preview", tmp_path / "t")
+    runner = run_vacuum if component == "vacuum" else run_cleanup
+    name = "vacuum" if component == "vacuum" else "metadata_cleanup"
+    extra = {"dry_run": True} if component == "vacuum" else {}
+    for allow in (False, True):
+        reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [{
+            "name": "t", "uri": str(root),
+            component: {"allow_catalog_managed": allow, **extra}}]})
+        run = TableRun(load_registry(reg).table("t"), name, SparkResource(), _now_ms())
+        if not allow:
+            with pytest.raises(Failure) as info:
+                runner(run)
+            assert info.value.metadata["error"].value == "UnsupportedFeatureError"
+        else:
+            runner(run)
 
 
 # ---- checks (direct) -------------------------------------------------------------------------

@@ -10,14 +10,30 @@ from delta_ops.engine.session import add_engine_arguments
 from delta_ops.table import DeltaTable
 
 
-def parse_storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
+def parse_option_pairs(pairs: Sequence[str] | None, *, flag: str) -> dict[str, str]:
+    """`KEY=VALUE` arguments of a repeatable flag as a dict.
+
+    Raises:
+        argparse.ArgumentTypeError: an argument without `=` or with an empty key. The
+            message names the flag and which occurrence, never the text given: a value
+            may be a secret, and a mistyped separator (`secret:VALUE`) leaves it anywhere.
+    """
     out: dict[str, str] = {}
-    for pair in pairs or ():
+    for i, pair in enumerate(pairs or (), 1):
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"--storage-option takes KEY=VALUE, got {pair!r}")
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes KEY=VALUE (the key, '=', then the value): occurrence {i} of "
+                f"{flag} has {'no' if not sep else 'an empty key before the'} '=' "
+                "(its text is not shown: it may hold a secret)"
+            )
         out[key] = value
     return out
+
+
+def parse_storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    """`--storage-option KEY=VALUE` arguments as a dict (see `parse_option_pairs`)."""
+    return parse_option_pairs(pairs, flag="--storage-option")
 
 
 def parse_timestamp(text: str) -> datetime:

@@ -4,19 +4,34 @@ Protocol Check", "Add File and Remove File", "Deletion Vectors", "Change Data Fi
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.maintenance.vacuum import describe, vacuum
 
 
+#: The longest retention accepted, in hours (about 114 years): longer keeps everything
+#: anyway, and every retention must fit the millisecond timestamps of the log.
+MAX_RETENTION_HOURS = 1_000_000
+
+
 def _hours(text: str) -> float:
+    """`--retention-hours`: a finite number of hours from 0 to `MAX_RETENTION_HOURS`."""
     try:
         value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from exc
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
+    if math.isnan(value) or math.isinf(value):
+        raise argparse.ArgumentTypeError(
+            f"retention must be a finite number of hours, not {text!r}"
+        )
     if value < 0:
         raise argparse.ArgumentTypeError(f"retention cannot be negative: {text!r}")
+    if value > MAX_RETENTION_HOURS:
+        raise argparse.ArgumentTypeError(
+            f"retention {text!r} is longer than {MAX_RETENTION_HOURS} hours (about 114 years)"
+        )
     return value
 
 
@@ -25,6 +40,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         open_table(args),
         retention_hours=args.retention_hours,
         force_retention=args.force_retention,
+        allow_catalog_managed=args.allow_catalog_managed,
         lite=args.lite,
         dry_run=args.dry_run,
         engine=args.engine,
@@ -46,7 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--force-retention",
         action="store_true",
-        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration",
+        help="allow a retention shorter than the table's delta.deletedFileRetentionDuration "
+        "(readers and time travel to older versions may then fail)",
+    )
+    p.add_argument(
+        "--allow-catalog-managed",
+        action="store_true",
+        help="vacuum a catalog-managed table (catalogManaged feature): only with the "
+        "catalog's permission, since the catalog owns the table",
     )
     p.add_argument(
         "--lite",

@@ -56,7 +56,7 @@ from delta_ops.defs.watch import (
     read_settings,
 )
 from delta_ops.engine.base import Engine
-from delta_ops.errors import DeltaOpsError, NotATableError
+from delta_ops.errors import DeltaOpsError, NotATableError, RetentionError
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksums
@@ -99,6 +99,16 @@ def asset_key(table: str, component: str) -> AssetKey:
 # ---- errors and metadata ------------------------------------------------------------------
 
 
+#: What a refusal of a shorter retention means in Dagster, where there is no command
+#: line flag: the registry policy opts in.
+_RETENTION_HINTS = {
+    VACUUM: "In Dagster, set `vacuum: {force_retention: true}` in this table's registry "
+    "policy to force it (only if nothing reads older versions of the table).",
+    METADATA_CLEANUP: "In Dagster, set `cleanup: {force_retention: true}` in this table's "
+    "registry policy to force it (only if nothing reads older versions of the table).",
+}
+
+
 def as_failure(exc: DeltaOpsError, *, table: str, component: str) -> Failure:
     """A `dagster.Failure` for a refused or failed operation (shown in the UI with metadata)."""
     metadata: dict[str, Any] = {
@@ -117,6 +127,10 @@ def as_failure(exc: DeltaOpsError, *, table: str, component: str) -> Failure:
         description = f"{table}: the table does not exist yet ({exc})"
     else:
         description = f"{table} {component}: {exc}"
+    hint = _RETENTION_HINTS.get(component) if isinstance(exc, RetentionError) else None
+    if hint:
+        description = f"{description}. {hint}"
+        metadata["how_to_force"] = hint
     return Failure(description=description, metadata=metadata, allow_retries=False)
 
 
@@ -435,6 +449,8 @@ def run_cleanup(run: TableRun) -> MaterializeResult:
         result, duration = _timed(lambda: cleanup_metadata(
             run.storage,
             retention=policy.retention_delta,
+            force_retention=policy.force_retention,
+            allow_catalog_managed=policy.allow_catalog_managed,
             ensure_checkpoint=policy.ensure_checkpoint,
             now_ms=run.now_ms,
         ))
@@ -447,6 +463,8 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
         result, duration = _timed(lambda: vacuum(
             run.storage,
             retention_hours=policy.retention_hours,
+            force_retention=policy.force_retention,
+            allow_catalog_managed=policy.allow_catalog_managed,
             lite=policy.lite,
             dry_run=policy.dry_run,
             now_ms=run.now_ms,

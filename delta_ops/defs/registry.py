@@ -78,6 +78,26 @@ _SECRET_OPTION_RE = re.compile(
 #: Option names that contain "key" but hold no secret.
 _NOT_SECRET_OPTIONS = frozenset({"key_prefix", "sse_kms_key_id", "kms_key_id"})
 
+#: Storage options whose values are shown (UI metadata, logs); every other value is
+#: redacted, whatever its name. Only where the store is and how it is reached: an operator
+#: needs them to diagnose a failure, and none of them grants access (user information in
+#: an endpoint URL is redacted all the same).
+PUBLIC_STORAGE_OPTIONS = frozenset({
+    "endpoint_url", "endpoint", "aws_endpoint_url", "aws_endpoint",
+    "region", "region_name", "aws_region", "anon", "use_ssl", "allow_http",
+})
+#: Spark conf keys whose values are shown: sizing, parallelism and the S3A endpoint and
+#: region. Everything else (credentials providers, tokens, arbitrary `spark.hadoop.*`) is
+#: redacted.
+PUBLIC_SPARK_CONF = frozenset({
+    "spark.executor.memory", "spark.executor.cores", "spark.executor.instances",
+    "spark.driver.memory", "spark.driver.cores", "spark.default.parallelism",
+    "spark.sql.shuffle.partitions", "spark.hadoop.fs.s3a.endpoint",
+    "spark.hadoop.fs.s3a.endpoint.region",
+})
+REDACTED = "<redacted>"
+_USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/@]*@")
+
 
 class RegistryError(DeltaOpsError):
     """The registry file is missing, unreadable or invalid (one line per problem)."""
@@ -223,11 +243,24 @@ class _ScheduledPolicy(_Model):
 
 class VacuumPolicy(_ScheduledPolicy):
     """cron: when the schedule runs (None: no schedule); retention: instead of the table's
-    delta.deletedFileRetentionDuration (shorter is refused); dry_run: only report."""
+    delta.deletedFileRetentionDuration (shorter is refused unless force_retention); dry_run:
+    only report; allow_catalog_managed: vacuum a catalog-managed table."""
 
     cron: str | None = "0 3 * * 0"
     dry_run: bool = False
     lite: bool = False
+    force_retention: bool = Field(
+        default=False,
+        description="Allow a retention shorter than the table's "
+        "delta.deletedFileRetentionDuration. Files a reader of an older version, a running "
+        "query or a streaming job still needs can then be deleted: time travel to those "
+        "versions and such readers fail. Only when nothing else uses the table.",
+    )
+    allow_catalog_managed: bool = Field(
+        default=False,
+        description="Vacuum a catalog-managed table (catalogManaged feature). The catalog owns "
+        "such a table: set this only with the catalog's permission.",
+    )
 
     @property
     def retention_hours(self) -> float | None:
@@ -238,10 +271,23 @@ class VacuumPolicy(_ScheduledPolicy):
 
 class CleanupPolicy(_ScheduledPolicy):
     """cron: when the schedule runs (None: no schedule); retention: instead of the table's
-    delta.logRetentionDuration; ensure_checkpoint: write a checkpoint at the cutoff first."""
+    delta.logRetentionDuration (shorter is refused unless force_retention);
+    ensure_checkpoint: write a checkpoint at the cutoff first; allow_catalog_managed: clean
+    up the log of a catalog-managed table."""
 
     cron: str | None = "0 4 * * *"
     ensure_checkpoint: bool = False
+    force_retention: bool = Field(
+        default=False,
+        description="Allow a log retention shorter than the table's "
+        "delta.logRetentionDuration. The log of older versions is deleted sooner: time "
+        "travel to them, and readers or streams still behind, fail.",
+    )
+    allow_catalog_managed: bool = Field(
+        default=False,
+        description="Clean up the log of a catalog-managed table (catalogManaged feature). "
+        "The catalog owns its log: set this only with the catalog's permission.",
+    )
 
     @property
     def retention_delta(self) -> dt.timedelta | None:
@@ -398,6 +444,26 @@ class RegistryFile(_Model):
 
 
 
+def _shown(value: Any, public: bool) -> str:
+    if isinstance(value, EnvRef):
+        return f"${value.env}"  # the variable's name, never its value
+    if not public:
+        return REDACTED
+    return _USERINFO_RE.sub(rf"\1{REDACTED}@", str(value))
+
+
+def redact_storage_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """Storage options safe to show: environment references as `$NAME`, values of
+    `PUBLIC_STORAGE_OPTIONS` as written, every other value `<redacted>`."""
+    return {k: _shown(v, k.lower() in PUBLIC_STORAGE_OPTIONS) for k, v in options.items()}
+
+
+def redact_spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
+    """Spark conf safe to show: environment references as `$NAME`, values of
+    `PUBLIC_SPARK_CONF` as written, every other value `<redacted>`."""
+    return {k: _shown(v, k in PUBLIC_SPARK_CONF) for k, v in conf.items()}
+
+
 def is_secret_option(key: str) -> bool:
     """Whether a storage option name holds a secret (key, secret, token, password...)."""
     return key.lower() not in _NOT_SECRET_OPTIONS and bool(_SECRET_OPTION_RE.search(key))
@@ -467,11 +533,8 @@ class RegisteredTable:
         return out
 
     def redacted_storage_options(self) -> dict[str, str]:
-        """Storage options safe to show: environment references as `$NAME`."""
-        return {
-            k: f"${v.env}" if isinstance(v, EnvRef) else str(v)
-            for k, v in self.storage_options.items()
-        }
+        """Storage options safe to show (see `redact_storage_options`)."""
+        return redact_storage_options(self.storage_options)
 
     def storage(self):
         """The table's `Storage` (resolves secrets; builds no client until first use)."""
@@ -563,17 +626,27 @@ def _duplicate_names(data: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+#: Mappings whose values are options (storage options, Spark conf): their values may be
+#: secrets, so no problem ever quotes one, whatever its key.
+_OPTION_MAPS = {"storage_options": "a storage option", "conf": "a Spark conf value"}
+
+
 def _problems(exc: ValidationError) -> list[str]:
-    """One line per problem, located like `tables[1].vacuum.cron`."""
+    """One line per problem, located like `tables[1].vacuum.cron`.
+
+    Under `storage_options` and `spark.conf` a problem names the option, never its value:
+    pydantic quotes the input of a failed union member, which may be a secret.
+    """
     problems: list[str] = []
     for err in exc.errors(include_url=False):
         loc = list(err["loc"])
-        if "storage_options" in loc and len(loc) > loc.index("storage_options") + 1:
+        option_map = next((name for name in _OPTION_MAPS if name in loc), None)
+        if option_map is not None and len(loc) > loc.index(option_map) + 1:
             # A value that is neither plain nor {env: ...}: pydantic reports one error per
             # union member; report the option once, and never its value (it may be secret).
-            where = _location(loc[: loc.index("storage_options") + 2])
-            msg = (f"{where}: a storage option is text, a number, a boolean or an environment "
-                   "variable reference {env: VARIABLE_NAME}")
+            where = _location(loc[: loc.index(option_map) + 2])
+            msg = (f"{where}: {_OPTION_MAPS[option_map]} is text, a number, a boolean or an "
+                   "environment variable reference {env: VARIABLE_NAME}")
         elif err["type"] == "extra_forbidden":
             msg = f"{_location(loc)}: unknown key {loc[-1]!r}"
         elif err["type"] == "missing":
@@ -581,7 +654,7 @@ def _problems(exc: ValidationError) -> list[str]:
         else:
             text = err["msg"].removeprefix("Value error, ")
             msg = f"{_location(loc)}: {text}"
-            if not err["type"].startswith("value_error") and "storage_options" not in loc:
+            if not err["type"].startswith("value_error") and option_map is None:
                 msg += f" (got {err.get('input')!r})"
         if msg not in problems:
             problems.append(msg)
@@ -681,6 +754,9 @@ __all__ = [
     "RegisteredTable",
     "Registry",
     "RegistryError",
+    "PUBLIC_SPARK_CONF",
+    "PUBLIC_STORAGE_OPTIONS",
+    "REDACTED",
     "RowTrackingPolicy",
     "SparkSettings",
     "VacuumPolicy",
@@ -689,5 +765,7 @@ __all__ = [
     "is_secret_option",
     "load_registry",
     "parse_registry",
+    "redact_spark_conf",
+    "redact_storage_options",
     "uri_problem",
 ]

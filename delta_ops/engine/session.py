@@ -13,6 +13,7 @@ interpreter) because they import `delta_ops` to reach storage.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,12 @@ __all__ = [
 
 DEFAULT_MASTER = "local[*]"
 ENGINE_NAMES = ("local", "spark")
+#: Seconds `SparkSessionConfig.preflight` waits for a standalone master or a Spark Connect
+#: server to accept a connection. A live one answers in milliseconds; a dead one would
+#: otherwise cost Spark's registration retries (three tries of 20 s, then a Java
+#: traceback) before the first job fails.
+PREFLIGHT_TIMEOUT_S = 3.0
+SPARK_CONNECT_DEFAULT_PORT = 15002
 
 @dataclass(frozen=True)
 class SparkSessionConfig:
@@ -107,6 +114,72 @@ class SparkSessionConfig:
             return f"Spark Connect {self.remote}"
         return f"Spark master {self.effective_master}"
 
+    def endpoints(self) -> list[tuple[str, int]]:
+        """The (host, port) pairs a session must reach before it starts: every master of a
+        `spark://h1:p1,h2:p2` URL, or the Spark Connect server; none for `local`, `k8s`,
+        `yarn` (their clients report their own failures).
+
+        Raises:
+            EngineError: a `spark://` or `sc://` URL without a host or with a bad port.
+        """
+        if self.remote is not None:
+            hostport = self.remote[len("sc://"):].split("/", 1)[0].split(";", 1)[0]
+            return [_host_port(hostport, self.remote, SPARK_CONNECT_DEFAULT_PORT)]
+        master = self.effective_master or ""
+        if not master.startswith("spark://"):
+            return []
+        return [_host_port(hp, master, None) for hp in master[len("spark://"):].split(",")]
+
+    def preflight(self, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+        """Fail fast when no standalone master or Spark Connect server is listening.
+
+        Opens (and closes) one TCP connection per endpoint with a short timeout; passes
+        when any master of a high-availability list answers. Starts no JVM.
+
+        Raises:
+            EngineError: one line naming the master URL and the cause.
+        """
+        endpoints = self.endpoints()
+        causes = []
+        for host, port in endpoints:
+            try:
+                with socket.create_connection((host, port), timeout=timeout_s):
+                    return
+            except OSError as exc:
+                cause = exc.strerror or type(exc).__name__
+                if isinstance(exc, TimeoutError | socket.timeout):
+                    cause = f"no answer within {timeout_s:g} s"
+                causes.append(f"{host}:{port}: {cause}")
+        if causes:
+            raise EngineError(
+                f"cannot reach {self.describe()} ({'; '.join(causes)}); is it running, and "
+                "is the URL right?"
+            )
+
+
+def _host_port(text: str, url: str, default_port: int | None) -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:7077`) of a Spark URL; EngineError when malformed."""
+    host, port = text, None
+    if text.startswith("["):
+        end = text.find("]")
+        host, rest = text[1:end], text[end + 1:] if end > 0 else ""
+        if end < 0 or (rest and not rest.startswith(":")):
+            raise EngineError(f"{url!r} is not a valid Spark URL: bad address {text!r}")
+        port = rest[1:] if rest else None
+    elif ":" in text:
+        host, port = text.rsplit(":", 1)
+    if not host:
+        raise EngineError(f"{url!r} is not a valid Spark URL: no host")
+    if port is None:
+        if default_port is None:
+            raise EngineError(
+                f"{url!r} is not a valid Spark master URL: no port (spark://host:7077)"
+            )
+        return host, default_port
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise EngineError(f"{url!r} is not a valid Spark URL: bad port {port!r}")
+    return host, int(port)
+
 
 def make_engine(
     name: str = "local",
@@ -130,6 +203,8 @@ def make_engine(
 
     Raises:
         ValueError: Unknown name, or Spark options given for the local engine.
+        EngineError: A `spark://` master or Spark Connect server that does not accept a
+            connection (see `SparkSessionConfig.preflight`).
     """
     if name == "local":
         given = [
@@ -154,16 +229,23 @@ def make_engine(
         config = SparkSessionConfig(
             master=spark_master, remote=spark_remote, conf=dict(spark_conf or {})
         )
+        config.preflight()
         return SparkEngine(config)
     raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
 
 
 def _parse_conf(pairs: Sequence[str] | None) -> dict[str, str]:
+    """`--spark-conf KEY=VALUE` arguments; a malformed one is named by its position, never
+    by its text (a value may be a secret)."""
     out: dict[str, str] = {}
-    for pair in pairs or ():
+    for i, pair in enumerate(pairs or (), 1):
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise argparse.ArgumentTypeError(f"--spark-conf takes KEY=VALUE, got {pair!r}")
+            raise argparse.ArgumentTypeError(
+                f"--spark-conf takes KEY=VALUE (the key, '=', then the value): occurrence {i} "
+                f"of --spark-conf has {'no' if not sep else 'an empty key before the'} '=' "
+                "(its text is not shown: it may hold a secret)"
+            )
         out[key] = value
     return out
 
@@ -209,6 +291,7 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
 
     Raises:
         argparse.ArgumentTypeError: Contradictory or malformed flags.
+        EngineError: The Spark master or Connect server named does not answer.
     """
     master = getattr(args, "spark_master", None)
     remote = getattr(args, "spark_remote", None)
