@@ -11,8 +11,10 @@ defaults:
   checksum: {enabled: true}      # write N.crc files
   compaction: {interval: null}   # commits per compaction file; null: delta.logCompactionInterval
                                  # (off when the table does not set it either)
-  vacuum: {cron: "0 3 * * 0", retention: null, dry_run: false, lite: false}
-  cleanup: {cron: "0 4 * * *", retention: null}
+  vacuum: {cron: "0 3 * * 0", retention: null, dry_run: false, lite: false,
+           force_retention: false, allow_catalog_managed: false}
+  cleanup: {cron: "0 4 * * *", retention: null, force_retention: false,
+            allow_catalog_managed: false}
   row_tracking: {backfill: false, batch_size: 20000, enable: true}
 spark:                           # optional: where the spark engine runs (default local[*])
   master: spark://spark-master:7077          # or remote: sc://connect-host:15002
@@ -32,7 +34,9 @@ tables:
 Validation (pydantic) happens when the registry is loaded, before any table is touched:
 unknown keys, duplicate names, bad URIs, bad cron expressions, unknown engines, literal
 secrets and malformed retentions each give one line of one `RegistryError`, naming where
-the problem is (`tables[1].vacuum.cron`). Relative local URIs are resolved against the
+the problem is (`tables[1].vacuum.cron`) and never quoting a storage option's or Spark conf
+value. Values are shown (Dagster metadata) only for the keys of `PUBLIC_STORAGE_OPTIONS`
+and `PUBLIC_SPARK_CONF`; every other value is `<redacted>`. Relative local URIs are resolved against the
 registry file's directory. A registered table that does not exist yet is not an error here:
 its assets report it when they run.
 
