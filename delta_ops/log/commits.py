@@ -6,7 +6,10 @@ every writer writes a file action (`{"add":` or `{"remove":`) are parsed by Arro
 multi-threaded JSON reader; every other line (protocol, metaData, commitInfo, txn, ...) is
 blanked to `{}` for Arrow, so row i is line i, and parsed with orjson in Python. The newest
 action per file key `(canonical path, deletion vector unique id)` wins, decided with hash
-kernels over the whole buffer.
+kernels over the whole buffer. "Newest" is "latest line in the buffer": each file's lines
+must come oldest first, so a compaction file's lines are given here reversed
+(`delta_ops.log.replay.delta_lines_oldest_first`: inside a compaction the first line for a
+key wins, see "Log Compaction Files" there).
 
 Arrow has no JSON-to-map conversion, so `partitionValues` and `tags` are inferred as
 structs (the union of the keys seen) and turned back into maps. A struct cannot tell an
@@ -98,7 +101,14 @@ class _StepAside(Exception):
 
 @dataclass
 class CommitFile:
-    """One commit or compaction file of a segment, oldest first."""
+    """One commit or compaction file of a segment, oldest first.
+
+    Attributes:
+        version: the (last) version the file covers.
+        path: the file, relative to the table root.
+        data: its lines oldest first, the last line for a key winning (a compaction's as
+            `delta_ops.log.replay.delta_lines_oldest_first` orders them).
+    """
 
     version: int
     path: str

@@ -8,6 +8,14 @@ kept only for keys no later action touched. The commits are reconciled columnar
 with orjson. File actions stay in Arrow: a checkpoint with millions of adds is read row
 group by row group on threads and filtered with vectorized kernels, never turned into
 Python objects.
+
+Compaction files come in two forms, and one rule reads both (`delta_lines_oldest_first`):
+inside a compaction file the FIRST line for a key wins. The spec's form is reconciled (one
+line per key: order does not matter); Databricks writes the covered commits' actions
+unreconciled, newest commit first, with several lines per key (a `remove` above the older
+`add` it cancels, superseded txns and domains below the newer ones), as delta-kernel-rs
+reads them. Reversing a compaction's lines turns either form into an oldest-first stream in
+which the last line wins, like the commits around it; across deltas the newer one wins.
 """
 
 from __future__ import annotations
@@ -47,6 +55,47 @@ from delta_ops.protocol.arrays import empty_table, string_array, to_numpy
 from delta_ops.storage import Storage
 
 _IO_THREADS = 16
+
+#: TEST-ONLY switch, never set it outside tests. True makes every reader of the log that goes
+#: through `delta_lines_oldest_first` (snapshot replay, columnar and action by action, and
+#: whatever else uses that helper) read compaction files with the old, wrong rule: lines as
+#: written, the last line for a key wins. Read at call time, so `monkeypatch.setattr` works;
+#: tests use it to prove that a wrong reading rule cannot reach a published file unseen.
+TEST_COMPACTION_LAST_LINE_WINS: bool = False
+
+
+def _reverses(is_compaction: bool) -> bool:
+    """Whether a delta's lines are reversed to be read oldest first (the one rule)."""
+    return is_compaction and not TEST_COMPACTION_LAST_LINE_WINS
+
+
+def delta_lines_oldest_first(data: bytes, *, is_compaction: bool) -> bytes:
+    """A delta's newline-delimited actions in oldest-first order, where the last line for a
+    key wins (as in a commit, where each key appears once anyway).
+
+    A commit is returned as it is. A compaction file (`x.y.compacted.json`) is returned with
+    its lines reversed: within one compaction the first line for a key wins (Databricks
+    writes the covered commits newest first and unreconciled; a reconciled file, the spec's
+    form, has one line per key, so its order does not matter). Line endings of a reversed
+    file become `\n` and it ends with one; blank lines are kept.
+
+    Every reader of deltas uses this one rule (joining deltas oldest first, last line wins).
+
+    Args:
+        data: the file's bytes.
+        is_compaction: the file is a compaction (`Delta.is_compaction`).
+
+    Returns:
+        The lines, oldest first (`data` itself when nothing changes).
+    """
+    if not _reverses(is_compaction):
+        return data
+    lines = data.splitlines()  # JSON strings cannot hold a raw CR or LF: only line ends
+    if len(lines) <= 1:
+        return data
+    lines.reverse()
+    lines.append(b"")
+    return b"\n".join(lines)
 
 
 class UnusableCheckpointError(CorruptLogError):
@@ -262,8 +311,9 @@ def _replay_commits(
     action. Returns the winning adds and removes and the keys of every file action."""
     table = storage.root
     paths = [d.file.path for d in deltas]
+    # Every delta's lines oldest first (a compaction's reversed): one last-wins stream.
     files = [
-        CommitFile(d.end, d.file.path, b)
+        CommitFile(d.end, d.file.path, delta_lines_oldest_first(b, is_compaction=d.is_compaction))
         for d, b in zip(deltas, read_log_files(storage, paths), strict=True)
     ]
     fast = reconcile_commits(files, table, partition_columns=partition_columns)
@@ -271,11 +321,13 @@ def _replay_commits(
         for version, file, obj in fast.others:
             rec.apply_other(obj, table=table, version=version, file=file)
         return fast.adds, fast.removes, fast.keys
-    # The columnar path took the files' bytes and stepped aside: read them again.
-    for f, data in zip(files, read_log_files(storage, paths), strict=True):
-        f.data = data
-    for f in reversed(files):
-        actions = parse_json_actions(f.data, table=table, version=f.version, file=f.path)
+    # The columnar path took the files' bytes and stepped aside: read them again, parse them
+    # as written (errors name the line in the file) and order the actions by the same rule.
+    blobs = read_log_files(storage, paths)
+    for f, d, data in reversed(list(zip(files, deltas, blobs, strict=True))):
+        actions = parse_json_actions(data, table=table, version=f.version, file=f.path)
+        if _reverses(d.is_compaction):
+            actions.reverse()
         rec.apply_newest_first(actions, table=table, version=f.version, file=f.path)
     adds, removes = rec.file_tables()
     keys = string_array(list(rec.seen)) if rec.seen else None
