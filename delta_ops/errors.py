@@ -108,3 +108,29 @@ class UnsafeDeletionError(DeltaOpsError):
     """A destructive operation could not prove a file safe to delete (it may be referenced
     under another spelling of its path, lie outside the table root, or be reached through
     a symbolic link); nothing was deleted."""
+
+
+class CrossCheckError(CorruptLogError):
+    """A state about to be published (checkpoint, compaction file, `.crc`) differs from the
+    same version replayed through an independent path (the previous checkpoint plus the
+    commits, never through compaction files); nothing was published.
+
+    Attributes:
+        published_count: live files (or actions) in the state that was to be published.
+        independent_count: the same count in the independent replay.
+        differing_file: the first file key that differs (sorted order), when one does.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        published_count: int | None = None,
+        independent_count: int | None = None,
+        differing_file: str | None = None,
+        **kwargs,
+    ) -> None:
+        self.published_count = published_count
+        self.independent_count = independent_count
+        self.differing_file = differing_file
+        super().__init__(message, **kwargs)
