@@ -19,7 +19,7 @@ believe they wrote version N) and *atomic visibility* (a reader never sees a par
 file). `Storage.put_if_absent` gives both on every backend it accepts.
 
 Paths are validated: no ``..`` segment, no absolute path, no URI with an authority
-(``s3://``, ``file:///``) or drive path (``C:/``), no backslash; other names with a colon
+(``s3://``, ``file:///``), no drive path on Windows, no backslash; other names with a colon
 (``time=1971-07-22T03:06:40Z``, ``C:d.parquet``) are plain names. Nothing a caller passes
 can reach outside the root. Storage options may hold credentials; they are
 kept as given, handed back by `Storage.to_config` (to rebuild the storage in another
@@ -949,7 +949,7 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _looks_like_uri(path: str) -> bool:
-    """A URI with an authority (`s3://b/x`, `file:///x`) or a drive path (`C:/x`).
+    """A URI with an authority (`s3://b/x`, `file:///x`) or, on Windows, a drive path.
 
     Other names with a colon are plain names below the root: a listing holds them
     (`time=1971-07-22T03:06:40Z`, `C:d.parquet`, `file:` as deltalake reads
@@ -959,7 +959,8 @@ def _looks_like_uri(path: str) -> bool:
     if match is None:
         return False
     rest = path[match.end() :]
-    return rest.startswith("//") or (len(match.group(1)) == 1 and rest.startswith("/"))
+    # A drive (`C:/x`, `C:x`) leaves the root only where drives exist.
+    return rest.startswith("//") or (len(match.group(1)) == 1 and os.name == "nt")
 
 
 def _join_uri(root: str, rel: str) -> str:

@@ -1,0 +1,194 @@
+"""Property: over an alphabet of awkward path spellings, VACUUM never lists a file a version
+inside the retention references, and never touches anything outside the table root.
+
+Each example builds a tiny table by hand in a fresh directory whose own name is drawn from
+the same alphabet (`%`, `%25`, `%41`, `:`, spaces, `=`, unicode): two commits, live files
+referenced in one of many spellings (relative encoded once or raw; `/abs`, `file:/`,
+`file://`, `file:///`, `file://localhost/`, with `//` inside), tombstones inside the
+retention (their files are still needed by version 0), expired tombstones and never
+committed files (both old, both fair game), sentinels beside the root and, sometimes, a
+symbolic link from inside the root to a directory outside it. A dry run and a real run must
+agree, delete only unreferenced files, and leave everything outside the root as it was.
+The run may also refuse as a whole (`UnsafeDeletionError`), and then nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from delta_ops.errors import UnsafeDeletionError
+from delta_ops.maintenance.vacuum import vacuum
+from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+
+DAY_MS = 86_400_000
+OLD_MS = 1_700_000_000_000
+NOW_MS = OLD_MS + 30 * DAY_MS
+IN_RETENTION_MS = NOW_MS - DAY_MS  # tombstones newer than the 7-day default retention
+EXPIRED_MS = NOW_MS - 20 * DAY_MS
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "x", "type": "long", "nullable": True, "metadata": {}}]})
+
+# Pieces of names: each is a valid file-name fragment on POSIX.
+PIECES = ["a", "B", "x1", ":", "%", "%25", "%41", "%3A", "%2F", " ", "=", "é", "ü", "日",
+          "k=v", "file:", "C:", "T03:06:40Z", "+", "-", "."]
+names = st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join).filter(
+    lambda n: n not in (".", "..") and not n.startswith((".", "_"))
+)
+rel_paths = st.lists(names, min_size=1, max_size=3).map(lambda parts: "/".join(parts))
+SPELLINGS = ["rel_encoded", "rel_raw", "abs_path", "file_one", "file_three", "file_localhost",
+             "file_double_slash", "rel_double_slash", "encoded_keep_colon"]
+
+
+def spell(kind: str, rel: str, root: Path) -> str:
+    """`rel` (a path on disk below `root`) as a writer might put it in an add."""
+    enc_root = quote(str(root))
+    enc = quote(rel)
+    return {
+        "rel_encoded": enc,
+        "rel_raw": rel,
+        "encoded_keep_colon": quote(rel, safe="/:="),
+        "rel_double_slash": enc.replace("/", "//", 1) if "/" in enc else enc,
+        "abs_path": f"{enc_root}/{enc}",
+        "file_one": f"file:{enc_root}/{enc}",
+        "file_three": f"file://{enc_root}/{enc}",
+        "file_localhost": f"file://localhost{enc_root}/{enc}",
+        "file_double_slash": f"file://{enc_root}//{enc}",
+    }[kind]
+
+
+@st.composite
+def tables(draw):
+    root_name = draw(names)
+    paths = draw(st.lists(rel_paths, min_size=2, max_size=9, unique=True))
+    # No path may be a directory of another.
+    dirs = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    paths = [p for p in paths if p not in dirs]
+    roles = draw(st.lists(
+        st.sampled_from(["live", "live", "removed_recent", "removed_expired", "orphan"]),
+        min_size=len(paths), max_size=len(paths),
+    ))
+    kinds = draw(st.lists(st.sampled_from(SPELLINGS), min_size=len(paths), max_size=len(paths)))
+    link = draw(st.booleans())
+    return root_name, list(zip(paths, roles, kinds, strict=True)), link
+
+
+def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]:
+    """The table; (root, files that must survive, files that may go, outside files)."""
+    root_name, entries, link = spec
+    root = base / "tables" / root_name
+    (root / "_delta_log").mkdir(parents=True)
+    commit0 = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": SCHEMA, "partitionColumns": [], "configuration": {},
+                      "createdTime": OLD_MS}},
+    ]
+    commit1: list[dict] = []
+    must_stay: set[str] = set()
+    may_go: set[str] = set()
+    for rel, role, kind in entries:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"data")
+        os.utime(path, ns=(OLD_MS * 1_000_000,) * 2)
+        if role == "orphan":
+            may_go.add(rel)
+            continue
+        written = spell(kind, rel, root)
+        commit0.append({"add": {"path": written, "partitionValues": {}, "size": 4,
+                                "modificationTime": OLD_MS, "dataChange": True}})
+        if role == "live":
+            must_stay.add(rel)
+        elif role == "removed_recent":
+            must_stay.add(rel)
+            commit1.append({"remove": {"path": written, "deletionTimestamp": IN_RETENTION_MS,
+                                       "dataChange": True}})
+        else:
+            may_go.add(rel)  # no version inside the retention references it
+            commit1.append({"remove": {"path": written, "deletionTimestamp": EXPIRED_MS,
+                                       "dataChange": True}})
+    log = root / "_delta_log"
+    (log / f"{0:020}.json").write_text("".join(json.dumps(a) + "\n" for a in commit0))
+    (log / f"{1:020}.json").write_text("".join(json.dumps(a) + "\n" for a in commit1))
+    outside = base / "outside"
+    for rel in ("x.parquet", "d/y.parquet", "part=1/z.parquet"):
+        (outside / rel).parent.mkdir(parents=True, exist_ok=True)
+        (outside / rel).write_bytes(b"keep me")
+        os.utime(outside / rel, ns=(OLD_MS * 1_000_000,) * 2)
+    (base / "tables" / "sentinel.parquet").write_bytes(b"beside the root")
+    os.utime(base / "tables" / "sentinel.parquet", ns=(OLD_MS * 1_000_000,) * 2)
+    if link:
+        (root / "linked").symlink_to(outside, target_is_directory=True)
+        (root / "file.parquet").symlink_to(outside / "x.parquet")
+    return root, must_stay, may_go, snapshot(base, root)
+
+
+def snapshot(base: Path, root: Path) -> dict[str, bytes]:
+    """Every file below `base` but outside `root` (links not followed), with content."""
+    out = {}
+    for dirpath, dirs, files in os.walk(base):
+        here = Path(dirpath)
+        if here == root or root in here.parents:
+            dirs[:] = []
+            continue
+        for f in files:
+            p = here / f
+            out[p.relative_to(base).as_posix()] = p.read_bytes() if not p.is_symlink() else b"@"
+    return out
+
+
+def files_below(root: Path) -> set[str]:
+    out = set()
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            out.add((Path(dirpath) / f).relative_to(root).as_posix())
+    return out
+
+
+def check(spec, engine=None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        root, must_stay, may_go, outside_before = build(base, spec)
+        before = files_below(root)
+        try:
+            dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True, engine=engine)
+        except UnsafeDeletionError:
+            event("refused (disagreeing normalisations)")
+            with pytest.raises(UnsafeDeletionError):
+                vacuum(str(root), now_ms=NOW_MS, engine=engine)
+            assert files_below(root) == before
+            assert snapshot(base, root) == outside_before
+            return
+        assert not set(dry.files) & must_stay, "a referenced file was listed for deletion"
+        result = vacuum(str(root), now_ms=NOW_MS, engine=engine)
+        assert result.files == dry.files
+        after = files_below(root)
+        assert must_stay <= after
+        assert before - after == set(result.files)
+        assert set(result.files) <= may_go | {p for p in before if p.startswith("_")}
+        assert snapshot(base, root) == outside_before
+        event("all unreferenced deleted" if may_go <= set(result.files) else "some kept")
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables())
+def test_vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root(spec):
+    check(spec)
+
+
+@pytest.mark.spark
+@settings(max_examples=25, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(spec=tables())
+def test_spark_vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root(
+    spark_engine, spec  # noqa: F811
+):
+    check(spec, spark_engine)
