@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+# fsspec schemes whose file system loads a native library (and prints its failures).
+_NATIVE_LIBRARY_SCHEMES = frozenset({"hdfs", "viewfs", "arrow_hdfs"})
 # Errno values meaning "this file system cannot make hard links".
 _NO_LINK_ERRNOS = frozenset(
     {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK}
@@ -911,12 +913,36 @@ _S3_REGION_KEYS = frozenset({"aws_region", "region", "region_name", "aws_default
 _S3_BOOL_OPTIONS = frozenset({"anon", "use_ssl", "requester_pays", "use_listings_cache"})
 
 
+# Options every fsspec file system takes besides its own arguments.
+_FSSPEC_COMMON_OPTIONS = frozenset(
+    {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+     "batch_size", "asynchronous", "loop"}
+)
+
+
+def _s3fs_option_names() -> frozenset[str]:
+    """The keyword arguments s3fs.S3FileSystem accepts (its own and fsspec's)."""
+    import inspect
+
+    import s3fs
+
+    params = inspect.signature(s3fs.S3FileSystem.__init__).parameters.values()
+    own = {
+        p.name for p in params
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+    return frozenset(own) | _FSSPEC_COMMON_OPTIONS
+
+
 def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
     """s3fs keyword arguments from storage options.
 
     s3fs's own names (``key``, ``secret``, ``endpoint_url``, ``client_kwargs``...) pass
     through; the object_store/delta-rs spellings (``AWS_ACCESS_KEY_ID``, ``AWS_REGION``,
     ``AWS_ENDPOINT_URL``...) are translated, so one options dict serves both tools.
+
+    Raises:
+        StorageError: An option s3fs does not know (named by key, never by value).
     """
     out: dict[str, Any] = {}
     client_kwargs: dict[str, Any] = {}
@@ -936,6 +962,15 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
             logger.debug("ignoring storage option %s: not used by s3fs", raw_key)
         else:
             out[key] = value
+    unknown = sorted(str(k) for k in out if k not in _s3fs_option_names())
+    if unknown:
+        # Keys only: values may be secrets.
+        raise StorageError(
+            f"unknown S3 storage option(s) {', '.join(map(repr, unknown))}; known: s3fs's "
+            f"own ({', '.join(sorted(_s3fs_option_names()))}) and the AWS_* spellings of "
+            "delta-rs (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, "
+            "AWS_REGION, AWS_ENDPOINT_URL, AWS_PROFILE)"
+        )
     if client_kwargs:
         out["client_kwargs"] = client_kwargs
     # Delta needs fresh listings: a cached listing of _delta_log would hide new commits.
@@ -1088,7 +1123,11 @@ class Storage:
         except ImportError as exc:
             raise StorageError(f"s3fs is needed to reach {uri!r}") from exc
         try:
-            fs = s3fs.S3FileSystem(**_s3fs_kwargs(options))
+            kwargs = _s3fs_kwargs(options)
+        except StorageError as exc:
+            raise StorageError(exc.reason, table=uri) from None
+        try:
+            fs = s3fs.S3FileSystem(**kwargs)
         except (TypeError, ValueError, KeyError) as exc:
             # The message names the offending option, never its value.
             raise StorageError(f"invalid S3 storage options for {uri!r}: {exc}") from exc
@@ -1106,6 +1145,13 @@ class Storage:
     @classmethod
     def _other(cls, uri: str, scheme: str, options: dict[str, Any]) -> Storage:
         import fsspec.core
+
+        if scheme in _NATIVE_LIBRARY_SCHEMES:
+            raise StorageError(
+                f"unsupported storage scheme {scheme!r} in {uri!r}: it needs a native "
+                "Hadoop client (libhdfs and a JVM); delta_ops reaches local files, S3 "
+                "(s3://, s3a://) and fsspec file systems in pure Python (webhdfs:// for HDFS)"
+            )
 
         root = uri.rstrip("/")
         try:

@@ -264,3 +264,107 @@ def test_disagreeing_normalisations_refuse_the_whole_run(tmp_path):
     with pytest.raises(UnsafeDeletionError):
         vacuum(str(root), now_ms=NOW_MS)
     assert {"a%41.parquet", "aA.parquet", "orphan.parquet"} <= files_below(root)
+
+
+# --------------------------------------------------------------------------------------
+# Errors a user can act on (issue 12, item 9) and the catalog-managed opt-in.
+# --------------------------------------------------------------------------------------
+
+
+def test_a_name_that_is_not_utf8_is_left_and_reported(tmp_path):
+    root = tmp_path / "t"
+    write_table(root, [("live.parquet", "live.parquet")])
+    data_file(root / "orphan.parquet")
+    raw_root = os.fsencode(str(root))
+    for rel in (b"bad\xff.parquet", b"d\xfe/x.parquet"):
+        path = os.path.join(raw_root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"x")
+        os.utime(path, ns=(OLD_MS * 1_000_000,) * 2)
+    dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
+    result = vacuum(str(root), now_ms=NOW_MS)
+    assert dry.files == result.files == ("orphan.parquet",)
+    for r in (dry, result):
+        note = " ".join(r.messages)
+        assert "not valid UTF-8" in note and r"bad\xff.parquet" in note
+        assert r"d\xfe/x.parquet" in note
+    assert os.path.exists(os.path.join(raw_root, b"bad\xff.parquet"))
+    assert os.path.exists(os.path.join(raw_root, b"d\xfe/x.parquet"))
+
+
+def test_missing_v2_sidecar_without_older_commits_names_the_sidecar(tmp_path):
+    from delta_ops.errors import CorruptLogError
+    from delta_ops_tests.conftest import copy_corpus_table
+
+    root = copy_corpus_table(
+        "kernel-defaults__kernel-pagination-v2-checkpoint-parquet", tmp_path / "t"
+    )
+    log = root / "_delta_log"
+    for p in log.iterdir():
+        p.chmod(p.stat().st_mode | 0o200)
+        if p.name[:20].isdigit() and int(p.name[:20]) < 4:
+            p.unlink()
+    sidecar = ("00000000000000000004.checkpoint.0000000001.0000000001."
+               "87b3aafd-6627-401d-b9aa-83f6b2450f0a.parquet")
+    (log / "_sidecars" / sidecar).unlink()
+    with pytest.raises(CorruptLogError, match=rf"sidecar.*version 4, file .*{sidecar}"):
+        vacuum(str(root), now_ms=NOW_MS, dry_run=True)
+
+
+@pytest.mark.parametrize("hours", [float("inf"), 1e12, float("nan"), -1, "12"])
+def test_impossible_retentions_are_a_retention_error(tmp_path, hours):
+    from delta_ops.errors import RetentionError
+
+    root = tmp_path / "t"
+    write_table(root, [("live.parquet", "live.parquet")])
+    data_file(root / "orphan.parquet")
+    with pytest.raises(RetentionError, match=r"retention.*\(table file://"):
+        vacuum(str(root), now_ms=NOW_MS, retention_hours=hours)
+    assert (root / "orphan.parquet").exists()
+
+
+def test_hdfs_is_one_clear_error_before_anything_is_touched(capfd):
+    from delta_ops.errors import StorageError
+    from delta_ops.storage import Storage
+
+    with pytest.raises(StorageError, match=r"unsupported storage scheme 'hdfs'"):
+        Storage.for_uri("hdfs://nn/x")
+    captured = capfd.readouterr()
+    assert "dlopen" not in captured.out + captured.err
+
+
+def test_unknown_s3_options_are_named_never_their_values():
+    from delta_ops.errors import StorageError
+    from delta_ops.storage import Storage
+
+    with pytest.raises(StorageError, match=r"unknown S3 storage option.*'bogus'") as caught:
+        Storage.for_uri("s3://bucket/t", {"bogus": "1", "secret": "SECRET-VALUE-42",
+                                          "other_thing": "SECRET-VALUE-43"})
+    assert "'other_thing'" in str(caught.value)
+    assert "SECRET-VALUE" not in str(caught.value)
+    assert "s3://bucket/t" in str(caught.value)
+    # delta-rs spellings are still accepted.
+    Storage.for_uri("s3://bucket/t", {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b",
+                                      "AWS_REGION": "eu-west-1", "AWS_ALLOW_HTTP": "true"})
+
+
+def test_catalog_managed_tables_need_the_opt_in(tmp_path):
+    from delta_ops.errors import UnsupportedFeatureError
+
+    root = tmp_path / "t"
+    write_table(root, [("live.parquet", "live.parquet")])
+    log = root / "_delta_log" / f"{0:020}.json"
+    lines = log.read_text().splitlines()
+    lines[0] = json.dumps({"protocol": {
+        "minReaderVersion": 3, "minWriterVersion": 7,
+        "readerFeatures": ["catalogManaged"], "writerFeatures": ["catalogManaged"],
+    }})
+    log.write_text("\n".join(lines) + "\n")
+    data_file(root / "orphan.parquet")
+    with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
+        vacuum(str(root), now_ms=NOW_MS)
+    assert (root / "orphan.parquet").exists()
+    result = vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True)
+    assert result.files == ("orphan.parquet",)
+    assert (root / "live.parquet").exists()

@@ -24,6 +24,11 @@ LISTING_SCHEMA = pa.schema(
     ]
 )
 
+#: A listed file whose name is not valid UTF-8 (no Delta log can name it) appears as this
+#: prefix plus its name with the undecodable bytes escaped (`bad\\xff.parquet`), with size
+#: -1 and modification time 0. It is never a path to act on (Storage refuses the NUL).
+UNREADABLE_PREFIX = "\x00unreadable:"
+
 ROW_COUNT_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("num_records", pa.int64())])
 
 

@@ -19,13 +19,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
+from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
 from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.storage import FileInfo, Storage
 
 
+def _readable(info: FileInfo) -> FileInfo:
+    """`info`, or for a name that is not valid UTF-8 (undecodable bytes arrive from the
+    file system as lone surrogates) the UNREADABLE_PREFIX marker row."""
+    try:
+        info.path.encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = info.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return FileInfo(UNREADABLE_PREFIX + escaped, -1, 0)
+    return info
+
+
 def _listing_table(infos: Sequence[FileInfo]) -> pa.Table:
     # Built from buffers: `pa.array` on Python objects would import pandas.
+    infos = [_readable(i) for i in infos]
     n = len(infos)
     return pa.Table.from_arrays(
         [
@@ -91,7 +103,7 @@ class LocalEngine(Engine):
         # The anti-join runs during the listing: on the local file system a kept file costs
         # its name only, never a stat.
         referenced = frozenset(keep.cast(pa.string()).to_pylist())
-        listed = self._list(storage, directories, referenced)
+        listed = [_readable(i) for i in self._list(storage, directories, referenced)]
         return _listing_table([i for i in listed if i.modification_time < older_than_ms])
 
     def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:

@@ -37,6 +37,8 @@ still in the log state (and their DV files), checking each one's existence and a
 
 from __future__ import annotations
 
+import math
+import numbers
 import posixpath
 import re
 import time
@@ -54,7 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from delta_ops.engine.base import Engine
+from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.errors import (
     CorruptLogError,
     DeletionVectorError,
@@ -95,6 +97,9 @@ __all__ = [
 ]
 
 HOUR_MS = 3_600_000
+# The longest retention accepted (100,000 years): beyond it, times in ms since the epoch
+# and `timedelta` stop being exact or overflow.
+_MAX_RETENTION_HOURS = 100_000 * 8766
 _IO_THREADS = 16
 # Up to this many directories, each is checked against the kept paths with one scan of
 # them; beyond, the kept paths' parent directories are computed once instead.
@@ -694,16 +699,30 @@ def retention_for(
     """The retention VACUUM uses, after the safety checks.
 
     Raises:
-        RetentionError: Negative; shorter than `delta.deletedFileRetentionDuration`; or
+        RetentionError: Not a finite number of hours, negative or beyond 100,000 years;
+            shorter than `delta.deletedFileRetentionDuration`; or
             `delta.logRetentionDuration` shorter than it (the last two unless forced).
     """
     configured = props.deleted_file_retention
     if retention_hours is None:
         retention = configured
     else:
-        if retention_hours < 0:
+        if isinstance(retention_hours, bool) or not isinstance(retention_hours, numbers.Real):
             raise RetentionError(
-                f"VACUUM retention cannot be negative ({retention_hours} hours)",
+                f"VACUUM retention must be a number of hours, got "
+                f"{type(retention_hours).__name__}",
+                table=table, version=version,
+            )
+        if not math.isfinite(retention_hours) or retention_hours < 0:
+            raise RetentionError(
+                f"VACUUM retention must be a finite, non-negative number of hours, got "
+                f"{retention_hours!r}",
+                table=table, version=version,
+            )
+        if retention_hours > _MAX_RETENTION_HOURS:
+            raise RetentionError(
+                f"VACUUM retention of {retention_hours:g} hours is longer than "
+                f"{_MAX_RETENTION_HOURS:g} hours (100,000 years), the most it can express",
                 table=table, version=version,
             )
         retention = timedelta(hours=retention_hours)
@@ -834,8 +853,19 @@ def plan_vacuum(
     """
     table = storage.root
     excluded: set[str] = set()
+    missing: SidecarMissingError | None = None
     while True:
-        segment = build_log_segment(storage, exclude_checkpoints=frozenset(excluded))
+        try:
+            segment = build_log_segment(storage, exclude_checkpoints=frozenset(excluded))
+        except CorruptLogError as exc:
+            if missing is None:
+                raise
+            # Without that checkpoint nothing reads the table: name what is missing.
+            raise CorruptLogError(
+                f"{missing.reason}, and no older checkpoint or complete run of commits "
+                f"can stand in for it ({exc.reason})",
+                table=table, version=missing.version, file=missing.file,
+            ) from exc
         blobs = _read_deltas(storage, segment)
         # The protocol check comes before anything else is read or listed.
         protocol, metadata = protocol_and_metadata(storage, segment, blobs=blobs)
@@ -854,9 +884,10 @@ def plan_vacuum(
         delete_before = now_ms - retention_ms
         try:
             refs = file_references(storage, segment, blobs, delete_before)
-        except SidecarMissingError:
+        except SidecarMissingError as exc:
             assert segment.checkpoint is not None
             excluded.add(segment.checkpoint.identity)
+            missing = exc
             continue
         break
     prefixes = partition_prefixes(metadata)
@@ -882,10 +913,23 @@ def plan_vacuum(
             eng.close()
     paths = found.column("path").to_pylist()
     sizes = found.column("size").to_pylist()
+    unreadable = [p[len(UNREADABLE_PREFIX):] for p in paths if p.startswith(UNREADABLE_PREFIX)]
+    if unreadable:
+        keep_rows = [i for i, p in enumerate(paths) if not p.startswith(UNREADABLE_PREFIX)]
+        paths = [paths[i] for i in keep_rows]
+        sizes = [sizes[i] for i in keep_rows]
     chosen, side_idx = _select(paths, prefixes)
     idx = sorted(set(chosen) | set(side_idx))
     files = [paths[i] for i in idx]
     _prove_deletable(storage, files, refs, version=segment.version)
+    messages: tuple[str, ...] = ()
+    if unreadable:
+        shown = ", ".join(sorted(unreadable)[:20])
+        more = f" and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
+        messages = (
+            f"left {len(unreadable)} file(s) whose names are not valid UTF-8 (a Delta log "
+            f"cannot name them; never deleted, delete by hand if unused): {shown}{more}",
+        )
     return VacuumPlan(
         **common,
         files=tuple(files),
@@ -893,6 +937,7 @@ def plan_vacuum(
         side_files=frozenset(paths[i] for i in side_idx),
         directories=tuple(_dirs_emptied(storage, files, refs.keep)),
         top_dirs=tuple(d for d in dirs if d),
+        messages=messages,
     )
 
 
