@@ -1084,7 +1084,10 @@ def test_cli_checkpoint_json(tmp_path, monkeypatch, capsys):
         "size_in_bytes",
         "last_checkpoint_updated",
         "already_existed",
+        "cross_check",
     }
+    # No compaction file in this log: the commits-only segment is the independent path.
+    assert obj["cross_check"].startswith("commits-only segment (commits 0..2)")
     assert obj["kind"] == "v2-uuid" and obj["version"] == 2 and len(obj["files"]) == 1
     assert obj["files"][0].endswith(".json") and obj["num_add_files"] == 4
     # _last_checkpoint named Spark's checkpoint of version 2, deleted above: it now names ours.

@@ -16,6 +16,12 @@ Two ways to compute version N's checksum:
   When `N-1.crc` lists `allFiles`, the new state is reconciled exactly from that list, so
   small tables need no trust in the commit at all.
 
+Writing cross-checks before publishing: the bytes of a `.crc` are parsed again and compared
+with the independent replay of the version (previous checkpoint + commits, never compaction
+files) when the computation read compaction files, else with the state they were computed
+from, which then is that replay or `N-1.crc` plus commit N; a difference raises
+CrossCheckError and no file is written (`_cross_check`).
+
 Computing and verifying only read the log (they work on tables with features delta_ops
 does not know, such as variantType or collations, whose checksums Spark wrote); writing a
 `.crc` passes the "checksum" feature gate first.
@@ -38,6 +44,7 @@ import pyarrow.compute as pc
 from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     ChecksumMismatchError,
+    CrossCheckError,
     DeltaOpsError,
     StorageError,
     VersionNotFoundError,
@@ -46,6 +53,7 @@ from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import build_log_segment, list_log
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.log.timestamps import IctEnablement
+from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import ADD_TYPE, Metadata, file_key
 from delta_ops.protocol.crc import (
@@ -126,7 +134,11 @@ class ComputedChecksum:
 
 @dataclass(frozen=True)
 class ChecksumWriteResult:
-    """Outcome of writing one `N.crc` (an existing file is a normal outcome, not an error)."""
+    """Outcome of writing one `N.crc` (an existing file is a normal outcome, not an error).
+
+    `cross_check` says what the bytes were checked against before they got their name (see
+    `_cross_check`); None when nothing was written by this call.
+    """
 
     table: str
     version: int
@@ -135,6 +147,7 @@ class ChecksumWriteResult:
     already_existed: bool
     method: str | None = None
     fallback_reason: str | None = None
+    cross_check: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -145,6 +158,7 @@ class ChecksumWriteResult:
             "already_existed": self.already_existed,
             "method": self.method,
             "fallback_reason": self.fallback_reason,
+            "cross_check": self.cross_check,
         }
 
 
@@ -678,9 +692,21 @@ def compute_version_checksum(
         UnsupportedFeatureError: the table cannot be read by delta_ops.
         IncrementalChecksumUnavailableError: method="incremental" and it is not sound.
     """
+    storage = Storage.of(table_or_storage)
+    computed, _ = _compute(storage, version, engine, method, policy)
+    return computed
+
+
+def _compute(
+    storage: Storage,
+    version: int | None,
+    engine: Engine | None,
+    method: Method,
+    policy: ChecksumPolicy,
+) -> tuple[ComputedChecksum, Snapshot | None]:
+    """`compute_version_checksum`, also returning the snapshot of a full computation."""
     if method not in ("auto", "full", "incremental"):
         raise ValueError(f"method must be auto, full or incremental, not {method!r}")
-    storage = Storage.of(table_or_storage)
     if version is None:
         version = _latest_version(storage)
     reason = "method full was asked for"
@@ -700,7 +726,7 @@ def compute_version_checksum(
                     previous, actions, version=version, table=storage.root, policy=policy
                 )
                 if checksum is not None:
-                    return ComputedChecksum(version, checksum, "incremental")
+                    return ComputedChecksum(version, checksum, "incremental"), None
         if method == "incremental":
             raise IncrementalChecksumUnavailableError(
                 f"cannot derive the checksum incrementally: {reason}",
@@ -708,7 +734,7 @@ def compute_version_checksum(
             )
     snapshot = load_snapshot(storage, version)
     checksum = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
-    return ComputedChecksum(version, checksum, "full", reason)
+    return ComputedChecksum(version, checksum, "full", reason), snapshot
 
 
 def compute_checksum(
@@ -744,6 +770,7 @@ def write_checksum(
     Raises:
         VersionNotFoundError: commit `version` does not exist.
         UnsupportedFeatureError: the table's protocol does not allow delta_ops to write.
+        CrossCheckError: the checksum differs from the independent replay (nothing written).
         See also `compute_version_checksum`.
     """
     storage = Storage.of(table_or_storage)
@@ -757,24 +784,89 @@ def write_checksum(
             "the commit does not exist; a checksum is written only after its commit",
             table=storage.root, version=version, file=_commit_path(version),
         )
-    computed = compute_version_checksum(
-        storage, version=version, engine=engine, method=method, policy=policy
-    )
-    return _put(storage, computed)
+    computed, snapshot = _compute(storage, version, engine, method, policy)
+    return _put(storage, computed, snapshot=snapshot, engine=engine, policy=policy)
 
 
-def _put(storage: Storage, computed: ComputedChecksum) -> ChecksumWriteResult:
+def _put(
+    storage: Storage,
+    computed: ComputedChecksum,
+    *,
+    snapshot: Snapshot | None,
+    engine: Engine | None,
+    policy: ChecksumPolicy,
+) -> ChecksumWriteResult:
     version = computed.version
     assert computed.checksum.protocol is not None
     features.ensure_supported(
         computed.checksum.protocol, "checksum", table=storage.root, version=version
     )
     path = checksum_path(version)
-    written = storage.put_if_absent(path, computed.checksum.to_json())
+    data = computed.checksum.to_json()
+    note = _cross_check(storage, computed, data, snapshot, engine=engine, policy=policy)
+    written = storage.put_if_absent(path, data)
     return ChecksumWriteResult(
         storage.root, version, path, written, not written, computed.method,
-        computed.fallback_reason,
+        computed.fallback_reason, note,
     )
+
+
+def _cross_check(
+    storage: Storage,
+    computed: ComputedChecksum,
+    data: bytes,
+    snapshot: Snapshot | None,
+    *,
+    engine: Engine | None,
+    policy: ChecksumPolicy,
+) -> str:
+    """Check the bytes of a `.crc` before they get their name; returns what was checked.
+
+    The bytes are parsed again and compared field by field (`compare_checksums`: numFiles,
+    tableSizeBytes, numMetadata, numProtocol, the histograms, DV counts, txns, domains,
+    metadata, protocol, allFiles) with a reference: the checksum of the independent replay
+    (previous checkpoint + commits) when the snapshot was read through compaction files,
+    after the two states were compared file by file; else the state the checksum was
+    computed from, which then is itself the commits-only replay (full computation) or
+    `N-1.crc` plus commit N (incremental: no compaction file is read).
+
+    Raises:
+        CrossCheckError: the bytes or the state differ from the reference; nothing written.
+    """
+    version = computed.version
+    reference = computed.checksum
+    if snapshot is None:
+        note = (
+            f"derived from {checksum_name(version - 1)} and commit {version} (no compaction "
+            "file read); the bytes to publish were read back and compared with it"
+        )
+    else:
+        path = cross_check_snapshot(snapshot, operation="crc write")
+        note = path.note
+        if path.replayed:
+            assert path.snapshot is not None
+            reference = checksum_from_snapshot(path.snapshot, engine=engine, policy=policy)
+    try:
+        decoded = parse_checksum(data)
+    except InvalidChecksumError as exc:
+        raise CrossCheckError(
+            f"crc write refused: the checksum to publish cannot be read back: {exc.reason}",
+            table=storage.root, version=version, file=checksum_path(version),
+        ) from exc
+    mismatches = compare_checksums(decoded, reference)
+    if mismatches:
+        fields = ", ".join(
+            f"{m.field} {str(m.recorded)[:80]} against {str(m.computed)[:80]}"
+            for m in mismatches
+        )
+        raise CrossCheckError(
+            f"crc write refused: the checksum to publish (numFiles {decoded.num_files}) "
+            f"differs from the independent reference (numFiles {reference.num_files}) in "
+            f"{fields}; nothing was published",
+            table=storage.root, version=version, file=checksum_path(version),
+            published_count=decoded.num_files, independent_count=reference.num_files,
+        )
+    return note
 
 
 def write_checksums(
@@ -825,6 +917,7 @@ def write_checksums(
             checksum, reason = derive_checksum(
                 previous, actions, version=version, table=storage.root, policy=policy
             )
+        snapshot = None
         if checksum is not None:
             computed = ComputedChecksum(version, checksum, "incremental")
             incremental += 1
@@ -835,7 +928,13 @@ def write_checksums(
             )
             computed = ComputedChecksum(version, checksum, "full", reason)
             full += 1
-        result = _put(storage, computed)
+        result = _put(
+            storage,
+            computed,
+            snapshot=snapshot if computed.method == "full" else None,
+            engine=engine,
+            policy=policy,
+        )
         (written if result.written else existed).append(version)
         previous = checksum
     return ChecksumBackfillResult(

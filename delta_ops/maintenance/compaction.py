@@ -9,9 +9,12 @@ the same reason), and the latest `protocol` and `metaData` when the range has on
 `commitInfo`, no `cdc`: they are per-commit information, not state.
 
 Reading compactions is the log segment's job (`delta_ops.log.segment`); this module writes
-them. The file appears atomically (put-if-absent) and an existing file under the same name is
-never replaced: it is an `already_existed` result, with a check of whether it reconciles to
-the same actions.
+them. Before the file gets its name, its bytes are read back with the log reader and compared
+with the log reader's replay of the commits it covers (`_cross_check`; CrossCheckError and
+nothing written on a difference). The file appears atomically (put-if-absent) and an
+existing file under the same name is never replaced: it is an `already_existed` result, with
+a check of whether it reconciles to the same actions (read with the log reader's rule, so a
+Databricks-form file, newest commit first with repeated keys, is read right).
 
 The policy (`compaction_plan`) compacts the commits after the latest checkpoint in fixed
 windows of `interval` commits starting right after that checkpoint. It is off by default
@@ -26,17 +29,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CorruptLogError
-from delta_ops.log.replay import parse_json_actions, read_commit
+from delta_ops.errors import CorruptLogError, CrossCheckError, VersionNotFoundError
+from delta_ops.log.replay import (
+    ReplayState,
+    delta_lines_oldest_first,
+    parse_json_actions,
+    read_commit,
+    replay,
+)
 from delta_ops.log.segment import (
     CheckpointFiles,
+    Delta,
+    LogSegment,
     _complete_checkpoints,
     build_log_segment,
     list_log,
 )
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.maintenance.crosscheck import first_difference, readable_key
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import file_key
 from delta_ops.protocol.crc import InvalidChecksumError, parse_checksum
@@ -45,6 +58,7 @@ from delta_ops.protocol.filenames import (
     LogFile,
     LogFileKind,
     checksum_name,
+    commit_name,
     compaction_name,
 )
 from delta_ops.storage import FileInfo, Storage
@@ -160,6 +174,96 @@ def _canonical_set(actions: Iterable[Mapping[str, Any]]) -> set[bytes]:
 
 
 
+class _WithFile:
+    """A Storage seen with one more file (the compaction about to be written): the log
+    reader reads the bytes before they have a name. Everything else is the storage's."""
+
+    def __init__(self, storage: Storage, path: str, data: bytes) -> None:
+        self._storage = storage
+        self._path = path
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def read(self, path: str) -> bytes:
+        return self._data if path == self._path else self._storage.read(path)
+
+
+def _range_state(storage: Any, deltas: Sequence[Delta], end: int) -> ReplayState:
+    return replay(storage, LogSegment(storage.root, end, None, tuple(deltas), ()))
+
+
+def _file_rows(actions: Any) -> list[bytes]:
+    rows = actions.to_pylist(maps_as_pydicts="strict")
+    return sorted(orjson.dumps(r, default=str, option=orjson.OPT_SORT_KEYS) for r in rows)
+
+
+def _cross_check(storage: Storage, start: int, end: int, data: bytes) -> None:
+    """Read the compaction about to be written back with the log reader and compare it with
+    the log reader's replay of commits start..end (an implementation independent of
+    `reconcile_actions`): every add and remove (all fields), protocol, metadata, txns and
+    domains.
+
+    Raises:
+        CrossCheckError: they differ; nothing was written.
+    """
+    path = f"{LOG_DIR}/{compaction_name(start, end)}"
+    commits = []
+    for v in range(start, end + 1):
+        info = storage.info(f"{LOG_DIR}/{commit_name(v)}")
+        if info is None:
+            raise VersionNotFoundError(
+                "the commit does not exist", table=storage.root, version=v,
+                file=f"{LOG_DIR}/{commit_name(v)}",
+            )
+        commits.append(Delta(v, v, info))
+    independent = _range_state(storage, commits, end)
+    staged = FileInfo(path, len(data), 0)
+    ours = _range_state(_WithFile(storage, path, data), [Delta(start, end, staged)], end)
+    root = storage.root
+    for what, mine, theirs in (("add", ours.adds, independent.adds),
+                               ("remove", ours.removes, independent.removes)):
+        a, b = _file_rows(mine), _file_rows(theirs)
+        if a == b:
+            continue
+        ka = sorted(file_key(r["path"], r.get("deletionVector"), root) for r in mine.to_pylist())
+        kb = sorted(
+            file_key(r["path"], r.get("deletionVector"), root) for r in theirs.to_pylist()
+        )
+        diff = first_difference(pa.array(ka, pa.string()), pa.array(kb, pa.string()))
+        if diff is None:  # same keys: a field differs; name the first such file
+            first = next(x for x, y in zip(a, b, strict=True) if x != y)
+            key = readable_key(orjson.loads(first)["path"])
+        else:
+            key = readable_key(diff[0])
+        raise CrossCheckError(
+            f"compaction refused: {compaction_name(start, end)} read back holds {len(a)} "
+            f"{what} actions, the commits {start}..{end} replayed hold {len(b)}; first "
+            f"differing file: {key}; nothing was published",
+            table=root, version=end, file=path,
+            published_count=len(a), independent_count=len(b), differing_file=key,
+        )
+    for what, x, y in (
+        ("protocol", ours.protocol, independent.protocol),
+        ("metaData", None if ours.metadata is None else ours.metadata.raw,
+         None if independent.metadata is None else independent.metadata.raw),
+        ("txn", {k: t.to_dict() for k, t in ours.txns.items()},
+         {k: t.to_dict() for k, t in independent.txns.items()}),
+        ("domainMetadata", {k: d.to_dict() for k, d in ours.domains.items()},
+         {k: d.to_dict() for k, d in independent.domains.items()}),
+    ):
+        if x != y:
+            n = ours.adds.num_rows
+            raise CrossCheckError(
+                f"compaction refused: {compaction_name(start, end)} read back differs from "
+                f"the commits {start}..{end} replayed in {what} ({str(x)[:200]} against "
+                f"{str(y)[:200]}; {n} add actions on both sides); nothing was published",
+                table=root, version=end, file=path,
+                published_count=n, independent_count=independent.adds.num_rows,
+            )
+
+
 def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list[dict]]) -> dict:
     """The protocol in force at the end of the range, found cheaply.
 
@@ -186,6 +290,8 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
         data = storage.read(delta.file.path)
         if b'"protocol"' not in data:
             continue
+        # Oldest first, the last line wins (a compaction's first line wins: reversed).
+        data = delta_lines_oldest_first(data, is_compaction=delta.is_compaction)
         actions = parse_json_actions(
             data, table=storage.root, version=delta.end, file=delta.file.path
         )
@@ -234,6 +340,8 @@ def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionRes
         VersionNotFoundError: a commit of the range does not exist.
         UnsupportedFeatureError: the table's protocol does not allow delta_ops to write.
         CorruptLogError: a commit is not valid JSON or has malformed actions.
+        CrossCheckError: the file read back with the log reader differs from the log
+            reader's replay of the commits; nothing was written.
     """
     if start < 0 or end <= start:
         raise ValueError(
@@ -246,11 +354,15 @@ def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionRes
     actions = reconcile_actions(commits, root=storage.root)
     path = f"{LOG_DIR}/{compaction_name(start, end)}"
     data = b"".join(orjson.dumps(a) + b"\n" for a in actions)
+    _cross_check(storage, start, end, data)
     written = storage.put_if_absent(path, data)
     matches = None
     if not written:
+        # Either form (reconciled, or Databricks' newest-first with repeated keys) becomes
+        # one oldest-first stream in which the last line wins, as one commit.
         existing = parse_json_actions(
-            storage.read(path), table=storage.root, version=end, file=path
+            delta_lines_oldest_first(storage.read(path), is_compaction=True),
+            table=storage.root, version=end, file=path,
         )
         ours = _canonical_set(actions)
         theirs = _canonical_set(reconcile_actions([existing], root=storage.root))

@@ -8,6 +8,14 @@ embedded or all in sidecars), "Last Checkpoint File" (fields and checksum).
 
 Safety, in the order things happen:
 
+0. The snapshot is cross-checked against an independent path (the previous checkpoint plus
+   the commits, never compaction files; `delta_ops.maintenance.crosscheck`) before anything
+   is written: when the snapshot was read through compaction files, the commits are
+   replayed and the live files (keys, count, sizes), the tombstones kept, protocol,
+   metadata, txns and domains compared; a difference raises CrossCheckError and nothing is
+   written (no part, no sidecar, no `_last_checkpoint`). When the snapshot was read from
+   commits only, it is itself that independent replay. Step 1 then compares the bytes
+   with the snapshot, so what is published equals the independent replay.
 1. Every file is serialized in memory and read back (verify.py) before it gets its final
    name; sidecars, which the engine writes (possibly on Spark executors), are read back
    from storage before the top-level file that references them is written.
@@ -54,6 +62,7 @@ from delta_ops.maintenance.checkpoint.plan import (
     plan_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.verify import Expected, normalize, verify_file
+from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import filenames
 from delta_ops.protocol.checkpoint_schema import (
     classic_schema,
@@ -85,6 +94,10 @@ class CheckpointResult:
         last_checkpoint_updated: whether `_last_checkpoint` was (re)written.
         already_existed: a valid checkpoint of that kind was already there; nothing but
             `_last_checkpoint` (if it was behind) was written.
+        cross_check: what the state was cross-checked against before publishing: the
+            independent replay (previous checkpoint + commits) when the snapshot was read
+            through compaction files, the commits-only segment itself otherwise, or
+            `unavailable (...)` when commits a compaction covers were cleaned up.
     """
 
     version: int
@@ -95,6 +108,7 @@ class CheckpointResult:
     size_in_bytes: int
     last_checkpoint_updated: bool
     already_existed: bool
+    cross_check: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -503,6 +517,8 @@ def write_checkpoint(
             spec does not allow.
         CheckpointVerificationError: the checkpoint read back did not reproduce the
             snapshot; it was not published.
+        CrossCheckError: the snapshot read through compaction files differs from the
+            previous checkpoint plus the commits; nothing was written.
         NotATableError, VersionNotFoundError, CorruptLogError, StorageError.
     """
     storage = Storage.of(table_or_storage)
@@ -512,6 +528,7 @@ def write_checkpoint(
     plan = plan_checkpoint(
         snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=clock
     )
+    cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=clock)
     existing = find_existing(storage, plan.version, plan.kind, parts=parts)
     if existing is not None:
         updated = advance_last_checkpoint(
@@ -526,6 +543,7 @@ def write_checkpoint(
             size_in_bytes=existing.size_in_bytes,
             last_checkpoint_updated=updated,
             already_existed=True,
+            cross_check=cross.note,
         )
     if engine is None:
         from delta_ops.engine.local import LocalEngine
@@ -542,6 +560,7 @@ def write_checkpoint(
         size_in_bytes=written.size_in_bytes,
         last_checkpoint_updated=updated,
         already_existed=False,
+        cross_check=cross.note,
     )
 
 
