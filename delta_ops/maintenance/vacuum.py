@@ -713,10 +713,14 @@ def retention_for(
                 f"{type(retention_hours).__name__}",
                 table=table, version=version,
             )
-        if not math.isfinite(retention_hours) or retention_hours < 0:
+        if not math.isfinite(retention_hours):
             raise RetentionError(
-                f"VACUUM retention must be a finite, non-negative number of hours, got "
-                f"{retention_hours!r}",
+                f"VACUUM retention must be a finite number of hours, got {retention_hours!r}",
+                table=table, version=version,
+            )
+        if retention_hours < 0:
+            raise RetentionError(
+                f"VACUUM retention cannot be negative ({retention_hours} hours)",
                 table=table, version=version,
             )
         if retention_hours > _MAX_RETENTION_HOURS:
