@@ -45,7 +45,6 @@ from delta_ops.commit import Transaction, append_files
 from delta_ops.log.replay import replay
 from delta_ops.log.segment import LogSegment
 from delta_ops.log.snapshot import Snapshot, load_snapshot
-from delta_ops.maintenance.compaction import compact_log
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     encode_uuid_path,
@@ -53,9 +52,15 @@ from delta_ops.protocol.deletion_vectors import (
     serialize_bitmap,
     write_dv_file,
 )
-from delta_ops.protocol.filenames import commit_name, compaction_name
+from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
-from delta_ops_tests.histories import StepClock, new_table, write_data_file
+from delta_ops_tests.histories import (
+    StepClock,
+    databricks_compaction_bytes,
+    new_table,
+    write_compaction,
+    write_data_file,
+)
 
 __all__ = [
     "CompactionTable",
@@ -235,24 +240,13 @@ def commit_lines(storage: Storage, version: int) -> list[bytes]:
     return [line for line in data.splitlines() if line.strip()]
 
 
-def databricks_compaction_bytes(storage: Storage, start: int, end: int) -> bytes:
-    """Databricks' form of the compaction of commits start..end: every line of the covered
-    commits but `commitInfo`, newest commit first, each commit's lines as written."""
-    out: list[bytes] = []
-    for v in range(end, start - 1, -1):
-        out += [line for line in commit_lines(storage, v) if "commitInfo" not in orjson.loads(line)]
-    return b"".join(line + b"\n" for line in out)
-
-
 def write_databricks_compaction(storage: Storage, start: int, end: int) -> str:
-    """Write `start.end.compacted.json` in Databricks' form; returns its path."""
-    path = f"{LOG}/{compaction_name(start, end)}"
-    if not storage.put_if_absent(path, databricks_compaction_bytes(storage, start, end)):
-        raise FileExistsError(path)
-    return path
+    """Write `start.end.compacted.json` in Databricks' form (`databricks_compaction_bytes`:
+    newest commit first, unreconciled, no commitInfo); returns its path."""
+    return write_compaction(storage, start, end, form="databricks")
 
 
 def write_spec_compaction(storage: Storage, start: int, end: int) -> str:
     """Write `start.end.compacted.json` in the spec's (reconciled) form, with delta_ops'
     writer; returns its path."""
-    return compact_log(storage, start=start, end=end).file
+    return write_compaction(storage, start, end, form="spec")

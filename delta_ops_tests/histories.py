@@ -16,6 +16,10 @@ API (keep it small; other test modules reuse it):
 - `histories(...)`: a hypothesis strategy of `HistorySpec`s.
 - `table_rows(storage, version=None) -> list[tuple]`: the table's data rows (deletion vectors
   and partition values applied, logical column names), sorted; for "reads identically".
+- `write_compaction(storage, start, end, form=...)`: a log compaction file of commits
+  start..end in either form a reader meets: "spec" (reconciled, one line per key: delta_ops'
+  writer) or "databricks" (every covered action but commitInfo, unreconciled, newest commit
+  first: the first line for a key wins); `compaction_windows(n)` draws where to put them.
 
 The table schema is `id long, value string` plus `part string` when partitioned; ids are
 unique across the table, so rows identify themselves.
@@ -42,6 +46,7 @@ from delta_ops.protocol.deletion_vectors import (
     inline_dv_bitmap,
     read_dv_from_file_bytes,
 )
+from delta_ops.protocol.filenames import LOG_DIR, commit_name, compaction_name
 from delta_ops.protocol.schema import PrimitiveType, StructField, StructType
 from delta_ops.storage import Storage
 
@@ -49,10 +54,14 @@ __all__ = [
     "BuiltHistory",
     "HistorySpec",
     "StepClock",
+    "COMPACTION_FORMS",
     "build_history",
+    "compaction_windows",
+    "databricks_compaction_bytes",
     "histories",
     "new_table",
     "table_rows",
+    "write_compaction",
     "write_data_file",
 ]
 
@@ -470,5 +479,65 @@ def histories(
         rt = draw(st.booleans()) if row_tracking is None else row_tracking
         steps = draw(st.lists(_steps(flags["deletion_vectors"]), min_size=1, max_size=max_steps))
         return HistorySpec(row_tracking=rt, steps=tuple(steps), **flags)
+
+    return build()
+
+
+# ---- log compaction files in both forms -----------------------------------------------------
+
+#: The forms of `x.y.compacted.json` a reader meets.
+COMPACTION_FORMS = ("spec", "databricks")
+
+
+def databricks_compaction_bytes(storage: Storage, start: int, end: int) -> bytes:
+    """Databricks' form of the compaction of commits start..end: every line of the covered
+    commits but `commitInfo`, newest commit first, each commit's lines as written (so keys
+    repeat; inside the file the first line for a key wins)."""
+    out: list[bytes] = []
+    for v in range(end, start - 1, -1):
+        data = storage.read(f"{LOG_DIR}/{commit_name(v)}")
+        out += [
+            line
+            for line in data.splitlines()
+            if line.strip() and "commitInfo" not in orjson.loads(line)
+        ]
+    return b"".join(line + b"\n" for line in out)
+
+
+def write_compaction(storage: Storage, start: int, end: int, *, form: str) -> str:
+    """Write `start.end.compacted.json` in `form` ("spec": delta_ops' reconciling writer;
+    "databricks": `databricks_compaction_bytes`); returns its path.
+
+    Raises:
+        FileExistsError: the compaction file is already there.
+    """
+    if form == "spec":
+        from delta_ops.maintenance.compaction import compact_log
+
+        result = compact_log(storage, start=start, end=end)
+        if result.already_existed:
+            raise FileExistsError(result.file)
+        return result.file
+    if form != "databricks":
+        raise ValueError(f"unknown compaction form {form!r}")
+    path = f"{LOG_DIR}/{compaction_name(start, end)}"
+    if not storage.put_if_absent(path, databricks_compaction_bytes(storage, start, end)):
+        raise FileExistsError(path)
+    return path
+
+
+def compaction_windows(n: int) -> st.SearchStrategy[list[tuple[int, int, str]]]:
+    """Non-overlapping `(start, end, form)` windows (start < end) over versions 0..n-1,
+    each in a drawn form."""
+
+    @st.composite
+    def build(draw: Any) -> list[tuple[int, int, str]]:
+        out, pos = [], 0
+        while pos < n - 1:
+            length = draw(st.integers(1, 4))
+            if draw(st.booleans()) and pos + length < n:
+                out.append((pos, pos + length, draw(st.sampled_from(COMPACTION_FORMS))))
+            pos += length + 1
+        return out
 
     return build()

@@ -1,6 +1,8 @@
 """Log compaction: reconciliation, atomic never-overwriting writes, the log segment's choice
-among overlapping compactions, and reading with compactions (covered commits deleted or not)
-equals reading the commits, on random histories and every corpus table."""
+among overlapping compactions, and reading with compactions (covered commits deleted or not,
+in the spec's reconciled form or Databricks' newest-first unreconciled one) equals reading the
+commits, on random histories and every corpus table. The two forms on a table made to tell
+them apart: test_compaction_forms."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from delta_ops.maintenance.compaction import (
 from delta_ops.protocol.filenames import compaction_name
 from delta_ops.storage import Storage
 from delta_ops_tests.conftest import all_corpus_tables, corpus_path
+from delta_ops_tests.histories import COMPACTION_FORMS, write_compaction
 from delta_ops_tests.test_checksum import histories, write_history
 
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -291,8 +294,10 @@ def test_random_histories_read_the_same_with_compactions(tmp_path_factory, data,
     write_history(root, commits)
     storage = Storage.for_uri(str(root))
     reference = {v: state(load_snapshot(storage, v)) for v in range(n)}
+    # Each compaction in either form a reader meets: the spec's (reconciled, our writer) or
+    # Databricks' (unreconciled, newest commit first, the first line for a key wins).
     for s, e in data.draw(compaction_ranges(n)):
-        compact_log(storage, start=s, end=e)
+        write_compaction(storage, s, e, form=data.draw(st.sampled_from(COMPACTION_FORMS)))
     for v in range(n):
         assert state(load_snapshot(storage, v)) == reference[v], v
 
@@ -302,7 +307,7 @@ def test_random_histories_read_the_same_with_compactions(tmp_path_factory, data,
     storage2 = Storage.for_uri(str(root2))
     windows = data.draw(partitions(n))
     for s, e in windows:
-        compact_log(storage2, start=s, end=e)
+        write_compaction(storage2, s, e, form=data.draw(st.sampled_from(COMPACTION_FORMS)))
     for s, e in windows:
         for v in range(s, e + 1):
             (root2 / "_delta_log" / f"{v:020d}.json").unlink()
