@@ -3,7 +3,12 @@
 Histories hold adds (some with deletion vectors, some with absolute or percent-encoded
 paths), removes, txns and domain metadata (with tombstones). Some histories get a
 checkpoint written by the test itself (a Parquet file of the naive state) so replay from a
-checkpoint plus commits is exercised too.
+checkpoint plus commits is exercised too, and log compaction files written by the test
+itself in both forms a reader meets (spec section "Log Compaction Files"): the spec's
+reconciled form (one line per key, lines in a drawn order) and Databricks' (every covered
+action, unreconciled, newest commit first: the first line for a key wins), with the covered
+commits deleted or not, and with a spacing that makes the columnar replay step aside or not.
+The naive replay reads the commits only; it shares no code with the library.
 """
 
 from __future__ import annotations
@@ -182,8 +187,52 @@ def _write_checkpoint(root: Path, version: int, state) -> None:
     pq.write_table(table, root / "_delta_log" / f"{version:020d}.checkpoint.parquet")
 
 
+def _key(obj: dict, root: Path) -> tuple:
+    """Reconciliation key of an action (file key: path + DV; txn: appId; domain: domain)."""
+    kind = next(iter(obj))
+    body = obj[kind]
+    if kind in ("add", "remove"):
+        return ("file", _norm(body["path"], root), json.dumps(body["deletionVector"], sort_keys=True))
+    if kind == "txn":
+        return (kind, body["appId"])
+    if kind == "domainMetadata":
+        return (kind, body["domain"])
+    return (kind,)
+
+
+def _spec_compaction(commits: list[list[dict]], start: int, end: int, root: Path) -> list[dict]:
+    """The spec's form: the newest action per key over commits start..end, one line each."""
+    latest: dict[tuple, dict] = {}
+    for v in range(start, end + 1):
+        for obj in commits[v]:
+            latest[_key(obj, root)] = obj
+    return list(latest.values())
+
+
+def _databricks_compaction(commits: list[list[dict]], start: int, end: int) -> list[dict]:
+    """Databricks' form: every action of commits start..end, newest commit first."""
+    return [obj for v in range(end, start - 1, -1) for obj in commits[v]]
+
+
+@st.composite
+def _compactions(draw, n: int, cp: int | None):
+    """Non-overlapping (start, end, form, delete_commits) windows over versions 0..n-1; the
+    covered commits are only deleted where the segment can still use the compaction (not
+    across the checkpoint, which makes readers start after it)."""
+    out, pos = [], 0
+    while pos < n - 1:
+        length = draw(st.integers(1, 5))
+        if draw(st.booleans()) and pos + length < n:
+            end = pos + length
+            across = cp is not None and pos <= cp < end
+            delete = draw(st.booleans()) and not across
+            out.append((pos, end, draw(st.sampled_from(["spec", "databricks"])), delete))
+        pos += length + 1
+    return out
+
+
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(history=history, data=st.data())
 def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
@@ -192,16 +241,14 @@ def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
     log.mkdir()
     commits: list[list[dict]] = [[{"protocol": PROTOCOL}, {"metaData": METADATA}]]
     for v, actions in enumerate(history, start=1):
-        # One action per file key per commit, as writers must.
+        # One action per key per commit (file key, txn appId, domain), as writers must.
         seen, objs = set(), []
         for a in actions:
             obj = _to_json(a, root, v)
-            if "add" in obj or "remove" in obj:
-                body = obj.get("add") or obj.get("remove")
-                k = (_norm(body["path"], root), json.dumps(body["deletionVector"], sort_keys=True))
-                if k in seen:
-                    continue
-                seen.add(k)
+            k = _key(obj, root)
+            if k in seen:
+                continue
+            seen.add(k)
             objs.append(obj)
         commits.append(objs)
     for v, objs in enumerate(commits):
@@ -210,8 +257,25 @@ def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
     cp = data.draw(st.one_of(st.none(), st.integers(0, latest)), label="checkpoint")
     if cp is not None:
         _write_checkpoint(root, cp, _naive(commits, root, cp))
+    unreadable: set[int] = set()
+    for start, end, form, delete in data.draw(_compactions(latest + 1, cp), label="compactions"):
+        if form == "spec":
+            lines = data.draw(st.permutations(_spec_compaction(commits, start, end, root)))
+        else:
+            lines = _databricks_compaction(commits, start, end)
+        text = "".join(json.dumps(o) + "\n" for o in lines)
+        if data.draw(st.booleans(), label="spacing the columnar replay steps aside for"):
+            text = text.replace('{"add":', '{ "add":').replace('{"remove":', '{ "remove":')
+        (log / f"{start:020d}.{end:020d}.compacted.json").write_text(text)
+        if delete:
+            for v in range(start, end + 1):
+                (log / f"{v:020d}.json").unlink()
+            # Inside the window only the commits could rebuild a version (the checkpoint is
+            # not inside it: it is before the window or after it).
+            unreadable |= set(range(start, end))
     table = DeltaTable(str(root))
-    for v in sorted(set(data.draw(st.lists(st.integers(0, latest), min_size=1, max_size=4)))):
+    readable = [v for v in range(latest + 1) if v not in unreadable]
+    for v in sorted(set(data.draw(st.lists(st.sampled_from(readable), min_size=1, max_size=4)))):
         snap = table.snapshot(v)
         files, tombs, txns, domains = _naive(commits, root, v)
         got = {
