@@ -158,10 +158,10 @@ def test_checkpoint_right_rule_matches_commits_and_deltalake(tmp_path, kind, opt
     root = make_table(tmp_path / "t", v2=v2)
     result = write_checkpoint(str(root), version=2, kind=kind, now_ms=NOW, **options)
     assert not result.already_existed and result.num_add_files == 1
-    assert result.cross_check.startswith(
-        "passed: the state read through commits 0 + compaction 1..2"
+    assert result.cross_check == (
+        "passed: the deltas read through commits 0 + compaction 1..2 reconcile to the same "
+        "actions as the independent commits 0..2"
     )
-    assert result.cross_check.endswith("independent replay of commits 0..2")
     # The checkpoint alone (the compaction and the commits moved away) reads as the commits.
     log = root / "_delta_log"
     hidden = tmp_path / "hidden"
@@ -177,6 +177,30 @@ def test_checkpoint_right_rule_matches_commits_and_deltalake(tmp_path, kind, opt
     assert {os.path.basename(p) for p in rs.get_add_actions().column("path").to_pylist()} == {
         "b.parquet"
     }
+
+
+def test_checkpoint_below_the_compaction(tmp_path, monkeypatch):
+    """Checkpoint 0 + compaction 1..2: the independent path starts from the same checkpoint
+    (read once); wrong rule refused, right rule passes and names the segments."""
+    root = make_table(tmp_path / "t")
+    first = write_checkpoint(str(root), version=0, now_ms=NOW)
+    assert first.cross_check.startswith("commits-only segment (commits 0)")
+    ok = write_checkpoint(str(root), version=2, kind="multi-part", parts=2, now_ms=NOW)
+    assert ok.cross_check == (
+        "passed: the deltas read through checkpoint 0 + compaction 1..2 reconcile to the same "
+        "actions as the independent checkpoint 0 + commits 1..2"
+    )
+    for p in (root / "_delta_log").glob("*.checkpoint.*.parquet"):
+        p.unlink()
+    (root / "_delta_log" / "_last_checkpoint").unlink()
+    assert live(root) == {"b.parquet"}
+    monkeypatch.setattr(replay_mod, "TEST_COMPACTION_LAST_LINE_WINS", True, raising=False)
+    assert live(root) == {"a.parquet", "b.parquet"}, "the test-only switch has no effect"
+    before = listing(root)
+    with pytest.raises(CrossCheckError, match=r"independent replay of checkpoint 0 \+ commits "
+                       r"1\.\.2 in live files: 2 .* 1 .*first differing file: a\.parquet"):
+        write_checkpoint(str(root), version=2, now_ms=NOW)
+    assert listing(root) == before
 
 
 def test_wrong_transaction_version_alone_is_refused(tmp_path, monkeypatch):
@@ -259,7 +283,7 @@ def test_crc_right_rule_matches_commits(tmp_path):
     root = make_table(tmp_path / "t")
     result = write_checksum(str(root), version=2, method="full")
     assert result.written and result.cross_check is not None
-    assert result.cross_check.startswith("passed: the state read through commits 0 + compaction")
+    assert result.cross_check.startswith("passed: the deltas read through commits 0 + compaction")
     crc = read_checksum(Storage.for_uri(str(root)), 2)
     assert crc is not None and (crc.num_files, crc.table_size_bytes) == (1, 200)
     assert [t["version"] for t in crc.set_transactions or ()] == [2]

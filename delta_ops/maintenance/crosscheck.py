@@ -15,10 +15,13 @@ is the newest checkpoint at or below v plus the commits after it, never a compac
   there is no second replay; instead the operation decodes the bytes it is about to publish
   (the checkpoint writer's `verify.py`, the `.crc` parsed again, the compaction file read by
   the log reader) and compares them with that replay.
-* It holds one: the independent path is replayed and compared with the state read through
-  the compaction files (`compare_snapshots`); the operation's own read-back of its bytes
-  then compares them with that state, so the published bytes equal the independent replay
-  on every compared field.
+* It holds one: the deltas after the checkpoint are reconciled both ways (as read, and
+  from the commits alone) and their winning actions compared; equal winners on the same
+  checkpoint mean equal states, so the checkpoint is not read twice. Otherwise the
+  independent path is replayed in full and compared with the state read through the
+  compaction files (`compare_snapshots`), which names the counts and the first differing
+  file. The operation's own read-back of its bytes then compares them with the state, so
+  the published bytes equal the independent replay on every compared field.
 * A commit a compaction covers is gone (metadata cleanup removed it): no independent path
   exists. The operation goes on and records `unavailable (...)` in its result: the issue
   asks for the check "whenever that path exists", and refusing would leave such tables
@@ -41,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, CrossCheckError
-from delta_ops.log.replay import UnusableCheckpointError, replay
+from delta_ops.log.replay import ReplayState, UnusableCheckpointError, replay
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
 from delta_ops.protocol import filenames
@@ -57,7 +60,8 @@ class IndependentPath:
             operation's own snapshot when that is what it read (no compaction file); None
             when no independent path exists.
         note: what was (or could not be) cross-checked, for the operation's Result.
-        replayed: a second replay was made (the operation read compaction files).
+        replayed: a second full replay was made and `snapshot` is it (the operation read
+            compaction files and the cheap proof of `_same_after_checkpoint` did not hold).
     """
 
     snapshot: Snapshot | None
@@ -123,6 +127,9 @@ def independent_path(snapshot: Snapshot) -> IndependentPath:
             "cover them)",
         )
     storage = snapshot.storage
+    fast = _same_after_checkpoint(snapshot)
+    if fast is not None:
+        return fast
     excluded: set[str] = set()
     while True:
         try:
@@ -147,6 +154,69 @@ def independent_path(snapshot: Snapshot) -> IndependentPath:
         f"passed: the state read through {describe_segment(segment)} equals the independent "
         f"replay of {describe_segment(independent)}",
         replayed=True,
+    )
+
+
+def _same_after_checkpoint(snapshot: Snapshot) -> IndependentPath | None:
+    """The cheap proof, when it holds: the independent segment starts from the same
+    checkpoint, and the deltas after it (compactions as read) reconcile to exactly the same
+    winning actions as the commits after it (every add and remove by key and size, protocol,
+    metadata, txns, domains with their tombstones). A state is the checkpoint's actions
+    minus the keys the deltas touch plus the deltas' winners, so equal winners mean equal
+    states: the checkpoint is not read twice and the cost grows with the commits, not the
+    table. None when it does not hold (a different checkpoint, or any difference): the
+    caller then replays the independent path in full, which gives the exact counts and the
+    first differing file (or finds that only expired tombstones differed)."""
+    segment = snapshot.segment
+    storage = snapshot.storage
+    try:
+        independent = build_log_segment(storage, segment.version, use_compactions=False)
+    except CorruptLogError:
+        return None
+    if (independent.checkpoint is None) != (segment.checkpoint is None) or (
+        independent.checkpoint is not None
+        and segment.checkpoint is not None
+        and independent.checkpoint.identity != segment.checkpoint.identity
+    ):
+        return None
+    version = segment.version
+    if segment.checkpoint is None:
+        # The snapshot is the deltas' reconciliation already: no second read of them.
+        ours = ReplayState(
+            protocol=snapshot.protocol,
+            metadata=snapshot.metadata,
+            adds=snapshot.files,
+            removes=snapshot.tombstones,
+            txns=snapshot.txns,
+            domains=snapshot.all_domains,
+        )
+    else:
+        ours = replay(storage, LogSegment(storage.root, version, None, segment.deltas, ()))
+    theirs = replay(storage, LogSegment(storage.root, version, None, independent.deltas, ()))
+    if not _same_state(ours, theirs, storage.root):
+        return None
+    return IndependentPath(
+        snapshot,
+        f"passed: the deltas read through {describe_segment(segment)} reconcile to the same "
+        f"actions as the independent {describe_segment(independent)}",
+        replayed=False,
+    )
+
+
+def _same_state(a: ReplayState, b: ReplayState, root: str) -> bool:
+    """Equal winning file actions (key and size), protocol, metadata, txns and domains."""
+    for x, y in ((a.adds, b.adds), (a.removes, b.removes)):
+        kx, ky = _keys_and_sizes(x, root), _keys_and_sizes(y, root)
+        if not kx.equals(ky):
+            return False
+    ma = None if a.metadata is None else _clean(a.metadata.raw)
+    mb = None if b.metadata is None else _clean(b.metadata.raw)
+    return (
+        _clean(a.protocol) == _clean(b.protocol)
+        and ma == mb
+        and {k: t.version for k, t in a.txns.items()} == {k: t.version for k, t in b.txns.items()}
+        and {k: d.to_dict() for k, d in a.domains.items()}
+        == {k: d.to_dict() for k, d in b.domains.items()}
     )
 
 
