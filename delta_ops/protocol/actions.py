@@ -383,7 +383,7 @@ def canonical_paths(paths: pa.Array, root: str) -> pa.Array:
     paths = paths.cast(pa.string())
     if not len(paths) or not _may_need_canonicalization(paths):
         return paths
-    needs = pc.fill_null(pc.match_substring_regex(paths, CANONICAL_PATTERN), False)
+    needs = pc.match_substring_regex(paths, CANONICAL_PATTERN)  # null for a null path
     if not pc.any(needs).as_py():
         return paths
     fixed = [
