@@ -492,7 +492,9 @@ COMPACTION_FORMS = ("spec", "databricks")
 def databricks_compaction_bytes(storage: Storage, start: int, end: int) -> bytes:
     """Databricks' form of the compaction of commits start..end: every line of the covered
     commits but `commitInfo`, newest commit first, each commit's lines as written (so keys
-    repeat; inside the file the first line for a key wins)."""
+    repeat; inside the file the first line for a key wins). The commits must be valid: one
+    action per file key, txn appId and domain each (else, inside one commit, no order
+    decides)."""
     out: list[bytes] = []
     for v in range(end, start - 1, -1):
         data = storage.read(f"{LOG_DIR}/{commit_name(v)}")
