@@ -652,3 +652,86 @@ def test_s3_accepts_object_store_option_names(s3_server):
     assert st.put_if_absent("a.json", b"1")
     assert st.read("a.json") == b"1"
     assert st.storage_options == s3_server.object_store_options
+
+
+# ---- listing for deletion: symbolic links are neither listed nor followed -------------
+
+
+def _linked_tree(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "o.bin").write_bytes(b"o")
+    (outside / "deep" / "d.bin").write_bytes(b"d")
+    (outside / "empty").mkdir()
+    (root / "real" / "sub").mkdir(parents=True)
+    (root / "real" / "f.bin").write_bytes(b"f")
+    (root / "real" / "sub" / "g.bin").write_bytes(b"g")
+    (root / "top.bin").write_bytes(b"t")
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    (root / "real" / "nested").symlink_to(outside / "deep", target_is_directory=True)
+    (root / "linkfile.bin").symlink_to(outside / "o.bin")
+    (root / "real" / "to_f.bin").symlink_to(root / "real" / "f.bin")
+    return root, outside
+
+
+def test_listing_without_links(tmp_path):
+    root, _outside = _linked_tree(tmp_path)
+    s = Storage.for_uri(str(root))
+    assert [f.path for f in s.list_dir("")] == ["linkfile.bin", "top.bin"]
+    assert [f.path for f in s.list_dir("", follow_symlinks=False)] == ["top.bin"]
+    assert s.list_subdirs("") == ["linkdir", "real"]
+    assert s.list_subdirs("", follow_symlinks=False) == ["real"]
+    for exclude in (None, set()):
+        walked = sorted(f.path for f in s.walk("real", exclude=exclude, follow_symlinks=False))
+        assert walked == ["real/f.bin", "real/sub/g.bin"]
+        assert list(s.walk("linkdir", exclude=exclude, follow_symlinks=False)) == []
+        assert s.list_dir("linkdir", exclude=exclude, follow_symlinks=False) == []
+        assert list(s.walk("linkdir/deep", exclude=exclude, follow_symlinks=False)) == []
+    assert s.list_subdirs("linkdir", follow_symlinks=False) == []
+    # Following links (the log reader's listing) is unchanged.
+    assert sorted(f.path for f in s.walk("linkdir")) == ["linkdir/deep/d.bin", "linkdir/o.bin"]
+
+
+def test_deletion_hazards(tmp_path):
+    root, _outside = _linked_tree(tmp_path)
+    s = Storage.for_uri(str(root))
+    hazards = dict(s.deletion_hazards([
+        "top.bin", "real/f.bin", "real/sub/g.bin", "missing.bin",
+        "linkfile.bin", "real/to_f.bin", "linkdir/o.bin", "real/nested/d.bin", "real/sub",
+    ]))
+    assert set(hazards) == {
+        "linkfile.bin", "real/to_f.bin", "linkdir/o.bin", "real/nested/d.bin", "real/sub",
+    }
+    assert "symbolic link" in hazards["linkfile.bin"]
+    assert "not below the table root" in hazards["linkdir/o.bin"]
+    assert "not a regular file" in hazards["real/sub"]
+    # A table root that is itself reached through a link is fine.
+    (tmp_path / "alias").symlink_to(root, target_is_directory=True)
+    alias = Storage.for_uri(str(tmp_path / "alias"))
+    assert alias.deletion_hazards(["top.bin", "real/f.bin"]) == []
+
+
+def test_remove_empty_dirs_never_goes_through_a_link(tmp_path):
+    root, outside = _linked_tree(tmp_path)
+    (root / "real" / "gone").mkdir()
+    s = Storage.for_uri(str(root))
+    assert s.remove_empty_dirs("linkdir") == []
+    assert s.remove_empty_dirs("linkdir/deep") == []
+    assert (outside / "empty").is_dir()
+    assert s.remove_empty_dirs("") == ["real/gone"]
+    assert (outside / "empty").is_dir() and (root / "linkdir").is_symlink()
+
+
+def test_names_with_a_colon_are_plain_names(tmp_path):
+    s = Storage.for_uri(str(tmp_path))
+    for name in ("C:d.parquet", "time=1971-07-22T03:06:40Z/a.parquet", "file:/t/a.parquet",
+                 "ab:c/d"):
+        s.put_atomic(name, b"x")
+        assert (tmp_path / name).read_bytes() == b"x"  # below the root, under that name
+        assert s.read(name) == b"x"
+        assert s.delete(name)
+        assert not (tmp_path / name).exists()
+    for bad in ("s3://b/x", "file:///etc/passwd", "memory://x/y"):
+        with pytest.raises(StorageError, match="URIs"):
+            s.read(bad)

@@ -11,17 +11,26 @@ files are not referenced by the state; they go purely by age), "Delta Table Spec
 
 What is kept (everything else old enough below the table root is deleted):
 
-* live `add` files and unexpired tombstones (`deletionTimestamp >= now - retention`), their
-  paths decoded from URIs and made relative to the root (`canonical_path`);
-* every DV file referenced by either (`u`: resolved against the root; `p`: when inside it);
+* live `add` files and unexpired tombstones (`deletionTimestamp >= now - retention`): for
+  each path, every file a reader may open for it (`reader_keys`: the spec's reading, a URI
+  or absolute path inside the root made relative, and deltalake's and the literal ones);
+* every DV file referenced by either (`u`: resolved against the root; `p`: as any path);
 * files modified less than `retention` ago (in-flight writes), from the listing's mtimes;
 * everything under `_delta_log`, and every hidden file or directory (name starting with
   `_` or `.`), except `_change_data` and partition directories (`<partition column>=...`),
   as Spark decides it. `metadata` (Iceberg UniForm) and `_delta_index` are hidden too.
   A Hadoop side checksum `.<name>.crc` goes with `<name>` when `<name>` goes.
 
-Nothing outside the table root is ever touched: candidates come from listing the root, and
-paths in the log only ever protect files. Retention is checked first: shorter than
+Nothing outside the table root is ever touched: candidates come from listing the root
+without following symbolic links (a linked directory is not entered, a linked file never
+deleted: links are left in place), and paths in the log only ever protect files. Before
+anything is deleted (dry run and real run share the plan) each candidate is proven: a
+regular file whose real path is the root's real path joined with its own (no link on the
+way), and unreferenced by a second, independent normalisation (paths decoded until they no
+longer change, schemes dropped, slashes collapsed) of its path and of every referenced
+path; any doubt refuses the whole run (`UnsafeDeletionError`, naming table and file). A
+file whose name is not valid UTF-8 (no log can name it) is left and reported in the
+messages. Retention is checked first: shorter than
 `delta.deletedFileRetentionDuration` is refused unless forced, and so is a
 `delta.logRetentionDuration` shorter than the retention.
 
