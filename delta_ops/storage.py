@@ -53,6 +53,9 @@ __all__ = ["FileInfo", "Storage"]
 logger = logging.getLogger(__name__)
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+# A relative path that needs no normalizing and cannot escape: non-empty segments that do
+# not start with '.', and no '%', ':', backslash or NUL anywhere.
+_PLAIN_RELATIVE = re.compile(r"[^/\\\x00%:.][^/\\\x00%:]*(?:/[^/\\\x00%:.][^/\\\x00%:]*)*")
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 # fsspec schemes whose file system loads a native library (and prints its failures).
 _NATIVE_LIBRARY_SCHEMES = frozenset({"hdfs", "viewfs", "arrow_hdfs"})
@@ -1217,6 +1220,8 @@ class Storage:
 
     def _clean(self, path: str, *, directory: bool) -> str:
         """Validate a relative path and return it normalized ('a//./b/' -> 'a/b')."""
+        if path.__class__ is str and _PLAIN_RELATIVE.fullmatch(path):
+            return path  # the common case, already clean: nothing to check further
         if not isinstance(path, str):
             raise StorageError(
                 f"path must be a string, got {type(path).__name__} (root {self.root})",

@@ -935,14 +935,23 @@ def plan_vacuum(
     idx = sorted(set(chosen) | set(side_idx))
     files = [paths[i] for i in idx]
     _prove_deletable(storage, files, refs, version=segment.version)
-    messages: tuple[str, ...] = ()
+    messages: list[str] = []
     if unreadable:
         shown = ", ".join(sorted(unreadable)[:20])
         more = f" and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
-        messages = (
+        messages.append(
             f"left {len(unreadable)} file(s) whose names are not valid UTF-8 (a Delta log "
-            f"cannot name them; never deleted, delete by hand if unused): {shown}{more}",
+            f"cannot name them; never deleted, delete by hand if unused): {shown}{more}"
         )
+    if _has_directories(storage):
+        linked = sorted(
+            set(storage.list_subdirs("")) - set(storage.list_subdirs("", follow_symlinks=False))
+        )
+        if linked:
+            messages.append(
+                "symbolic links to directories were neither followed nor deleted: "
+                + ", ".join(linked)
+            )
     return VacuumPlan(
         **common,
         files=tuple(files),
@@ -950,7 +959,7 @@ def plan_vacuum(
         side_files=frozenset(paths[i] for i in side_idx),
         directories=tuple(_dirs_emptied(storage, files, refs.keep)),
         top_dirs=tuple(d for d in dirs if d),
-        messages=messages,
+        messages=tuple(messages),
     )
 
 
@@ -1006,7 +1015,13 @@ def _prove_deletable(
     table = storage.root
     candidates = string_array(list(files))
     named = pc.is_in(candidates, value_set=refs.keep)
-    loose = string_array([_loose(f) for f in files])
+    odd = pc.match_substring_regex(candidates, _PLAIN)
+    if pc.any(odd).as_py():
+        loose = string_array([
+            _loose(f) if o else f for f, o in zip(files, odd.to_pylist(), strict=True)
+        ])
+    else:
+        loose = candidates  # nothing to decode or collapse: each is its own loose form
     named = pc.or_(named, pc.is_in(loose, value_set=_loose_references(refs.written, table)))
     if pc.any(named).as_py():
         clash = candidates.filter(named).to_pylist()
