@@ -916,15 +916,18 @@ _S3_REGION_KEYS = frozenset({"aws_region", "region", "region_name", "aws_default
 _S3_BOOL_OPTIONS = frozenset({"anon", "use_ssl", "requester_pays", "use_listings_cache"})
 
 
-# Options every fsspec file system takes besides its own arguments.
+# Options every fsspec file system takes besides its own arguments, and those s3fs hands
+# on to the botocore session it makes (`profile`...).
 _FSSPEC_COMMON_OPTIONS = frozenset(
     {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
-     "batch_size", "asynchronous", "loop"}
+     "batch_size", "asynchronous", "loop",
+     "profile", "session_vars", "event_hooks", "include_builtin_handlers"}
 )
 
 
 def _s3fs_option_names() -> frozenset[str]:
-    """The keyword arguments s3fs.S3FileSystem accepts (its own and fsspec's)."""
+    """The keyword arguments s3fs.S3FileSystem accepts (its own, fsspec's and the botocore
+    session's)."""
     import inspect
 
     import s3fs

@@ -348,6 +348,7 @@ def test_unknown_s3_options_are_named_never_their_values():
     # delta-rs spellings are still accepted.
     Storage.for_uri("s3://bucket/t", {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b",
                                       "AWS_REGION": "eu-west-1", "AWS_ALLOW_HTTP": "true"})
+    Storage.for_uri("s3://bucket/t", {"AWS_PROFILE": "p", "config_kwargs": {}, "anon": "true"})
 
 
 def test_catalog_managed_tables_need_the_opt_in(tmp_path):
