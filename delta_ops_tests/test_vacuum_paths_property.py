@@ -10,6 +10,7 @@ committed files (both old, both fair game), sentinels beside the root and, somet
 symbolic link from inside the root to a directory outside it. A dry run and a real run must
 agree, delete only unreferenced files, and leave everything outside the root as it was.
 The run may also refuse as a whole (`UnsafeDeletionError`), and then nothing is deleted.
+A second property adds what deltalake opens (where it can open the table) to what must stay.
 """
 
 from __future__ import annotations
@@ -153,10 +154,32 @@ def files_below(root: Path) -> set[str]:
     return out
 
 
-def check(spec, engine=None) -> None:
+def deltalake_files(root: Path) -> set[str]:
+    """Files (relative to root) deltalake would open for the latest version that exist;
+    empty when it cannot open the table (it cannot when the root's name holds `%XX`)."""
+    import deltalake
+
+    try:
+        uris = deltalake.DeltaTable(str(root)).file_uris()
+    except Exception:  # noqa: BLE001 - deltalake cannot tell: nothing to compare
+        return set()
+    out = set()
+    for uri in uris:
+        path = Path(uri.removeprefix("file://"))
+        if path.is_file() and not path.is_symlink() and root in path.parents:
+            out.add(path.relative_to(root).as_posix())
+    return out
+
+
+def check(spec, engine=None, *, with_deltalake: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         root, must_stay, may_go, outside_before = build(base, spec)
+        if with_deltalake:
+            read = deltalake_files(root)
+            event("deltalake opened files" if read else "deltalake opened none")
+            must_stay = must_stay | read
+            may_go = may_go - read
         before = files_below(root)
         try:
             dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True, engine=engine)
@@ -182,6 +205,14 @@ def check(spec, engine=None) -> None:
 @given(tables())
 def test_vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root(spec):
     check(spec)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables())
+def test_files_deltalake_reads_survive_vacuum(spec):
+    """What deltalake opens for the latest version (where it can open the table) is never
+    a candidate and exists afterwards."""
+    check(spec, with_deltalake=True)
 
 
 @pytest.mark.spark
