@@ -76,8 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = None
     try:
         if getattr(args, "uses_engine", False):
-            # Built here (a Spark session starts only on first use) and closed below.
+            # Built here (a Spark session starts only on first use) and closed below. A
+            # master or Connect server named on the command line must answer even when
+            # this run turns out to need no Spark job: a wrong URL is reported now.
             engine = args.engine = engine_from_args(args)
+            config = getattr(engine, "config", None)
+            if config is not None:
+                config.preflight()
         obj, text, code = args.handler(args)
     except DeltaOpsError as exc:
         return _fail(args, exc, 1)

@@ -378,6 +378,39 @@ def test_preflight_passes_a_listening_master_and_any_of_a_ha_list():
     SparkSessionConfig(master="local[1]").preflight()  # nothing to reach
 
 
+def test_engine_built_from_flags_connects_only_when_the_session_starts():
+    """Building the engine (argument parsing) never connects; the first use does, in one line."""
+    from delta_ops.engine.session import EngineError, make_engine
+
+    master = f"spark://127.0.0.1:{_closed_port()}"
+    engine = make_engine("spark", spark_master=master)
+    assert not engine.started
+    with pytest.raises(EngineError, match="cannot reach Spark master") as info:
+        engine.session  # noqa: B018 - starting the session is the point
+    assert master in str(info.value) and "\n" not in str(info.value)
+    assert not engine.started
+
+
+def test_a_session_that_fails_to_start_is_one_engine_error(tmp_path):
+    """A master URL Spark itself rejects: one EngineError line naming the master (a fresh
+    process, so no session of this test run is joined instead)."""
+    code = (
+        "from delta_ops.engine.session import SparkSessionConfig, EngineError\n"
+        "from delta_ops.engine.spark import SparkEngine\n"
+        "try:\n"
+        "    SparkEngine(SparkSessionConfig(master='bogus://nowhere')).session\n"
+        "except EngineError as exc:\n"
+        "    print('ERR', exc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("ERR")]
+    assert len(lines) == 1, proc.stdout + proc.stderr[-2000:]
+    assert "could not start a Spark session on Spark master bogus://nowhere" in lines[0]
+    assert "Traceback" not in proc.stdout
+
+
 def test_spark_resource_refuses_a_dead_master_before_any_jvm():
     from delta_ops.defs.resources import SparkResource
     from delta_ops.engine.session import EngineError

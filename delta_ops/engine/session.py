@@ -203,8 +203,9 @@ def make_engine(
 
     Raises:
         ValueError: Unknown name, or Spark options given for the local engine.
-        EngineError: A `spark://` master or Spark Connect server that does not accept a
-            connection (see `SparkSessionConfig.preflight`).
+
+    A `spark://` master or Spark Connect server that accepts no connection fails when the
+    session starts, before any JVM (see `SparkSessionConfig.preflight`).
     """
     if name == "local":
         given = [
@@ -229,7 +230,6 @@ def make_engine(
         config = SparkSessionConfig(
             master=spark_master, remote=spark_remote, conf=dict(spark_conf or {})
         )
-        config.preflight()
         return SparkEngine(config)
     raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
 
@@ -291,7 +291,6 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
 
     Raises:
         argparse.ArgumentTypeError: Contradictory or malformed flags.
-        EngineError: The Spark master or Connect server named does not answer.
     """
     master = getattr(args, "spark_master", None)
     remote = getattr(args, "spark_remote", None)

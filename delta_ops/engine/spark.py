@@ -277,7 +277,27 @@ def _start_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
     Sessions are built from their own classes rather than `SparkSession.builder`, whose
     `getOrCreate` switches the whole process to Spark Connect once any Connect session
     exists (it sets `SPARK_CONNECT_MODE_ENABLED`): classic and Connect engines coexist.
+
+    A `spark://` master or Connect server that accepts no connection fails first, in one
+    line, before any JVM starts (`SparkSessionConfig.preflight`); a session that fails to
+    start for another reason is one EngineError naming where, with Spark's first line.
     """
+    config.preflight()
+    try:
+        return _create_session(config)
+    except EngineError:
+        raise
+    except Exception as exc:  # py4j, PySparkRuntimeError, gRPC: one line, cause chained
+        first = next(
+            (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
+        )
+        raise EngineError(
+            f"could not start a Spark session on {config.describe()}: {first}"
+        ) from exc
+
+
+def _create_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
+    """`_start_session` without the checks around it."""
     if config.remote is not None:
         _require_connect_packages(config.remote)
         from pyspark.sql.connect.session import SparkSession as ConnectSession
