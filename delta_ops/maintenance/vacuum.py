@@ -74,6 +74,7 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import (
     SidecarMissingError,
+    delta_lines_oldest_first,
     parse_json_actions,
     read_file_action_column,
     read_log_files,
@@ -356,7 +357,8 @@ def _commit_rows_columnar(segment: LogSegment, blobs: Mapping[str, bytes], root:
     """
     parts: list[bytes] = []
     for delta in segment.deltas:
-        blob = blobs[delta.file.path]
+        # A compaction's first line per key wins: reversed, like every delta reader does.
+        blob = delta_lines_oldest_first(blobs[delta.file.path], is_compaction=delta.is_compaction)
         parts.append(blob)
         if blob and not blob.endswith(b"\n"):
             parts.append(b"\n")
@@ -401,9 +403,8 @@ def _commit_rows_python(segment: LogSegment, blobs: Mapping[str, bytes], root: s
     another type than the spec's, say); raises CorruptLogError on invalid JSON."""
     cols: dict[str, list] = {k: [] for k in ("path", "is_add", "ts", "st", "dvp", "offset")}
     for delta in reversed(segment.deltas):
-        actions = _parse_blob(
-            blobs[delta.file.path], table=root, version=delta.end, file=delta.file.path
-        )
+        data = delta_lines_oldest_first(blobs[delta.file.path], is_compaction=delta.is_compaction)
+        actions = _parse_blob(data, table=root, version=delta.end, file=delta.file.path)
         for obj in reversed(actions):
             action = obj.get("add")
             is_add = isinstance(action, dict)
