@@ -280,3 +280,25 @@ def test_backfill_from_compactions_assigns_what_the_commits_would(pair):
     assert got.high_water_mark == want.high_water_mark
     assert _row_ids(compacted) == _row_ids(commits)
     assert all(base is not None for _, base, _ in _row_ids(compacted))
+
+
+# ---- the Dagster sensor's settings cache ----------------------------------------------------
+
+
+def test_sensor_settings_from_a_compaction_are_the_newest(pair):
+    """The sensor caches protocol and configuration per version and, on the next tick,
+    reads only the deltas after the cached version: through compaction 6..12 it must find
+    v11's metaData (the first one in Databricks' file), not v8's (the last one)."""
+    from delta_ops.defs.watch import TableSettings, inspect_log, read_settings
+
+    commits, compacted = pair
+    at5 = load_snapshot(commits, 5)
+    previous = TableSettings(5, at5.protocol, dict(at5.metadata.configuration))
+    state = inspect_log(compacted)
+    assert [(d.start, d.end) for d in state.segment.deltas if d.end > 5] == [(6, 12)]
+    got = read_settings(compacted, state, previous)
+    want = load_snapshot(commits, LATEST)
+    assert got.version == LATEST
+    assert got.configuration == dict(want.metadata.configuration)
+    assert got.configuration["fixture.step"] == "11"
+    assert got.protocol == want.protocol

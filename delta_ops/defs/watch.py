@@ -28,6 +28,7 @@ from delta_ops.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from delta_ops.log.replay import delta_lines_oldest_first
 from delta_ops.log.segment import LogSegment, build_log_segment, list_log, read_last_checkpoint
 from delta_ops.maintenance.cleanup import protocol_and_metadata
 from delta_ops.maintenance.compaction import compaction_interval, compaction_plan
@@ -191,7 +192,11 @@ def read_settings(
         assert previous is not None
         found: dict[str, dict] = {}
         for delta in reversed(newer):
-            _scan(storage.read(delta.file.path), found)
+            # Oldest first, the last line wins (a compaction's first line wins: reversed).
+            data = delta_lines_oldest_first(
+                storage.read(delta.file.path), is_compaction=delta.is_compaction
+            )
+            _scan(data, found)
             if len(found) == 2:
                 break
         configuration = previous.configuration
