@@ -1,0 +1,111 @@
+"""The contract every storage backend implements, on backend-native paths.
+
+`Storage` (in `contract`) validates the relative paths callers pass, maps them to the
+backend's native absolute paths ("/abs/dir/x" locally, "bucket/key" on S3, "/name/x" in
+memory) and translates the backend's errors; a backend (`local`, `memory`, `s3`,
+`generic`) only carries out the calls below on those native paths.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import BinaryIO
+
+
+class _Backend(ABC):
+    """Operations of one storage backend, on backend-native paths."""
+
+    #: Exception types that mean "the storage operation failed" for this backend.
+    errors: tuple[type[BaseException], ...] = (OSError,)
+    #: Whether `put_if_absent` is atomic (exclusive and all-or-nothing).
+    atomic_put_if_absent: bool = False
+    #: Whether listings carry sizes and modification times at no extra cost (object store
+    #: listings do); when False, each costs a call per file and `Storage` lists names first
+    #: (`list_names`, `walk_names`) when a caller excludes files, then stats the rest.
+    listing_has_stats: bool = True
+    #: Whether a call waits on a network round trip, so that many small calls (listings,
+    #: small reads) go faster from several threads; see `Storage.latency_bound`.
+    latency_bound: bool = True
+
+    def without_links(self) -> _Backend:
+        """This backend listing without following symbolic links (object stores have
+        none: the backend itself)."""
+        return self
+
+    def link_hazards(self, native_base: str, rels: list[str]) -> list[tuple[str, str]]:
+        """(path, reason) of each of `rels` (below `native_base`) that is not a regular
+        file reached without a symbolic link; missing files are no hazard."""
+        return []
+
+    @abstractmethod
+    def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
+        """(name, size, mtime_ms) of the files directly inside `native_dir`."""
+
+    @abstractmethod
+    def walk(self, native_dir: str) -> Iterator[tuple[str, int, int]]:
+        """(path relative to `native_dir`, size, mtime_ms) of every file below it."""
+
+    @abstractmethod
+    def list_subdirs(self, native_dir: str) -> list[str]:
+        """Names of the immediate subdirectories of `native_dir`."""
+
+    def list_names(self, native_dir: str, start: str | None) -> list[str]:
+        """Names of the files `list_dir` lists, without their sizes and times."""
+        return [name for name, _size, _mtime in self.list_dir(native_dir, start)]
+
+    def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
+        """The files `walk` yields, without their sizes and times, by directory: (directory
+        relative to `native_dir`, '' for itself; names of its files)."""
+        by_dir: dict[str, list[str]] = {}
+        for sub, _size, _mtime in self.walk(native_dir):
+            head, _, name = sub.rpartition("/")
+            by_dir.setdefault(head, []).append(name)
+        yield from by_dir.items()
+
+    def stat_files(self, native_dir: str, names: list[str]) -> list[tuple[str, int, int]]:
+        """(name, size, mtime_ms) of each of `names` that is a file directly inside
+        `native_dir`; the others (deleted since they were listed, say) are left out."""
+        base = native_dir.rstrip("/")
+        out = []
+        for name in names:
+            found = self.info(f"{base}/{name}")
+            if found is not None:
+                out.append((name, found[0], found[1]))
+        return out
+
+    @abstractmethod
+    def read(self, native: str) -> bytes:
+        """Whole content of a file; FileNotFoundError when absent."""
+
+    @abstractmethod
+    def info(self, native: str) -> tuple[int, int] | None:
+        """(size, mtime_ms) of a file, None when there is no file there."""
+
+    @abstractmethod
+    def open_input(self, native: str) -> BinaryIO:
+        """A seekable binary reader; FileNotFoundError when absent."""
+
+    @abstractmethod
+    def put_if_absent(self, native: str, data: bytes, accept_non_atomic: bool) -> bool:
+        """Create the file with `data` unless it exists; True when written."""
+
+    @abstractmethod
+    def put_atomic(self, native: str, data: bytes) -> None:
+        """Create or replace the file so that readers never see a partial content."""
+
+    @abstractmethod
+    def delete(self, native: str) -> bool:
+        """Delete a file; False when it was already absent."""
+
+    def delete_many(self, natives: list[str]) -> int:
+        """Delete files; the number that existed and were deleted."""
+        return sum(1 for native in natives if self.delete(native))
+
+    def remove_empty_dirs(self, native_dir: str) -> list[str]:
+        """Remove empty directories strictly below `native_dir`; their relative paths."""
+        return []
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))

@@ -1,0 +1,376 @@
+"""The S3 backend: s3fs, calling the S3 API itself where the semantics matter.
+
+``ListObjectsV2`` with ``StartAfter`` lists a log from a version on; put-if-absent is one
+conditional ``PutObject`` (``If-None-Match: *``), atomic and exclusive as the protocol's
+"Requirements for Writers" ask of a commit file; deletions go in ``DeleteObjects``
+batches. ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's
+own names and the ``AWS_*`` spellings of delta-rs. s3fs and botocore are imported only when
+an S3 storage is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, BinaryIO
+
+from delta_ops.errors import StorageError
+from delta_ops.storage.backend import _Backend, _ms
+
+logger = logging.getLogger(__name__)
+
+_S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+
+
+def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
+    """(error code, HTTP status) of the botocore ClientError behind an s3fs exception."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        if isinstance(response, Mapping):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return (str(code) if code is not None else None), status
+        current = current.__cause__ or current.__context__
+    return None, None
+
+
+class _S3Backend(_Backend):
+    """S3 through s3fs, calling the S3 API directly where semantics matter."""
+
+    atomic_put_if_absent = True
+    #: Attempts when S3 answers 409 ConditionalRequestConflict (a concurrent conditional
+    #: write on the same key is in flight).
+    conflict_attempts = 5
+    #: Below this many keys per directory, delete_many checks existence with HEADs;
+    #: from it on, with one listing of the directory's key range.
+    list_threshold = 32
+    head_concurrency = 32
+    #: Keys per ListObjectsV2 page (None: the server's default, 1000 on S3).
+    page_size: int | None = None
+    #: Keys per DeleteObjects request (S3 accepts at most 1000).
+    delete_batch = 1000
+
+    def __init__(self, fs: Any) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.fs = fs
+        self.errors = (OSError, BotoCoreError, ClientError)
+
+    @staticmethod
+    def _split(native: str) -> tuple[str, str]:
+        bucket, _, key = native.partition("/")
+        return bucket, key
+
+    @staticmethod
+    def _dir_prefix(key: str) -> str:
+        return f"{key}/" if key else ""
+
+    def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            call = dict(kwargs)
+            if self.page_size:
+                call["MaxKeys"] = self.page_size
+            if token:
+                call["ContinuationToken"] = token
+            page = self.fs.call_s3("list_objects_v2", **call)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+            if not token:
+                return
+
+    def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
+        bucket, key = self._split(native_dir)
+        prefix = self._dir_prefix(key)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+        if start:
+            # StartAfter is exclusive; starting after start[:-1] includes every key
+            # >= prefix+start (plus a few smaller ones, filtered below).
+            kwargs["StartAfter"] = prefix + start[:-1]
+        out = []
+        for page in self._pages(**kwargs):
+            for obj in page.get("Contents", []):
+                name = obj["Key"][len(prefix) :]
+                if not name or "/" in name:  # the directory marker itself
+                    continue
+                if start is not None and name < start:
+                    continue
+                out.append((name, int(obj["Size"]), _ms(obj["LastModified"].timestamp())))
+        return out
+
+    def walk(self, native_dir: str) -> Iterator[tuple[str, int, int]]:
+        bucket, key = self._split(native_dir)
+        prefix = self._dir_prefix(key)
+        for page in self._pages(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                rel = obj["Key"][len(prefix) :]
+                if not rel or rel.endswith("/"):  # directory markers
+                    continue
+                yield rel, int(obj["Size"]), _ms(obj["LastModified"].timestamp())
+
+    def list_subdirs(self, native_dir: str) -> list[str]:
+        bucket, key = self._split(native_dir)
+        prefix = self._dir_prefix(key)
+        out = []
+        for page in self._pages(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                name = common["Prefix"][len(prefix) :].rstrip("/")
+                if name:
+                    out.append(name)
+        return out
+
+    def read(self, native: str) -> bytes:
+        return bytes(self.fs.cat_file(native))
+
+    def _head(self, native: str) -> dict[str, Any] | None:
+        bucket, key = self._split(native)
+        if not key:
+            return None
+        try:
+            return self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+        except FileNotFoundError:
+            return None
+
+    def info(self, native: str) -> tuple[int, int] | None:
+        head = self._head(native)
+        if head is None:
+            return None
+        return int(head["ContentLength"]), _ms(head["LastModified"].timestamp())
+
+    def open_input(self, native: str) -> BinaryIO:
+        return self.fs.open(native, "rb")
+
+    def put_if_absent(self, native: str, data: bytes, accept_non_atomic: bool) -> bool:
+        bucket, key = self._split(native)
+        for attempt in range(self.conflict_attempts):
+            try:
+                # One conditional PUT: S3 creates the object only if no object has the
+                # key, atomically. (s3fs's open(path, "xb") is not used: it "touches"
+                # zero-byte files without the condition, silently overwriting.)
+                self.fs.call_s3(
+                    "put_object", Bucket=bucket, Key=key, Body=bytes(data), IfNoneMatch="*"
+                )
+                return True
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                code, status = _client_error_code(exc)
+                if code == "PreconditionFailed" or status == 412:
+                    return False
+                if code == "ConditionalRequestConflict" or status == 409:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise
+        raise StorageError(
+            f"S3 kept answering ConditionalRequestConflict after {self.conflict_attempts} attempts",
+            file=f"s3://{native}",
+        )
+
+    def put_atomic(self, native: str, data: bytes) -> None:
+        # An S3 PUT (or a completed multipart upload) becomes visible all at once.
+        self.fs.pipe_file(native, bytes(data))
+
+    def delete(self, native: str) -> bool:
+        if self._head(native) is None:
+            return False  # S3 DELETE succeeds on absent keys: ask first to report it
+        bucket, key = self._split(native)
+        self.fs.call_s3("delete_object", Bucket=bucket, Key=key)
+        return True
+
+    def _existing(self, bucket: str, keys: list[str]) -> set[str]:
+        """The subset of `keys` (all in `bucket`) that exist."""
+        by_dir: dict[str, list[str]] = {}
+        for key in keys:
+            by_dir.setdefault(key.rpartition("/")[0], []).append(key)
+        existing: set[str] = set()
+        to_head: list[str] = []
+        for directory, group in by_dir.items():
+            if len(group) < self.list_threshold:
+                to_head.extend(group)
+                continue
+            # One listing over the key range of the group: ~1 request per 1000 keys.
+            group.sort()
+            wanted = set(group)
+            prefix = self._dir_prefix(directory)
+            first, last = group[0], group[-1]
+            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+            if first[:-1] > prefix:
+                kwargs["StartAfter"] = first[:-1]
+            done = False
+            for page in self._pages(**kwargs):
+                for obj in page.get("Contents", []):
+                    if obj["Key"] > last:
+                        done = True
+                        break
+                    if obj["Key"] in wanted:
+                        existing.add(obj["Key"])
+                if done:
+                    break
+        if to_head:
+            existing.update(self._head_many(bucket, to_head))
+        return existing
+
+    def _head_many(self, bucket: str, keys: list[str]) -> set[str]:
+        import asyncio
+
+        from fsspec.asyn import sync
+
+        async def head(key: str) -> str | None:
+            try:
+                await self.fs._call_s3("head_object", Bucket=bucket, Key=key)
+            except FileNotFoundError:
+                return None
+            return key
+
+        async def run() -> set[str]:
+            found: set[str] = set()
+            for i in range(0, len(keys), self.head_concurrency):
+                chunk = keys[i : i + self.head_concurrency]
+                results = await asyncio.gather(*(head(k) for k in chunk))
+                found.update(k for k in results if k is not None)
+            return found
+
+        return sync(self.fs.loop, run)
+
+    def delete_many(self, natives: list[str]) -> int:
+        by_bucket: dict[str, list[str]] = {}
+        for native in natives:
+            bucket, key = self._split(native)
+            if key:
+                by_bucket.setdefault(bucket, []).append(key)
+        deleted = 0
+        for bucket, keys in by_bucket.items():
+            keys = sorted(set(keys))
+            existing = sorted(self._existing(bucket, keys))
+            for i in range(0, len(existing), self.delete_batch):
+                batch = existing[i : i + self.delete_batch]
+                response = self.fs.call_s3(
+                    "delete_objects",
+                    Bucket=bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+                failures = response.get("Errors", [])
+                if failures:
+                    first = failures[0]
+                    raise StorageError(
+                        f"S3 refused to delete {len(failures)} of {len(batch)} objects; "
+                        f"first: {first.get('Code')}: {first.get('Message')}",
+                        file=f"s3://{bucket}/{first.get('Key')}",
+                    )
+                deleted += len(batch)
+        return deleted
+
+
+_S3_OPTION_ALIASES = {
+    "aws_access_key_id": "key",
+    "access_key_id": "key",
+    "aws_secret_access_key": "secret",
+    "secret_access_key": "secret",
+    "aws_session_token": "token",
+    "session_token": "token",
+    "aws_endpoint_url": "endpoint_url",
+    "aws_endpoint": "endpoint_url",
+    "endpoint": "endpoint_url",
+    "aws_profile": "profile",
+}
+_S3_REGION_KEYS = frozenset({"aws_region", "region", "region_name", "aws_default_region"})
+_S3_BOOL_OPTIONS = frozenset({"anon", "use_ssl", "requester_pays", "use_listings_cache"})
+
+
+# Options every fsspec file system takes besides its own arguments, and those s3fs hands
+# on to the botocore session it makes (`profile`...).
+_FSSPEC_COMMON_OPTIONS = frozenset(
+    {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+     "batch_size", "asynchronous", "loop",
+     "profile", "session_vars", "event_hooks", "include_builtin_handlers"}
+)
+
+
+def _s3fs_option_names() -> frozenset[str]:
+    """The keyword arguments s3fs.S3FileSystem accepts (its own, fsspec's and the botocore
+    session's)."""
+    import inspect
+
+    import s3fs
+
+    params = inspect.signature(s3fs.S3FileSystem.__init__).parameters.values()
+    own = {
+        p.name for p in params
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+    return frozenset(own) | _FSSPEC_COMMON_OPTIONS
+
+
+def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """s3fs keyword arguments from storage options.
+
+    s3fs's own names (``key``, ``secret``, ``endpoint_url``, ``client_kwargs``...) pass
+    through; the object_store/delta-rs spellings (``AWS_ACCESS_KEY_ID``, ``AWS_REGION``,
+    ``AWS_ENDPOINT_URL``...) are translated, so one options dict serves both tools.
+
+    Raises:
+        StorageError: An option s3fs does not know (named by key, never by value).
+    """
+    out: dict[str, Any] = {}
+    client_kwargs: dict[str, Any] = {}
+    for raw_key, value in options.items():
+        key = raw_key.lower() if raw_key.lower().startswith("aws_") else raw_key
+        if key in _S3_OPTION_ALIASES:
+            out[_S3_OPTION_ALIASES[key]] = value
+        elif key in _S3_REGION_KEYS:
+            client_kwargs["region_name"] = value
+        elif key == "client_kwargs":
+            client_kwargs = {**dict(value), **client_kwargs}
+        elif key in _S3_BOOL_OPTIONS and isinstance(value, str):
+            out[key] = value.strip().lower() in ("1", "true", "yes", "on")
+        elif key.startswith("aws_"):
+            # Other object_store settings (AWS_ALLOW_HTTP, AWS_S3_ALLOW_UNSAFE_RENAME...)
+            # mean nothing to s3fs, which would reject them.
+            logger.debug("ignoring storage option %s: not used by s3fs", raw_key)
+        else:
+            out[key] = value
+    unknown = sorted(str(k) for k in out if k not in _s3fs_option_names())
+    if unknown:
+        # Keys only: values may be secrets.
+        raise StorageError(
+            f"unknown S3 storage option(s) {', '.join(map(repr, unknown))}; known: s3fs's "
+            f"own ({', '.join(sorted(_s3fs_option_names()))}) and the AWS_* spellings of "
+            "delta-rs (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, "
+            "AWS_REGION, AWS_ENDPOINT_URL, AWS_PROFILE)"
+        )
+    if client_kwargs:
+        out["client_kwargs"] = client_kwargs
+    # Delta needs fresh listings: a cached listing of _delta_log would hide new commits.
+    out.setdefault("use_listings_cache", False)
+    return out
+
+
+def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Backend, str]:
+    """(root URI, backend, native base) of an S3 URI; `rest` is `uri` after its scheme."""
+    if not rest.startswith("//"):
+        raise StorageError(f"S3 URI {uri!r} must look like s3://bucket/prefix")
+    bucket, _, key = rest[2:].partition("/")
+    key = key.strip("/")
+    if not bucket:
+        raise StorageError(f"S3 URI {uri!r} names no bucket")
+    try:
+        import s3fs
+    except ImportError as exc:
+        raise StorageError(f"s3fs is needed to reach {uri!r}") from exc
+    try:
+        kwargs = _s3fs_kwargs(options)
+    except StorageError as exc:
+        raise StorageError(exc.reason, table=uri) from None
+    try:
+        fs = s3fs.S3FileSystem(**kwargs)
+    except (TypeError, ValueError, KeyError) as exc:
+        # The message names the offending option, never its value.
+        raise StorageError(f"invalid S3 storage options for {uri!r}: {exc}") from exc
+    base = f"{bucket}/{key}" if key else bucket
+    return f"s3://{base}", _S3Backend(fs), base
