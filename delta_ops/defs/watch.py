@@ -6,10 +6,10 @@ Evolution" (whether we may maintain the table at all).
 
 Nothing here replays a snapshot or starts Spark. One tick reads `_last_checkpoint`, lists
 `_delta_log` from the checkpoint it names (falling back to a full listing when the hint is
-stale), and learns the table's protocol and properties only when needed: from the commits
-newer than what it saw last time (scanned newest first for `protocol`/`metaData` lines), or,
-the first time, through `protocol_and_metadata` (newest commits, then the checkpoint's two
-columns). What it learned is kept in the sensor cursor (`TableSettings.to_json`).
+stale), and learns the table's protocol and properties through the log's light replay
+(`delta_ops.log.protocol_metadata`): seeded with what it saw last time, only the deltas newer
+than that are read; the first time, the newest deltas and then the checkpoint's two columns.
+What it learned is kept in the sensor cursor (`TableSettings.to_json`).
 
 `decide` turns a `LogState` and a table's policy into maintenance requests (pure).
 """
@@ -20,19 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from delta_ops.errors import (
     CorruptLogError,
     NotATableError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from delta_ops.log.replay import delta_lines_oldest_first
-from delta_ops.log.segment import LogSegment, build_log_segment, list_log, read_last_checkpoint
-from delta_ops.maintenance.cleanup import protocol_and_metadata
+from delta_ops.log.last_checkpoint import read_last_checkpoint
+from delta_ops.log.protocol_metadata import ProtocolMetadata, read_protocol_metadata
+from delta_ops.log.segment import LogSegment, build_log_segment, list_log
 from delta_ops.maintenance.compaction import compaction_interval, compaction_plan
 from delta_ops.protocol import features
+from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.protocol.properties import InvalidTablePropertyError, TableProperties
 from delta_ops.storage import FileInfo, Storage
@@ -154,57 +153,24 @@ def inspect_log(storage: Storage) -> LogState:
     )
 
 
-def _scan(data: bytes, found: dict[str, dict]) -> None:
-    """Record the last protocol/metaData action of one log file not yet in `found`."""
-    seen: dict[str, dict] = {}
-    for line in data.splitlines():
-        if b'"protocol"' not in line and b'"metaData"' not in line:
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        for key in ("protocol", "metaData"):
-            if isinstance(obj, dict) and isinstance(obj.get(key), dict):
-                seen[key] = obj[key]
-    for key, value in seen.items():
-        found.setdefault(key, value)
-
-
 def read_settings(
     storage: Storage, state: LogState, previous: TableSettings | None
 ) -> TableSettings:
     """The protocol and configuration at `state.version`, reading as little as possible.
 
     With `previous` (from the cursor) at a version the listing still covers, only the
-    commits after it are read; otherwise `protocol_and_metadata` finds both.
+    deltas after it are read (the log's light replay, seeded with `previous`); otherwise the
+    light replay reads the newest deltas, then the checkpoint's protocol/metaData columns.
     """
-    if previous is not None and previous.version == state.version:
-        return previous
-    newer = [d for d in state.segment.deltas if d.end > (previous.version if previous else -1)]
-    covered = (
-        previous is not None
-        and previous.version < state.version
-        and newer
-        and newer[0].start <= previous.version + 1
-    )
-    if covered:
-        assert previous is not None
-        found: dict[str, dict] = {}
-        for delta in reversed(newer):
-            # Oldest first, the last line wins (a compaction's first line wins: reversed).
-            data = delta_lines_oldest_first(
-                storage.read(delta.file.path), is_compaction=delta.is_compaction
-            )
-            _scan(data, found)
-            if len(found) == 2:
-                break
-        configuration = previous.configuration
-        if "metaData" in found:
-            configuration = dict(found["metaData"].get("configuration") or {})
-        return TableSettings(state.version, found.get("protocol", previous.protocol), configuration)
-    protocol, metadata = protocol_and_metadata(storage, state.segment)
-    return TableSettings(state.version, dict(protocol), dict(metadata.configuration or {}))
+    since = None
+    if previous is not None:
+        # The cursor keeps only the configuration of the metaData action: that is the seed.
+        since = ProtocolMetadata(
+            previous.version, previous.protocol,
+            Metadata({"configuration": previous.configuration}),
+        )
+    found = read_protocol_metadata(storage, state.segment, since=since)
+    return TableSettings(state.version, dict(found.protocol), found.metadata.configuration)
 
 
 @dataclass(frozen=True)

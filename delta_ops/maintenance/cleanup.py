@@ -31,15 +31,16 @@ killed writer left in `_delta_log` (`.<name>.<uuid>.tmp`, see `Storage`) are rem
 they are older than the log retention (and at least one day old: a live writer's are not).
 
 Crash safety: `_last_checkpoint` is moved forward first when it names a checkpoint that is
-about to go (through the forward-only writer: a newer one written meanwhile is kept); then
+about to go (through the log's forward-only writer: a newer one written meanwhile is kept,
+or put back when it was written in the instant between our read and our write); then
 files go oldest version first (within a version: compactions, the commit, its checksum, and
 the checkpoint last, each Hadoop side file just before its file); sidecars and writers'
 temporary files go last. Every version from `cutOffCheckpoint` on stays readable at every
 step, and a re-run finishes an interrupted run.
 
-No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (newest
-commits first, then the checkpoint's protocol/metaData columns), the checkpoint kept (read in
-full) and the sidecar references of the other checkpoints that are kept.
+No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (the log's
+light replay, `delta_ops.log.protocol_metadata`), the checkpoint kept (read in full) and the
+sidecar references of the other checkpoints that are kept.
 """
 
 from __future__ import annotations
@@ -48,25 +49,24 @@ import bisect
 import re
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import unquote
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError, RetentionError
+from delta_ops.log.last_checkpoint import advance_last_checkpoint, read_last_checkpoint
+from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.replay import read_checkpoint
 from delta_ops.log.segment import (
     CheckpointFiles,
     LogSegment,
     _complete_checkpoints,
     build_log_segment,
-    read_last_checkpoint,
 )
 from delta_ops.log.timestamps import IctEnablement, monotonize, read_in_commit_timestamp
 from delta_ops.protocol import features, filenames
@@ -86,13 +86,10 @@ __all__ = [
     "is_writer_temp_file",
     "midnight_utc",
     "plan_cleanup",
-    "protocol_and_metadata",
 ]
 
 DAY_MS = 86_400_000
 SIDECARS = f"{LOG_DIR}/{SIDECAR_DIR}"
-_READ_THREADS = 16
-_READ_BATCH = 32
 # Deletion order inside one version: compactions, the commit, its checksum, checkpoints.
 _KIND_RANK = {
     LogFileKind.COMPACTION: 0,
@@ -136,131 +133,6 @@ def midnight_utc(ms: int) -> int:
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
-
-
-# --------------------------------------------------------------------------------------
-# Protocol and metadata of the latest version, without replaying file actions
-# --------------------------------------------------------------------------------------
-
-
-def _normalize_maps(value: Any) -> Any:
-    """Arrow map values come back as lists of (key, value) pairs; make them dicts."""
-    if isinstance(value, list) and value and all(
-        isinstance(x, tuple) and len(x) == 2 for x in value
-    ):
-        return {k: v for k, v in value}
-    if isinstance(value, dict):
-        return {k: _normalize_maps(v) for k, v in value.items()}
-    return value
-
-
-def _scan_blob(data: bytes, want: set[str], found: dict[str, dict]) -> None:
-    """Take the first protocol/metaData action of a commit's bytes (lines in order)."""
-    if not any(f'"{key}"'.encode() in data for key in want):
-        return  # most commits hold neither: one substring search each
-    for line in data.splitlines():
-        for key in tuple(want):
-            if f'"{key}"'.encode() in line:
-                obj = orjson.loads(line)
-                if isinstance(obj, dict) and isinstance(obj.get(key), dict):
-                    found.setdefault(key, obj[key])
-                    want.discard(key)
-        if not want:
-            return
-
-
-def _checkpoint_protocol_metadata(
-    storage: Storage, checkpoint: CheckpointFiles, want: set[str], found: dict[str, dict]
-) -> None:
-    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
-        if not want:
-            return
-        if lf.format == "json":
-            try:
-                _scan_blob(storage.read(info.path), want, found)
-            except orjson.JSONDecodeError as exc:
-                raise CorruptLogError(
-                    f"checkpoint file is not valid JSON: {exc}",
-                    table=storage.root, version=lf.version, file=info.path,
-                ) from exc
-            continue
-        try:
-            with storage.open_input(info.path) as fh:
-                pf = pq.ParquetFile(fh)
-                columns = [c for c in want if c in pf.schema_arrow.names]
-                if not columns:
-                    continue
-                t = pf.read(columns=columns)
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise CorruptLogError(
-                f"checkpoint file cannot be read as Parquet: {exc}",
-                table=storage.root, version=lf.version, file=info.path,
-            ) from exc
-        for name in columns:
-            col = t.column(name)
-            valid = col.filter(pc.is_valid(col))
-            if len(valid):
-                found.setdefault(name, _normalize_maps(valid[0].as_py()))
-                want.discard(name)
-
-
-def protocol_and_metadata(
-    storage: Storage,
-    segment: LogSegment,
-    *,
-    blobs: Mapping[str, bytes] | None = None,
-) -> tuple[dict, Metadata]:
-    """The protocol and metaData actions in force at `segment.version`.
-
-    Commits (and compactions) after the checkpoint are scanned newest first for the two
-    actions, stopping as soon as both are found; what is still missing comes from the
-    checkpoint's `protocol`/`metaData` columns. No file action is parsed.
-
-    Args:
-        storage: The table's storage.
-        segment: The log segment of the version wanted.
-        blobs: Contents of the segment's deltas already read, by path (read here when
-            missing).
-
-    Raises:
-        CorruptLogError: No protocol or no metaData action in the segment, or an
-            unreadable log file.
-    """
-    want = {"protocol", "metaData"}
-    found: dict[str, dict] = {}
-    deltas = list(reversed(segment.deltas))
-    for start in range(0, len(deltas), _READ_BATCH):
-        batch = deltas[start : start + _READ_BATCH]
-        missing = [d.file.path for d in batch if blobs is None or d.file.path not in blobs]
-        read: dict[str, bytes] = {}
-        if missing:
-            with ThreadPoolExecutor(min(_READ_THREADS, len(missing))) as pool:
-                read = dict(zip(missing, pool.map(storage.read, missing), strict=True))
-        for d in batch:
-            data = read[d.file.path] if d.file.path in read else blobs[d.file.path]  # type: ignore[index]
-            try:
-                _scan_blob(data, want, found)
-            except orjson.JSONDecodeError as exc:
-                raise CorruptLogError(
-                    f"invalid JSON: {exc}", table=storage.root, version=d.end, file=d.file.path
-                ) from exc
-            if not want:
-                break
-        if not want:
-            break
-    if want and segment.checkpoint is not None:
-        _checkpoint_protocol_metadata(storage, segment.checkpoint, want, found)
-    if "protocol" not in found:
-        raise CorruptLogError(
-            "no protocol action found for the latest version", table=storage.root,
-            version=segment.version,
-        )
-    if "metaData" not in found:
-        raise CorruptLogError(
-            "no metaData action found for the latest version", table=storage.root,
-            version=segment.version,
-        )
-    return found["protocol"], Metadata(found["metaData"])
 
 
 # --------------------------------------------------------------------------------------
@@ -702,7 +574,7 @@ def _latest_protocol_metadata(
                 raise
             raise first_error from exc
         try:
-            protocol, metadata = protocol_and_metadata(storage, segment)
+            found = read_protocol_metadata(storage, segment)
         except CorruptLogError as exc:
             cp = segment.checkpoint
             if cp is None or exc.file not in {info.path for info in cp.files}:
@@ -710,7 +582,7 @@ def _latest_protocol_metadata(
             excluded.add(cp.identity)
             first_error = first_error or exc
             continue
-        return segment, protocol, metadata
+        return segment, found.protocol, found.metadata
 
 
 def _plan_temp_files(listing: _Listing, now_ms: int, retention_ms: int) -> list[str]:
@@ -1053,18 +925,21 @@ def cleanup_metadata(
 
 def apply_cleanup(storage: Storage, plan: CleanupPlan) -> bool:
     """Carry out a plan from `plan_cleanup`: move `_last_checkpoint` forward (never back:
-    a newer one written since the plan is kept), then delete `plan.files` one at a time in
-    order (a crash leaves a prefix deleted and the rest in place), then the temporary files.
+    a newer one written since the plan is kept, and one a checkpoint writer published in the
+    instant between our read and write is put back; see `delta_ops.log.last_checkpoint`),
+    then delete `plan.files` one at a time in order (a crash leaves a prefix deleted and the
+    rest in place), then the temporary files.
 
     Returns:
         Whether `_last_checkpoint` was written.
     """
-    from delta_ops.maintenance.checkpoint.last_checkpoint import advance_last_checkpoint
+    from delta_ops.maintenance.checkpoint.last_checkpoint import describe_checkpoint
 
     updated = False
     if plan.last_checkpoint is not None:
         updated = advance_last_checkpoint(
-            storage, plan.last_checkpoint, replace_same_version=False
+            storage, plan.last_checkpoint, replace_same_version=False,
+            describe=describe_checkpoint,
         )
     for path in plan.files:
         storage.delete(path)

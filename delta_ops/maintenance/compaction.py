@@ -30,9 +30,9 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, CrossCheckError, VersionNotFoundError
+from delta_ops.log.protocol_metadata import read_protocol
 from delta_ops.log.replay import (
     ReplayState,
     delta_lines_oldest_first,
@@ -41,7 +41,6 @@ from delta_ops.log.replay import (
     replay,
 )
 from delta_ops.log.segment import (
-    CheckpointFiles,
     Delta,
     LogSegment,
     _complete_checkpoints,
@@ -267,9 +266,8 @@ def _cross_check(storage: Storage, start: int, end: int, data: bytes) -> None:
 def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list[dict]]) -> dict:
     """The protocol in force at the end of the range, found cheaply.
 
-    The newest protocol action inside the range; else the protocol of `start-1.crc`; else
-    the newest one in the commits between the checkpoint and the range; else the
-    checkpoint's (only its `protocol` column is read).
+    The newest protocol action inside the range (its commits are already parsed); else the
+    protocol of `start-1.crc`; else the log's light replay of version `start-1`.
     """
     for actions in range_newest_first:
         for action in reversed(actions):
@@ -285,46 +283,7 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
             recorded = None
         if recorded is not None and recorded.protocol is not None:
             return recorded.protocol
-    segment = build_log_segment(storage, start - 1)
-    for delta in reversed(segment.deltas):
-        data = storage.read(delta.file.path)
-        if b'"protocol"' not in data:
-            continue
-        # Oldest first, the last line wins (a compaction's first line wins: reversed).
-        data = delta_lines_oldest_first(data, is_compaction=delta.is_compaction)
-        actions = parse_json_actions(
-            data, table=storage.root, version=delta.end, file=delta.file.path
-        )
-        for action in reversed(actions):
-            if (p := action.get("protocol")) is not None:
-                return p
-    if segment.checkpoint is not None:
-        found = _checkpoint_protocol(storage, segment.checkpoint)
-        if found is not None:
-            return found
-    raise CorruptLogError(
-        "no protocol action found before the compacted range", table=storage.root,
-        version=start - 1,
-    )
-
-
-def _checkpoint_protocol(storage: Storage, checkpoint: CheckpointFiles) -> dict | None:
-    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
-        if lf.format == "json":
-            actions = parse_json_actions(
-                storage.read(info.path), table=storage.root, version=lf.version, file=info.path
-            )
-            found = [a["protocol"] for a in actions if a.get("protocol") is not None]
-        else:
-            with storage.open_input(info.path) as fh:
-                pf = pq.ParquetFile(fh)
-                if "protocol" not in pf.schema_arrow.names:
-                    continue
-                column = pf.read(columns=["protocol"]).column("protocol")
-                found = [p for p in column.to_pylist() if p is not None]
-        if found:
-            return {k: v for k, v in found[-1].items() if v is not None}
-    return None
+    return read_protocol(storage, build_log_segment(storage, start - 1))
 
 
 def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionResult:

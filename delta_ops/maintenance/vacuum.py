@@ -72,6 +72,7 @@ from delta_ops.errors import (
     RetentionError,
     UnsafeDeletionError,
 )
+from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.replay import (
     SidecarMissingError,
     delta_lines_oldest_first,
@@ -80,7 +81,6 @@ from delta_ops.log.replay import (
     read_log_files,
 )
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.maintenance.cleanup import protocol_and_metadata
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import (
     DELETION_VECTOR_TYPE,
@@ -882,7 +882,8 @@ def plan_vacuum(
             ) from exc
         blobs = _read_deltas(storage, segment)
         # The protocol check comes before anything else is read or listed.
-        protocol, metadata = protocol_and_metadata(storage, segment, blobs=blobs)
+        found = read_protocol_metadata(storage, segment, blobs=blobs)
+        protocol, metadata = found.protocol, found.metadata
         features.ensure_supported(
             protocol, "vacuum", table=table, version=segment.version,
             permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),

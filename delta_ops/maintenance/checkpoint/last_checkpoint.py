@@ -1,14 +1,14 @@
-"""`_last_checkpoint`: what a new (or found) checkpoint puts there, and moving it forward.
+"""What a checkpoint puts in `_last_checkpoint`, and how the checkpoint writer advances it.
 
 Spec section: "Last Checkpoint File" (version, size, parts, sizeInBytes, numOfAddFiles,
-checkpointSchema, checksum; V2 details as Spark writes them under `v2Checkpoint`). The file
-only ever moves to a newer version; it is written after the checkpoint it names is complete.
+checkpointSchema, checksum; V2 details as Spark writes them under `v2Checkpoint`).
 
-`advance_last_checkpoint` is the only writer of the file in delta_ops: the checkpoint writer
-and metadata cleanup both go through it. It reads, compares and then writes, so a writer that
-publishes a newer hint in the instant between another's read and write can still be
-overwritten (storage has no compare-and-swap for it); the hint is only a hint, and readers
-list past it, so that costs a longer listing, never a wrong state.
+Reading, checking and writing the file belong to the log (`delta_ops.log.last_checkpoint`,
+whose `advance_last_checkpoint` is the only writer). This module builds the content for a
+checkpoint (`last_checkpoint_of`, `schema_for_last_checkpoint`) and describes an existing
+checkpoint found at a version (`describe_checkpoint`), which the writer uses to repair a hint
+a concurrent writer may have moved backward. `advance_last_checkpoint` here is the log's,
+with that describer.
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
-from delta_ops.maintenance.checkpoint.existing import ExistingCheckpoint
-from delta_ops.protocol import filenames
+from delta_ops.log import last_checkpoint as log_last_checkpoint
+from delta_ops.maintenance.checkpoint.existing import ExistingCheckpoint, find_existing
+from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol.checkpoint_schema import CHECKPOINT_SCHEMA_THRESHOLD, spark_schema_json
-from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR
-from delta_ops.protocol.last_checkpoint import (
-    LastCheckpoint,
-    build_last_checkpoint,
-    parse_last_checkpoint,
-)
+from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
 from delta_ops.storage import Storage
 
 #: Spark's defaults for the V2 details copied into `_last_checkpoint` (non-file actions and
@@ -40,53 +36,32 @@ def schema_for_last_checkpoint(schema: pa.Schema | dict | None) -> dict | None:
     return obj if len(orjson.dumps(obj)) <= CHECKPOINT_SCHEMA_THRESHOLD else None
 
 
-def _names_present_checkpoint(storage: Storage, lc: LastCheckpoint) -> bool:
-    """Whether the checkpoint a `_last_checkpoint` describes is (still) in the log."""
-    v = lc.version
-    if lc.v2_checkpoint and isinstance(lc.v2_checkpoint.get("path"), str):
-        return storage.exists(f"{LOG_DIR}/{lc.v2_checkpoint['path']}")
-    if lc.parts:
-        return all(
-            storage.exists(f"{LOG_DIR}/{filenames.multipart_checkpoint_name(v, p, lc.parts)}")
-            for p in range(1, lc.parts + 1)
-        )
-    return storage.exists(f"{LOG_DIR}/{filenames.classic_checkpoint_name(v)}")
-
-
 def advance_last_checkpoint(
     storage: Storage, lc: LastCheckpoint, *, replace_same_version: bool = True
 ) -> bool:
-    """Write `_last_checkpoint` unless it already names a newer version.
+    """`delta_ops.log.last_checkpoint.advance_last_checkpoint` repairing with
+    `describe_checkpoint` (the checkpoint writer's and cleanup's way to publish a hint)."""
+    return log_last_checkpoint.advance_last_checkpoint(
+        storage, lc, replace_same_version=replace_same_version, describe=describe_checkpoint
+    )
 
-    The pointer never moves back: a file naming a newer version is kept even if its
-    checksum fails. One naming this version is replaced when `replace_same_version` (the
-    checkpoint `lc` describes was just written), or when it is invalid or the checkpoint it
-    describes is gone; one that is not JSON with a version is replaced.
 
-    Returns:
-        True when the file was written.
-    """
-    path = f"{LOG_DIR}/{LAST_CHECKPOINT}"
-    if storage.exists(path):
-        try:
-            current = parse_last_checkpoint(storage.read(path))
-        except ValueError:
-            current = None
-        if current is not None:
-            if current.version > lc.version:
-                return False
-            if (
-                current.version == lc.version
-                and not replace_same_version
-                and current.checksum_valid is not False
-                and _names_present_checkpoint(storage, current)
-            ):
-                return False
-    storage.put_atomic(path, lc.to_json_bytes())
-    return True
+def describe_checkpoint(storage: Storage, version: int) -> LastCheckpoint | None:
+    """`_last_checkpoint` content for the complete, readable checkpoint at `version` (at one
+    version the kinds are preferred as readers prefer them: UUID-named V2, classic-named,
+    multi-part), or None when none reads."""
+    for kind in (
+        CheckpointKind.V2_UUID, CheckpointKind.CLASSIC, CheckpointKind.V2_CLASSIC,
+        CheckpointKind.MULTI_PART,
+    ):
+        existing = find_existing(storage, version, kind)
+        if existing is not None:
+            return last_checkpoint_of(existing, version)
+    return None
 
 
 def last_checkpoint_of(existing: ExistingCheckpoint, version: int) -> LastCheckpoint:
+    """`_last_checkpoint` content describing an existing checkpoint at `version`."""
     return build_last_checkpoint(
         version=version,
         size=existing.num_actions,
