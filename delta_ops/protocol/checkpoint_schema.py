@@ -190,6 +190,16 @@ class CheckpointLayout:
     writer_features_required: bool
 
 
+#: The spellings of the variant shredding feature (Spark 4.0 wrote the preview name).
+VARIANT_SHREDDING_FEATURES = ("variantShredding", "variantShredding-preview")
+
+
+def supports_variant_stats(protocol: Mapping[str, Any]) -> bool:
+    """Whether variant columns may have min/max statistics: the spec's "Compatibility with
+    other Delta Features" allows them only when the table supports variant shredding."""
+    return any(features.is_feature_supported(protocol, n) for n in VARIANT_SHREDDING_FEATURES)
+
+
 def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointLayout:
     """The checkpoint layout of a table.
 
@@ -201,13 +211,16 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
         delta_ops.protocol.properties.InvalidTablePropertyError: a checkpoint property has
             an invalid value.
         delta_ops.errors.CorruptLogError: a partition column is missing from the schema.
-        delta_ops.protocol.schema.UnsupportedTypeError: a typed column has no Arrow type.
+        delta_ops.protocol.schema.UnsupportedTypeError: a typed column has no Arrow type,
+            or (with typed statistics) the schema records a type change the spec does not
+            allow.
     """
     from delta_ops.protocol.properties import TableProperties
     from delta_ops.protocol.schema import (
         column_mapping_mode,
         partition_values_parsed_schema,
         stats_schema,
+        validate_type_changes,
     )
 
     props = TableProperties.from_configuration(metadata.configuration)
@@ -220,6 +233,9 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
     struct = props.checkpoint_write_stats_as_struct
     schema = metadata.schema
     if struct and schema is not None:
+        # Typed columns hold old files' values in the current, widened types: only the
+        # widenings the spec allows have a defined conversion.
+        validate_type_changes(schema)
         mode = column_mapping_mode(metadata.configuration)
         physical = mode != "none"
         partitions = metadata.partition_columns
@@ -236,6 +252,7 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
             physical=physical,
             num_indexed_cols=None if props.data_skipping_stats_columns else num_indexed,
             tight_bounds=tight,
+            variant_min_max=supports_variant_stats(protocol),
         )
     add = add_type(
         stats_as_json=props.checkpoint_write_stats_as_json,
@@ -296,7 +313,11 @@ def _spark_type(t: pa.DataType) -> Any:
 
 
 def _spark_field(f: pa.Field) -> dict[str, Any]:
-    return {"name": f.name, "type": _spark_type(f.type), "nullable": True, "metadata": {}}
+    from delta_ops.protocol.schema import is_variant_field
+
+    # A variant statistic is a Parquet variant: Spark's schema names it `variant`.
+    data_type = "variant" if is_variant_field(f) else _spark_type(f.type)
+    return {"name": f.name, "type": data_type, "nullable": True, "metadata": {}}
 
 
 def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:

@@ -1,16 +1,21 @@
 """Delta table schemas: parse `schemaString`, convert to and from Arrow, name columns physically.
 
-Spec sections: "Schema Serialization Format" (primitive, struct, array and map types, column
-metadata), "Column Mapping" (physical names and field ids at every nesting level),
-"Timestamp without timezone (TimestampNtz)", "Partition Value Serialization",
-"Per-file Statistics" (the typed `stats_parsed` struct) and "Checkpoints" (the typed
-`partitionValues_parsed` struct). Type-widening metadata (`delta.typeChanges`) and collation
-metadata (`__COLLATIONS`) are column metadata: carried verbatim, never interpreted.
+Spec sections: "Schema Serialization Format" (primitive, struct, array, map and variant types,
+column metadata), "Column Mapping" (physical names and field ids at every nesting level),
+"Timestamp without timezone (TimestampNtz)", "Type Widening" (type change metadata, the
+allowed widenings), "Variant Data Type", "Partition Value Serialization", "Per-file
+Statistics" and "Statistics for Variant Columns" (the typed `stats_parsed` struct) and
+"Checkpoints" (the typed `partitionValues_parsed` struct).
+
+Column metadata is carried verbatim. Type-widening metadata (`delta.typeChanges`) is also
+read by `type_changes` / `validate_type_changes` (which refuses a change the spec does not
+allow); collation metadata (`__COLLATIONS`) is never interpreted.
 
 Types the spec does not define (`interval`, `char(10)`, ...) parse without error and are kept
 as `PrimitiveType(name)`, so inspecting any table works; `to_arrow` refuses them with
-`UnsupportedTypeError`. `variant` (seen in corpus tables written by Spark 4) maps to the struct
-Spark stores in Parquet, `struct<value: binary not null, metadata: binary not null>`.
+`UnsupportedTypeError`. `variant` (written "variant" by Spark, `{"type": "variant"}` in the
+spec's example) maps to the struct Spark stores in Parquet,
+`struct<value: binary not null, metadata: binary not null>`.
 
 Pure: no I/O.
 """
@@ -261,6 +266,10 @@ def _parse_type(obj: Any, where: str) -> DataType:
             )
     except KeyError as exc:
         raise CorruptLogError(f"{kind} type at {where} lacks {exc.args[0]!r}") from exc
+    if kind == "variant" and set(obj) == {"type"}:
+        # The spec's "Variant Type" section writes a variant as `{"type": "variant"}` (its
+        # example schema does so for an array element); Spark writes the string "variant".
+        return PrimitiveType("variant")
     if isinstance(kind, str):
         # An object type the spec does not define (e.g. a Spark UDT): keep it verbatim.
         return PrimitiveType(kind, raw=dict(obj))
@@ -342,6 +351,182 @@ def unknown_types(schema: DataType) -> list[str]:
     return sorted(
         {t.name for t in iter_types(schema) if isinstance(t, PrimitiveType) and not t.is_known}
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Type widening
+
+
+TYPE_CHANGES_KEY = "delta.typeChanges"
+
+_INTEGER_RANK = {"byte": 0, "short": 1, "integer": 2, "long": 3}
+# Digits before the decimal point a decimal needs to hold every value of an integer type
+# (the spec's `Decimal(10 + k1, k2)` for byte/short/int and `Decimal(20 + k1, k2)` for long).
+_INTEGER_DECIMAL_DIGITS = {"byte": 10, "short": 10, "integer": 10, "long": 20}
+
+
+@dataclass(frozen=True)
+class TypeChange:
+    """One entry of a field's `delta.typeChanges` metadata.
+
+    Attributes:
+        column: Dotted path of the struct field holding the metadata (names back-quoted as in
+            `logical_to_physical` when they contain "." or "`").
+        field_path: `fieldPath`: the array element / map key / map value below that field
+            that changed ("element", "key", "value", "element.value", ...), or None when the
+            field itself changed.
+        from_type: The type before the change.
+        to_type: The type after the change.
+    """
+
+    column: str
+    field_path: str | None
+    from_type: DataType
+    to_type: DataType
+
+    @property
+    def where(self) -> str:
+        return f"{self.column}.{self.field_path}" if self.field_path else self.column
+
+
+def is_supported_widening(from_type: DataType, to_type: DataType) -> bool:
+    """Whether the spec's "Type Widening" section allows changing `from_type` to `to_type`.
+
+    Allowed: byte -> short -> integer -> long (any step forward), float -> double,
+    byte/short/integer -> double, date -> timestamp_ntz, decimal(p, s) -> decimal(p + k1,
+    s + k2), byte/short/integer -> decimal(10 + k1, k2) and long -> decimal(20 + k1, k2)
+    (k1 >= k2 >= 0). A `void` column may change to any type (spec "Void Type").
+    """
+    if not isinstance(from_type, PrimitiveType) or not isinstance(to_type, PrimitiveType):
+        return False
+    if not (from_type.is_known and to_type.is_known):
+        return False
+    src, dst = from_type.name, to_type.name
+    if src == "void":
+        return True
+    if src in _INTEGER_RANK and dst in _INTEGER_RANK:
+        return _INTEGER_RANK[src] < _INTEGER_RANK[dst]
+    if dst == "double":
+        return src == "float" or (src in _INTEGER_RANK and src != "long")
+    if src == "date":
+        return dst == "timestamp_ntz"
+    if not to_type.is_decimal:
+        return False
+    precision, scale = to_type.precision_scale
+    if precision > MAX_DECIMAL_PRECISION:
+        return False
+    if from_type.is_decimal:
+        p, s = from_type.precision_scale
+        k1, k2 = precision - p, scale - s
+    elif src in _INTEGER_DECIMAL_DIGITS:
+        k1, k2 = precision - _INTEGER_DECIMAL_DIGITS[src], scale
+    else:
+        return False
+    return k1 >= k2 >= 0
+
+
+def _type_at(data_type: DataType, field_path: str, where: str) -> DataType:
+    current = data_type
+    for step in field_path.split("."):
+        if step == "element" and isinstance(current, ArrayType):
+            current = current.element_type
+        elif step == "key" and isinstance(current, MapType):
+            current = current.key_type
+        elif step == "value" and isinstance(current, MapType):
+            current = current.value_type
+        else:
+            raise CorruptLogError(
+                f"delta.typeChanges of column {where} has fieldPath {field_path!r}, which "
+                "does not lead to an array element or map key/value of its type"
+            )
+    return current
+
+
+def _parse_type_changes(value: Any, where: str, data_type: DataType) -> list[TypeChange]:
+    if isinstance(value, str):
+        # The spec's "Column Metadata" table calls the value a JSON string; Spark writes a
+        # JSON list (corpus golden__type-widening). Both are read.
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptLogError(f"delta.typeChanges of column {where} is not JSON") from exc
+    if not isinstance(value, list):
+        raise CorruptLogError(f"delta.typeChanges of column {where} is not a list: {value!r:.200}")
+    out = []
+    for entry in value:
+        if not isinstance(entry, Mapping) or "fromType" not in entry or "toType" not in entry:
+            raise CorruptLogError(
+                f"delta.typeChanges of column {where} has an entry without fromType and "
+                f"toType: {entry!r:.200}"
+            )
+        field_path = entry.get("fieldPath")
+        if field_path is not None:
+            if not isinstance(field_path, str) or not field_path:
+                raise CorruptLogError(
+                    f"delta.typeChanges of column {where} has an invalid fieldPath {field_path!r}"
+                )
+            _type_at(data_type, field_path, where)
+        out.append(
+            TypeChange(
+                column=where,
+                field_path=field_path,
+                from_type=_parse_type(entry["fromType"], f"{where}.fromType"),
+                to_type=_parse_type(entry["toType"], f"{where}.toType"),
+            )
+        )
+    return out
+
+
+def type_changes(schema: DataType) -> list[TypeChange]:
+    """Every type change recorded in `schema` (spec "Type Change Metadata"), depth first.
+
+    `delta.typeChanges` sits in the metadata of the nearest struct field above the changed
+    type; entries may carry keys the spec does not list (Spark writes `tableVersion`), which
+    are ignored.
+
+    Raises:
+        CorruptLogError: A `delta.typeChanges` value is not a list of objects with `fromType`
+            and `toType`, or a `fieldPath` does not lead to an element, key or value.
+    """
+    out: list[TypeChange] = []
+
+    def walk(t: DataType, prefix: str) -> None:
+        if isinstance(t, StructType):
+            for f in t.fields:
+                where = f"{prefix}.{_quote(f.name)}" if prefix else _quote(f.name)
+                if TYPE_CHANGES_KEY in f.metadata:
+                    out.extend(_parse_type_changes(f.metadata[TYPE_CHANGES_KEY], where, f.type))
+                walk(f.type, where)
+        elif isinstance(t, ArrayType):
+            walk(t.element_type, f"{prefix}.element")
+        elif isinstance(t, MapType):
+            walk(t.key_type, f"{prefix}.key")
+            walk(t.value_type, f"{prefix}.value")
+
+    walk(schema, "")
+    return out
+
+
+def validate_type_changes(schema: DataType) -> list[TypeChange]:
+    """The type changes of `schema`, refusing any the spec does not allow (the reader
+    requirement of "Type Widening": fail on an unsupported type change).
+
+    Raises:
+        UnsupportedTypeError: A recorded change is not a supported widening; the message
+            names the column and both types.
+        CorruptLogError: As `type_changes`.
+    """
+    changes = type_changes(schema)
+    for change in changes:
+        if not is_supported_widening(change.from_type, change.to_type):
+            src = schema_to_dict(change.from_type)
+            dst = schema_to_dict(change.to_type)
+            raise UnsupportedTypeError(
+                f"column {change.where} records a type change from {src} to {dst}, which is "
+                "not a type widening the Delta protocol allows",
+                features=["typeWidening"],
+            )
+    return changes
 
 
 # --------------------------------------------------------------------------------------------
@@ -778,13 +963,35 @@ def _name_of(f: StructField, physical: bool) -> str:
     return f.physical_name if physical else f.name
 
 
-def _min_max_type(t: DataType, physical: bool) -> pa.DataType | None:
+def variant_stats_field(name: str) -> pa.Field:
+    """The field of a variant column in `minValues`/`maxValues` of typed statistics: a Parquet
+    variant (struct of the `value` and `metadata` binaries), marked as variant."""
+    return pa.field(
+        name, _variant_arrow_type(), metadata={VARIANT_MARKER_KEY: VARIANT_MARKER_VALUE}
+    )
+
+
+def is_variant_field(f: pa.Field) -> bool:
+    """Whether an Arrow field is marked as holding a variant (see `VARIANT_MARKER_KEY`)."""
+    return _is_variant_field(f)
+
+
+def _min_max_fields(
+    fields: Sequence[StructField], physical: bool, variant: bool
+) -> list[pa.Field]:
+    out = []
+    for f in fields:
+        name = _name_of(f, physical)
+        if variant and f.type == PrimitiveType("variant"):
+            out.append(variant_stats_field(name))
+        elif (child := _min_max_type(f.type, physical, variant)) is not None:
+            out.append(pa.field(name, child))
+    return out
+
+
+def _min_max_type(t: DataType, physical: bool, variant: bool = False) -> pa.DataType | None:
     if isinstance(t, StructType):
-        children = [
-            pa.field(_name_of(f, physical), child)
-            for f in t.fields
-            if (child := _min_max_type(f.type, physical)) is not None
-        ]
+        children = _min_max_fields(t.fields, physical, variant)
         return pa.struct(children) if children else None
     if isinstance(t, PrimitiveType) and t.raw is None:
         if t.name in _MIN_MAX_TYPES:
@@ -848,6 +1055,7 @@ def stats_schema(
     physical: bool = False,
     num_indexed_cols: int | None = None,
     tight_bounds: bool = True,
+    variant_min_max: bool = False,
 ) -> pa.StructType:
     """The Arrow type of typed statistics (`add.stats_parsed` in checkpoints).
 
@@ -855,9 +1063,20 @@ def stats_schema(
     `numRecords: int64, minValues: struct, maxValues: struct, nullCount: struct`, then
     `tightBounds: bool`. minValues/maxValues mirror the non-partition columns, nested structs
     kept, holding only types Delta collects min/max for (numbers, decimals, string, date,
-    timestamps; not boolean, binary, variant, arrays or maps); nullCount holds an int64 for every
-    non-struct column, arrays and maps included. Structs left empty are dropped. (The spec's
-    appendix example says `nullCounts`; the statistic, and every corpus table, is `nullCount`.)
+    timestamps; not boolean, binary, arrays or maps; variant only with `variant_min_max`);
+    nullCount holds an int64 for every non-struct column, arrays, maps and variants included.
+    Structs left empty are dropped. (The spec's appendix example says `nullCounts`; the
+    statistic, and every corpus table, is `nullCount`.)
+
+    The types are the schema's current ones: after a type widening, the statistics of files
+    written before the change are read into the wider type (as Delta Spark's checkpoints do;
+    the spec's reader requirement: "convert such values to the current, wider type").
+
+    Variant columns (spec "Statistics for Variant Columns"): `nullCount` always; `minValues`
+    and `maxValues` only where they can exist, on tables supporting variant shredding
+    (`variant_min_max`), as a Parquet variant (`variant_stats_field`). Writers of tables
+    without shredding record only the null count (corpus: kernel-defaults__spark-variant-
+    checkpoint), those with it a Z85 variant per column (spark__variant-stats-*).
 
     Args:
         schema: The table schema.
@@ -866,9 +1085,10 @@ def stats_schema(
         num_indexed_cols: Keep only the first N leaf columns (`delta.dataSkippingNumIndexedCols`);
             None or negative keeps all.
         tight_bounds: Include the `tightBounds` field.
+        variant_min_max: Give variant columns min/max statistics (variant shredding).
     """
     fields = _data_fields(schema, partition_columns, num_indexed_cols)
-    min_max = _min_max_type(StructType(tuple(fields)), physical)
+    min_max = _min_max_type(StructType(tuple(fields)), physical, variant_min_max)
     null_count = _null_count_type(StructType(tuple(fields)), physical)
     out = [pa.field("numRecords", pa.int64())]
     if min_max is not None:
@@ -914,10 +1134,14 @@ __all__ = [
     "PrimitiveType",
     "StructField",
     "StructType",
+    "TYPE_CHANGES_KEY",
+    "TypeChange",
     "UnsupportedTypeError",
     "column_mapping_mode",
     "data_type_to_arrow",
     "from_arrow",
+    "is_supported_widening",
+    "is_variant_field",
     "iter_types",
     "logical_to_physical",
     "parse_schema",
@@ -928,5 +1152,8 @@ __all__ = [
     "schema_to_dict",
     "stats_schema",
     "to_arrow",
+    "type_changes",
     "unknown_types",
+    "validate_type_changes",
+    "variant_stats_field",
 ]

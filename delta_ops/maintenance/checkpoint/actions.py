@@ -41,7 +41,12 @@ from delta_ops.protocol.checkpoint_schema import (
     TXN_TYPE,
     CheckpointLayout,
 )
-from delta_ops.protocol.schema import UnsupportedTypeError, partition_value_to_arrow
+from delta_ops.protocol.schema import (
+    UnsupportedTypeError,
+    is_variant_field,
+    partition_value_to_arrow,
+)
+from delta_ops.protocol.variant import InvalidVariantError, decode_variant_stat
 
 #: Rows per record batch (and Parquet row group) of file actions.
 BATCH_ROWS = 100_000
@@ -152,11 +157,33 @@ def non_file_batch(columns: Mapping[str, pa.Array], schema: pa.Schema) -> pa.Rec
     return pa.Table.from_batches(pieces, schema=schema).combine_chunks().to_batches()[0]
 
 
+def _has_required(data_type: pa.DataType) -> bool:
+    return pa.types.is_struct(data_type) and any(
+        not f.nullable or _has_required(f.type) for f in data_type
+    )
+
+
+def null_array(n: int, data_type: pa.DataType) -> pa.Array:
+    """`n` nulls of `data_type`, whose non-nullable struct children hold no null.
+
+    Parquet writers refuse a null in a required column even below a null parent; the only
+    required columns in checkpoints are the `value` and `metadata` of variant statistics.
+    """
+    if not _has_required(data_type):
+        return pa.nulls(n, data_type)
+    children = [
+        null_array(n, f.type) if f.nullable else pc.cast(pa.repeat(pa.scalar(b""), n), f.type)
+        for f in data_type
+    ]
+    mask = pa.array([True] * n, pa.bool_())
+    return pa.StructArray.from_arrays(children, fields=list(data_type), mask=mask)
+
+
 def single_column_batch(name: str, arr: pa.Array, schema: pa.Schema) -> pa.RecordBatch:
     """A batch of `schema` whose column `name` is `arr` and every other column null."""
     n = len(arr)
     return pa.RecordBatch.from_arrays(
-        [arr if f.name == name else pa.nulls(n, f.type) for f in schema], schema=schema
+        [arr if f.name == name else null_array(n, f.type) for f in schema], schema=schema
     )
 
 
@@ -252,12 +279,43 @@ def parse_partition_values(partition_values: pa.Array, layout: CheckpointLayout)
 
 
 def _json_read_type(t: pa.DataType) -> pa.DataType:
-    """The type Arrow's JSON reader is asked for: dates come as strings and are cast after."""
+    """The type Arrow's JSON reader is asked for: dates come as strings and are cast after;
+    variant statistics are Z85 strings, decoded after."""
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _json_read_type(f.type)) for f in t])
+        return pa.struct(
+            [
+                pa.field(f.name, pa.string() if is_variant_field(f) else _json_read_type(f.type))
+                for f in t
+            ]
+        )
     if pa.types.is_date32(t):
         return pa.string()
     return t
+
+
+def _variant_stats(texts: pa.Array, target: pa.Field) -> pa.StructArray:
+    """Z85 variant statistics (spec "Statistics for Variant Columns") as Parquet variants.
+
+    A value that is not a Z85-encoded variant becomes null (it carries no usable bound).
+    """
+    metadata: list[bytes] = []
+    values: list[bytes] = []
+    valid: list[bool] = []
+    for text in texts.to_pylist():
+        decoded = None
+        if isinstance(text, str):
+            try:
+                decoded = decode_variant_stat(text)
+            except InvalidVariantError:
+                decoded = None
+        valid.append(decoded is not None)
+        m, v = decoded if decoded is not None else (b"", b"")
+        metadata.append(m)
+        values.append(v)
+    children = {"metadata": pa.array(metadata, pa.binary()), "value": pa.array(values, pa.binary())}
+    fields = list(target.type)
+    mask = pc.invert(pa.array(valid, pa.bool_())) if not all(valid) else None
+    return pa.StructArray.from_arrays([children[f.name] for f in fields], fields=fields, mask=mask)
 
 
 def _cast_read(arr: pa.Array, target: pa.DataType) -> pa.Array:
@@ -265,7 +323,13 @@ def _cast_read(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return arr
     if pa.types.is_struct(target):
         flat = arr.flatten()
-        children = [_cast_read(flat[arr.type.get_field_index(f.name)], f.type) for f in target]
+        children = []
+        for f in target:
+            child = flat[arr.type.get_field_index(f.name)]
+            if is_variant_field(f) and not pa.types.is_struct(child.type):
+                children.append(_variant_stats(child, f))
+            else:
+                children.append(_cast_read(child, f.type))
         mask = arr.is_null() if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     return pc.cast(arr, target, safe=False)
@@ -326,7 +390,7 @@ def _parse_stats_rows(
     its own row."""
     pieces: list[pa.StructArray] = []
     bad: list[bool] = []
-    null_row = pa.nulls(1, target)
+    null_row = null_array(1, target)
     for text in filled.to_pylist():
         try:
             t = _read_stats_lines(text.encode("utf-8") + b"\n", read_schema, 1)
