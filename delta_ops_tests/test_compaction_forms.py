@@ -13,7 +13,6 @@ give another state on the same files, so the fixture really exercises the order.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import orjson
 import pytest

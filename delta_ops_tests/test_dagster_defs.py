@@ -23,8 +23,8 @@ import yaml
 from dagster import (
     AssetKey,
     DagsterInstance,
-    Failure,
     Definitions,
+    Failure,
     ScheduleDefinition,
     SkipReason,
     build_schedule_context,

@@ -192,7 +192,8 @@ def _key(obj: dict, root: Path) -> tuple:
     kind = next(iter(obj))
     body = obj[kind]
     if kind in ("add", "remove"):
-        return ("file", _norm(body["path"], root), json.dumps(body["deletionVector"], sort_keys=True))
+        dv = json.dumps(body["deletionVector"], sort_keys=True)
+        return ("file", _norm(body["path"], root), dv)
     if kind == "txn":
         return (kind, body["appId"])
     if kind == "domainMetadata":

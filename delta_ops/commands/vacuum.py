@@ -10,7 +10,6 @@ from typing import Any
 from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.maintenance.vacuum import describe, vacuum
 
-
 #: The longest retention accepted, in hours (about 114 years): longer keeps everything
 #: anyway, and every retention must fit the millisecond timestamps of the log.
 MAX_RETENTION_HOURS = 1_000_000

@@ -32,6 +32,7 @@ import orjson
 import pyarrow.compute as pc
 
 from delta_ops import __version__
+from delta_ops.clock import Clock, system_clock
 from delta_ops.commit.actions import (
     build_commit_info,
     check_append_only,
@@ -84,14 +85,6 @@ DEFAULT_MAX_RETRIES = 30
 ICT_ENABLE = "delta.enableInCommitTimestamps"
 ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
-
-Clock = Callable[[], int]
-
-
-def system_clock() -> int:
-    """Milliseconds since the epoch, from the system clock (the default `clock`)."""
-    return time.time_ns() // 1_000_000
-
 
 @dataclass(frozen=True)
 class CommitResult:

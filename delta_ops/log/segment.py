@@ -14,12 +14,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import orjson
-
-from delta_ops.errors import CorruptLogError, NotATableError, StorageError, VersionNotFoundError
+from delta_ops.errors import CorruptLogError, NotATableError, VersionNotFoundError
+from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LOG_DIR, LogFile, LogFileKind
-from delta_ops.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
+from delta_ops.protocol.last_checkpoint import LastCheckpoint
 from delta_ops.storage import FileInfo, Storage
 
 
@@ -85,26 +84,6 @@ class LogSegment:
     @property
     def checkpoint_version(self) -> int | None:
         return self.checkpoint.version if self.checkpoint else None
-
-
-def read_last_checkpoint(storage: Storage) -> tuple[LastCheckpoint | None, str | None]:
-    """Read `_last_checkpoint`; returns (hint, problem). A bad file is a problem, not an error."""
-    path = f"{LOG_DIR}/{filenames.LAST_CHECKPOINT}"
-    try:
-        if not storage.exists(path):
-            return None, None
-        data = storage.read(path)
-    except StorageError as exc:
-        return None, f"_last_checkpoint could not be read: {exc}"
-    try:
-        hint = parse_last_checkpoint(data)
-    except orjson.JSONDecodeError as exc:
-        return None, f"_last_checkpoint is not valid JSON ({exc}); listed the log instead"
-    except ValueError as exc:
-        return None, f"{exc}; listed the log instead"
-    if hint.checksum_valid is False:
-        return None, "_last_checkpoint checksum does not match its content"
-    return hint, None
 
 
 def list_log(storage: Storage, start_version: int | None = None) -> list[tuple[LogFile, FileInfo]]:
