@@ -37,8 +37,8 @@ secrets and malformed retentions each give one line of one `RegistryError`, nami
 the problem is (`tables[1].vacuum.cron`) and never quoting a storage option's or Spark conf
 value. Values are shown (Dagster metadata) only for the keys of `PUBLIC_STORAGE_OPTIONS`
 and `PUBLIC_SPARK_CONF`; every other value is `<redacted>`. Relative local URIs are resolved
-against the registry file's directory. A registered table that does not exist yet is not an error here:
-its assets report it when they run.
+against the registry file's directory. A registered table that does not exist yet is not an
+error here: its assets report it when they run.
 
 This module does not import dagster; `delta_ops.defs.resources` wraps it in a resource.
 """
