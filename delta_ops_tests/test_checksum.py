@@ -279,13 +279,25 @@ def test_write_never_overwrites(table_copy):
     assert crc.read_bytes() == before
 
 
-def test_write_refuses_unknown_features(table_copy):
+def test_write_on_newer_features(table_copy):
+    # variantType (current protocol) does not change the log's mechanics: the checksum is
+    # written and equals the one Spark wrote for the same version.
     root = table_copy("spark__variant-stats-no-checkpoint")
-    (root / "_delta_log" / "00000000000000000001.crc").unlink()
-    # The table uses variantType, a feature delta_ops does not know: it may not write.
-    with pytest.raises(UnsupportedFeatureError, match="variantType"):
-        write_checksum(str(root), version=1)
-    assert not (root / "_delta_log" / "00000000000000000001.crc").exists()
+    crc = root / "_delta_log" / "00000000000000000001.crc"
+    spark = orjson.loads(crc.read_bytes())
+    crc.unlink()
+    assert write_checksum(str(root), version=1).written
+    ours = orjson.loads(crc.read_bytes())
+    for key in ("numFiles", "tableSizeBytes", "numMetadata", "numProtocol"):
+        assert ours[key] == spark[key], key
+    assert verify_checksum(str(root), version=1).ok
+    # collations is Spark's and not in the spec: writes are refused, naming it.
+    root = table_copy("golden__collations-table")
+    crc = root / "_delta_log" / "00000000000000000000.crc"
+    crc.unlink()
+    with pytest.raises(UnsupportedFeatureError, match="collations"):
+        write_checksum(str(root), version=0)
+    assert not crc.exists()
 
 
 def test_write_requires_the_commit(table_copy):

@@ -77,10 +77,14 @@ def test_snapshot_json_reports_dvs_domains_and_unknown_features(capsys):
     )
     obj = json.loads(out)
     assert code == 0
-    assert (
-        "catalogManaged"
-        in obj["unsupported_features"]["read"] + obj["unsupported_features"]["write"]
-    )
+    # Catalog-managed: readable; cleanup, VACUUM and commits refused, and the report says so.
+    assert "catalogManaged" in obj["features"]
+    assert obj["unsupported_features"] == {"read": [], "write": []}
+    assert obj["refused_operations"] == {
+        op: ["catalogManaged"] for op in ("cleanup", "vacuum", "commit", "row_tracking_backfill")
+    }
+    code, out, _ = run(capsys, "snapshot", str(corpus_path("golden__collations-table")))
+    assert code == 0 and "refuses     checkpoint (collations)" in out
 
 
 def test_snapshot_version_and_text(capsys):

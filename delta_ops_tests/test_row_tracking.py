@@ -78,6 +78,8 @@ CORPUS_TABLES = [
     ("spark__delta-0.1.0", "writer version 1, txn, checkpoint"),
     ("spark__table-with-dv-large", "on-disk DVs, many files"),
     ("golden__basic-with-vacuum-protocol-check-feature", "vacuumProtocolCheck"),
+    ("golden__type-widening", "type widening (preview name), widened columns"),
+    ("spark__variant-stats-no-checkpoint", "variant columns, variant statistics"),
 ]
 
 
@@ -239,8 +241,8 @@ def test_missing_data_file_without_stats_is_refused_untouched(table_copy):
     ("name", "feature"),
     [
         ("kernel-benchmarks__basic_catalog_managed/delta", "catalogManaged"),
-        ("golden__type-widening", "typeWidening-preview"),
-        ("spark__variant-stats-no-checkpoint", "variantType"),
+        ("golden__collations-table", "collations"),
+        ("golden__collations-preview-table", "collations-preview"),
     ],
 )
 def test_unsupported_writer_feature_refused_with_nothing_written(table_copy, name, feature):
@@ -604,10 +606,10 @@ def test_cli_backfill_json(tmp_path, capsys):
     root = tmp_path / "refused"
     import shutil
 
-    shutil.copytree(CORPUS / "delta" / "golden__type-widening", root)
+    shutil.copytree(CORPUS / "delta" / "golden__collations-table", root)
     code = cli.main(["row-tracking", "backfill", str(root), "--no-enable"])
     _, err = capsys.readouterr()
-    assert code == 1 and "typeWidening-preview" in err
+    assert code == 1 and "collations" in err
 
 
 @settings(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
 from delta_ops.errors import (
@@ -18,7 +19,7 @@ from delta_ops_tests.oracle import _abs_key, _dv, oracle_replay
 
 # Tables a correct reader must refuse, with the error class and what the message says.
 BROKEN = {
-    "golden__deltalog-invalid-protocol-version": (UnsupportedFeatureError, "reader 99"),
+    "golden__deltalog-invalid-protocol-version": (UnsupportedFeatureError, "reader version 99"),
     "golden__deltalog-state-reconstruction-without-metadata": (CorruptLogError, "no metaData"),
     "golden__deltalog-state-reconstruction-without-protocol": (CorruptLogError, "no protocol"),
     "golden__deltalog-state-reconstruction-from-checkpoint-missing-metadata": (
@@ -164,11 +165,34 @@ def test_dat_expected_metadata(dat):
     assert checked >= 1
 
 
-def test_unknown_features_are_reported_not_fatal_for_inspection():
+def test_restricting_features_are_reported_not_fatal_for_inspection():
     snap = DeltaTable(str(corpus_path("kernel-benchmarks__basic_catalog_managed/delta"))).snapshot()
-    unsupported = snap.unsupported_features("read")
-    assert "catalogManaged" in unsupported["read"] + unsupported["write"]
+    assert "catalogManaged" in snap.reader_features & snap.writer_features
+    snap.ensure_supported("checkpoint")  # allowed on published versions
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
+        snap.ensure_supported("vacuum")
+    snap = DeltaTable(str(corpus_path("golden__collations-table"))).snapshot()
+    assert snap.unsupported_features("checkpoint")["write"] == ["collations"]
+    with pytest.raises(UnsupportedFeatureError, match="collations"):
+        snap.ensure_supported("checkpoint")
+
+
+def test_unknown_reader_feature_refuses_the_read(table_copy):
+    # The one gate: a reader feature delta_ops does not know refuses reading; an unknown
+    # writer feature or writer version only refuses writing.
+    root = table_copy("basic_append")
+    log = root / "_delta_log"
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["futureFeature"], "writerFeatures": ["futureFeature"]}
+    (log / "00000000000000000002.json").write_bytes(orjson.dumps({"protocol": protocol}) + b"\n")
+    with pytest.raises(UnsupportedFeatureError, match="futureFeature") as info:
+        DeltaTable(str(root)).snapshot()
+    assert info.value.version == 2
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 8}
+    (log / "00000000000000000002.json").write_bytes(orjson.dumps({"protocol": protocol}) + b"\n")
+    snap = DeltaTable(str(root)).snapshot()
+    assert snap.version == 2
+    with pytest.raises(UnsupportedFeatureError, match="writer version 8"):
         snap.ensure_supported("checkpoint")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.protocol import features
 from delta_ops.protocol.actions import dv_unique_id
 
 
@@ -43,7 +44,9 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
         "txns": {app: t.version for app, t in sorted(snap.txns.items())},
         "domains": {d: m.configuration for d, m in sorted(snap.domains.items())},
         "checkpoint_version": snap.checkpoint_version,
+        "features": sorted(snap.reader_features | snap.writer_features),
         "unsupported_features": snap.unsupported_features("read"),
+        "refused_operations": features.refused_operations(snap.protocol),
         "warnings": warnings,
     }
     if with_files:
@@ -89,6 +92,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         lines.append(
             f"unsupported read: {unsupported['read'] or '-'}, write: {unsupported['write'] or '-'}"
         )
+    for op, names in obj["refused_operations"].items():
+        lines.append(f"refuses     {op} ({', '.join(names)})")
     lines += [f"warning     {w}" for w in obj["warnings"]]
     if args.files:
         lines += [f"  {f['path']}  {f['size']}" for f in obj["files"]]

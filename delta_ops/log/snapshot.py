@@ -14,7 +14,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, DeltaOpsError, UnsupportedFeatureError
+from delta_ops.errors import CorruptLogError, DeltaOpsError
 from delta_ops.log.replay import ReplayState, UnusableCheckpointError, replay
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
@@ -23,9 +23,6 @@ from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
 from delta_ops.protocol.arrays import from_numpy, int_values
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
-
-MAX_READER_VERSION = 3
-MAX_WRITER_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -172,8 +169,9 @@ def load_snapshot(
     Raises:
         NotATableError, VersionNotFoundError, CorruptLogError: see `build_log_segment`;
             also CorruptLogError when the reconstructed state has no protocol or metadata.
-        UnsupportedFeatureError: the protocol's reader or writer version is beyond what
-            the Delta protocol defines (e.g. reader version 99).
+        UnsupportedFeatureError: the table cannot be read: a reader version beyond what
+            delta_ops implements (e.g. reader version 99) or a reader feature it does not
+            know (the writer side is checked by the operations that write).
     """
     if version is not None and timestamp is not None:
         raise ValueError("give either a version or a timestamp, not both")
@@ -239,21 +237,10 @@ def _snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplaySta
             table=table,
             version=segment.version,
         )
-    reader = state.protocol.get("minReaderVersion")
-    writer = state.protocol.get("minWriterVersion")
-    if not isinstance(reader, int) or not isinstance(writer, int):
-        raise CorruptLogError(
-            f"protocol action lacks integer reader/writer versions: {state.protocol!r}",
-            table=table,
-            version=segment.version,
-        )
-    if reader > MAX_READER_VERSION or writer > MAX_WRITER_VERSION:
-        raise UnsupportedFeatureError(
-            f"protocol (reader {reader}, writer {writer}) is newer than the Delta protocol "
-            f"this tool implements (reader {MAX_READER_VERSION}, writer {MAX_WRITER_VERSION})",
-            table=table,
-            version=segment.version,
-        )
+    # The one gate (`features.ensure_supported`): reading needs the reader version and the
+    # reader features; writer requirements are checked by the operations that write.
+    features.ensure_supported(state.protocol, features.Operation.READ, table=table,
+                              version=segment.version)
     return Snapshot(
         storage=storage,
         segment=segment,

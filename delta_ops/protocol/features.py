@@ -6,13 +6,32 @@ Tables" (legacy versions imply features when upgrading), "Writer Version Require
 "Reader Version Requirements" and the appendix "Valid Feature Names in Table Features", plus
 each feature's own section for the table property that activates it.
 
-Each feature the spec defines is one `Feature` row in `FEATURES`: its name, whether readers
-must understand it, the legacy protocol versions that implied it (if any), the table property
-that activates it, and which of our operations can run on a table that has it. Names the spec
-does not define (the corpus has `catalogManaged`, `variantType`, `variantType-preview`,
-`variantShredding-preview`, `typeWidening-preview`, `collations`, `collations-preview`) are
-unknown: every operation refuses a table listing them, while inspection can still name them
-with `unsupported_features`.
+Each feature is one `Feature` row in `FEATURES`: its name, whether readers must understand
+it, the legacy protocol versions that implied it (if any), the table property that activates
+it, and which of our operations can run on a table that has it. The table holds every feature
+of the spec's "Valid Feature Names in Table Features" table, the features the current protocol
+(`PROTOCOL-current.md`) defines in their own sections (catalogManaged, variantType,
+variantShredding, typeWidening), the preview spellings Spark wrote before those were final,
+and two Spark features the spec does not define but real tables carry (checkpointProtection,
+collations). `FeatureName` names them all: a misspelt name is an error, not a silent "no".
+Names in no row are unknown: every operation refuses a table listing them, while inspection
+can still name them with `unsupported_features`.
+
+What each operation does with the newer features:
+
+* catalogManaged: reads, checkpoints, log compaction and version checksums work on the
+  versions published in `_delta_log` (we never read `_staged_commits`, so only published
+  versions are seen); metadata cleanup and VACUUM are refused unless the caller says the
+  managing catalog permits them (`permitted=`; spec "Maintenance Operations on
+  Catalog-managed Tables"); commits (the row-tracking backfill) are refused, since writers
+  must commit through the catalog.
+* variantType, variantShredding, typeWidening (and their `-preview` spellings): every
+  operation. They change data files and schemas, not the log's mechanics; the checkpoint
+  writer follows the schema's current (widened) types and the variant statistics rules.
+* checkpointProtection (Spark): reads and every operation that only adds or leaves log files
+  (checkpoint, checksum, compaction) and VACUUM (data files only); metadata cleanup and
+  commits are refused, since the rules for them are Spark's and not in the spec.
+* collations (Spark): reads only; every write is refused, naming the feature.
 
 Rules (from the spec): readerFeatures are explicit only at reader version 3, writerFeatures
 only at writer version 7; lower versions imply a fixed feature set. Reading needs every reader
@@ -25,6 +44,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +114,9 @@ class Feature:
         enabled_values: Values of `enabling_property` (lower-cased) that activate the feature.
         requires: Features that must be supported too.
         operations: Our operations that can run on a table supporting the feature.
+        in_spec: Whether the Delta protocol defines the feature (False: a Spark feature
+            real tables carry, handled conservatively).
+        why: Why the operations missing from `operations` are refused (for the message).
     """
 
     name: str
@@ -105,6 +128,8 @@ class Feature:
     enabled_values: frozenset[str] = frozenset({"true"})
     requires: frozenset[str] = frozenset()
     operations: frozenset[Operation] = ALL_OPERATIONS
+    in_spec: bool = True
+    why: str = ""
 
     @property
     def is_reader_feature(self) -> bool:
@@ -123,6 +148,14 @@ class Feature:
 
 _RW = FeatureKind.READER_WRITER
 _W = FeatureKind.WRITER
+
+#: Spec "Maintenance Operations on Catalog-managed Tables": checkpoints, log compaction and
+#: version checksums are allowed (for published versions); cleanup and VACUUM only when the
+#: catalog permits them (`ensure_supported(permitted=...)`); commits go through the catalog.
+_CATALOG_MANAGED_OPERATIONS = frozenset(
+    {Operation.READ, Operation.CHECKPOINT, Operation.COMPACTION, Operation.CHECKSUM}
+)
+_SPARK_RULES = "its rules for writers are Spark's and not part of the Delta protocol"
 
 # Every feature of the spec's "Valid Feature Names in Table Features" table, plus
 # inCommitTimestamp, which the spec's In-Commit Timestamps section defines (the section
@@ -206,15 +239,108 @@ FEATURES: tuple[Feature, ...] = (
         "In-Commit Timestamps",
         enabling_property="delta.enableInCommitTimestamps",
     ),
+    Feature(
+        "catalogManaged",
+        _RW,
+        "Catalog-managed tables",
+        requires=frozenset({"inCommitTimestamp"}),
+        operations=_CATALOG_MANAGED_OPERATIONS,
+        why=(
+            "the protocol allows metadata cleanup and VACUUM on a catalog-managed table only "
+            "when the managing catalog permits them (opt in with --allow-catalog-managed or "
+            "the policy's allow_catalog_managed), and writers must commit through the catalog"
+        ),
+    ),
+    Feature("variantType", _RW, "Variant Data Type"),
+    Feature("variantType-preview", _RW, "Variant Data Type (Spark preview name)"),
+    Feature(
+        "variantShredding",
+        _RW,
+        "Variant Shredding",
+        enabling_property="delta.enableVariantShredding",
+        requires=frozenset({"variantType"}),
+    ),
+    Feature(
+        "variantShredding-preview",
+        _RW,
+        "Variant Shredding (Spark preview name)",
+        enabling_property="delta.enableVariantShredding",
+    ),
+    Feature("typeWidening", _RW, "Type Widening", enabling_property="delta.enableTypeWidening"),
+    Feature(
+        "typeWidening-preview",
+        _RW,
+        "Type Widening (Spark preview name)",
+        enabling_property="delta.enableTypeWidening",
+    ),
+    Feature(
+        "checkpointProtection",
+        _W,
+        "Checkpoint protection (Spark; not in the spec)",
+        operations=frozenset(
+            {
+                Operation.READ,
+                Operation.CHECKPOINT,
+                Operation.CHECKSUM,
+                Operation.COMPACTION,
+                Operation.VACUUM,
+            }
+        ),
+        in_spec=False,
+        why=(
+            "its rules for removing log files and for writers are Spark's and not part of the "
+            "Delta protocol"
+        ),
+    ),
+    Feature(
+        "collations",
+        _W,
+        "Collations (Spark; not in the spec)",
+        operations=frozenset({Operation.READ}),
+        in_spec=False,
+        why=_SPARK_RULES,
+    ),
+    Feature(
+        "collations-preview",
+        _W,
+        "Collations (Spark preview name; not in the spec)",
+        operations=frozenset({Operation.READ}),
+        in_spec=False,
+        why=_SPARK_RULES,
+    ),
 )
 FEATURES_BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 # The spelling used by the spec's In-Commit Timestamps section.
 FEATURE_ALIASES: dict[str, str] = {"inCommitTimestamps": "inCommitTimestamp"}
 
 
+def _constant_name(name: str) -> str:
+    """`rowTracking` -> `ROW_TRACKING`, `variantType-preview` -> `VARIANT_TYPE_PREVIEW`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).replace("-", "_").upper()
+
+
+#: Every feature name delta_ops knows, as constants (`FeatureName.ROW_TRACKING` is
+#: "rowTracking"; the members are strings).
+FeatureName = enum.Enum(  # type: ignore[misc]
+    "FeatureName", {_constant_name(f.name): f.name for f in FEATURES}, type=str
+)
+
+
 def feature(name: str) -> Feature | None:
-    """The spec's record for a feature name (aliases resolved), or None for unknown names."""
+    """The record for a feature name (aliases resolved), or None for unknown names."""
+    name = name.value if isinstance(name, FeatureName) else name
     return FEATURES_BY_NAME.get(FEATURE_ALIASES.get(name, name))
+
+
+def _known(name: str) -> Feature:
+    """The record for a name the caller means as a known feature; a misspelt one is an error."""
+    record = feature(name)
+    if record is None:
+        raise ValueError(
+            f"unknown table feature name {name!r}; known names: "
+            + ", ".join(sorted(FEATURES_BY_NAME))
+        )
+    return record
 
 
 _VERBS = {
@@ -372,7 +498,10 @@ def ensure_supported(
             table=table,
             version=version,
         )
-    reader, writer = _versions(protocol)
+    try:
+        reader, writer = _versions(protocol)
+    except CorruptLogError as exc:
+        raise CorruptLogError(exc.reason, table=table, version=version) from None
     if reader > MAX_READER_VERSION:
         raise UnsupportedFeatureError(
             f"cannot {op.verb}: the table needs reader version {reader}, delta_ops implements "
@@ -395,14 +524,34 @@ def ensure_supported(
         names |= set(missing["write"])
     names -= permitted
     if names:
-        listed = ", ".join(sorted(names))
+        unknown = sorted(n for n in names if feature(n) is None)
+        parts = []
+        if unknown:
+            parts.append(
+                "the table uses table features delta_ops does not support: " + ", ".join(unknown)
+            )
+        for name in sorted(names - set(unknown)):
+            parts.append(f"the table uses {name}, and {_known(name).why}")
         raise UnsupportedFeatureError(
-            f"cannot {op.verb}: the table uses table features delta_ops does not support: "
-            f"{listed}",
+            f"cannot {op.verb}: " + "; ".join(parts),
             features=sorted(names),
             table=table,
             version=version,
         )
+
+
+def refused_operations(protocol: Mapping[str, Any]) -> dict[str, list[str]]:
+    """For inspection (`delta-ops snapshot`): each operation delta_ops refuses on this table,
+    with the features that make it refuse ({"vacuum": ["catalogManaged"], ...}); operations
+    it runs are absent. Versions beyond what delta_ops implements are not features and are
+    not listed here (`ensure_supported` refuses them)."""
+    out: dict[str, list[str]] = {}
+    for op in Operation:
+        missing = unsupported_features(protocol, op)
+        names = set(missing["read"]) | (set(missing["write"]) if op.writes else set())
+        if names:
+            out[op.value] = sorted(names)
+    return out
 
 
 def is_feature_supported(protocol: Mapping[str, Any], name: str) -> bool:
@@ -412,10 +561,12 @@ def is_feature_supported(protocol: Mapping[str, Any], name: str) -> bool:
     reader-writer feature among both the reader and the writer features (so columnMapping is
     supported on (2, 5) but not on (1, 5), where readers ignore the mapping mode). Aliases of
     a name count as the name.
+
+    Raises:
+        ValueError: `name` is not a feature delta_ops knows (a misspelling); to ask whether a
+            table lists an arbitrary name, use `reader_features` / `writer_features`.
     """
-    record = feature(name)
-    if record is None:
-        return name in reader_features(protocol) or name in writer_features(protocol)
+    record = _known(name)
     spellings = {record.name} | {
         a for a, target in FEATURE_ALIASES.items() if target == record.name
     }
@@ -435,10 +586,12 @@ def is_feature_enabled(
     Features without an activating property (invariants, generatedColumns, v2Checkpoint,
     domainMetadata, ...) are active whenever supported. columnMapping is active when
     `delta.columnMapping.mode` is id or name; the others when their property is "true".
-    Unknown features are never reported enabled.
+
+    Raises:
+        ValueError: `name` is not a feature delta_ops knows (a misspelling).
     """
-    record = feature(name)
-    if record is None or not is_feature_supported(protocol, name):
+    record = _known(name)
+    if not is_feature_supported(protocol, name):
         return False
     if record.enabling_property is None:
         return True
@@ -453,6 +606,7 @@ __all__ = [
     "FEATURE_ALIASES",
     "Feature",
     "FeatureKind",
+    "FeatureName",
     "MAX_READER_VERSION",
     "MAX_WRITER_VERSION",
     "Operation",
@@ -462,6 +616,7 @@ __all__ = [
     "is_feature_enabled",
     "is_feature_supported",
     "reader_features",
+    "refused_operations",
     "unsupported_features",
     "writer_features",
 ]
