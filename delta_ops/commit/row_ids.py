@@ -118,6 +118,33 @@ def num_records_from_stats(stats: str | None) -> int | None:
     return None
 
 
+def stats_with_num_records(stats: str | None, num_records: int) -> str:
+    """`stats` (an add's JSON statistics) carrying `numRecords`, every other field untouched.
+
+    For an add whose statistics lack a usable `numRecords` (the count came from the Parquet
+    footer): the count is written first, as Spark orders it, and the rest of the text is
+    kept byte for byte; statistics that are absent, empty or not a JSON object become
+    `{"numRecords": n}` (a reader can use nothing else of them anyway). Statistics that
+    already hold this count are returned as they are.
+    """
+    n = int(num_records)
+    try:
+        obj = orjson.loads(stats) if stats else None
+    except orjson.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict):
+        return orjson.dumps({"numRecords": n}).decode()
+    if "numRecords" in obj:
+        if num_records_from_stats(stats) == n:
+            return stats  # type: ignore[return-value]
+        obj = {"numRecords": n, **{k: v for k, v in obj.items() if k != "numRecords"}}
+        return orjson.dumps(obj).decode()
+    body = stats.strip()[1:]  # type: ignore[union-attr]
+    rest = body.lstrip()
+    separator = "" if rest.startswith("}") else ","
+    return f'{{"numRecords":{n}{separator}{body}'
+
+
 @dataclass(frozen=True)
 class RowIdAssignment:
     """Result of `assign_row_ids`.

@@ -46,6 +46,7 @@ from delta_ops.commit.row_ids import (
     materialized_column_names,
     num_records_from_stats,
     row_id_problems,
+    stats_with_num_records,
 )
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock, CommitResult, Transaction
 from delta_ops.errors import CommitConflictError
@@ -419,7 +420,13 @@ def _commit_batch(
         row_counts={p: counts[p] for p in plan.next_batch if p in counts},
         **common,
     )
-    txn.add_files(_batch_adds(snap, plan.next_batch))
+    adds = _batch_adds(snap, plan.next_batch)
+    for add in adds:
+        # Counted from the footer: recorded, so the row-ID ranges can be checked from the
+        # log alone (and writers that need numRecords, as Spark does, can go on).
+        if num_records_from_stats(add.get("stats")) is None and add["path"] in counts:
+            add["stats"] = stats_with_num_records(add.get("stats"), counts[add["path"]])
+    txn.add_files(adds)
     return txn.commit()
 
 
