@@ -47,21 +47,22 @@ from __future__ import annotations
 
 import bisect
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
+from delta_ops.clock import Clock
+from delta_ops.clock import now_ms as read_clock
 from delta_ops.errors import CorruptLogError, DeltaOpsError, RetentionError
+from delta_ops.log.checkpoint_files import (
+    SIDECARS,
+    inspect_checkpoint,
+    read_sidecar_references,
+    verify_checkpoint,
+)
 from delta_ops.log.last_checkpoint import advance_last_checkpoint, read_last_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.replay import read_checkpoint
 from delta_ops.log.segment import (
     CheckpointFiles,
     LogSegment,
@@ -71,7 +72,7 @@ from delta_ops.log.segment import (
 from delta_ops.log.timestamps import IctEnablement, monotonize, read_in_commit_timestamp
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import Metadata
-from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR, SIDECAR_DIR, LogFile, LogFileKind
+from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR, LogFile, LogFileKind
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import FileInfo, Storage
@@ -89,7 +90,6 @@ __all__ = [
 ]
 
 DAY_MS = 86_400_000
-SIDECARS = f"{LOG_DIR}/{SIDECAR_DIR}"
 # Deletion order inside one version: compactions, the commit, its checksum, checkpoints.
 _KIND_RANK = {
     LogFileKind.COMPACTION: 0,
@@ -136,195 +136,18 @@ def _iso(ms: int) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Checkpoint inspection: validity, sidecar references, _last_checkpoint content
+# The checkpoints cleanup relies on (read by the log's inspector, delta_ops.log.checkpoint_files)
 # --------------------------------------------------------------------------------------
 
 
-def _sidecar_name(path: str) -> str:
-    """Bare file name of a sidecar action's (URI-encoded) path, as Spark compares them."""
-    return unquote(path.rstrip("/").rsplit("/", 1)[-1])
-
-
-@dataclass(frozen=True)
-class _FileFacts:
-    """What one checkpoint file (or sidecar) holds: actions, adds, sidecar references."""
-
-    num_actions: int
-    num_adds: int
-    sidecars: tuple[str, ...]
-
-
-def _parquet_facts(storage: Storage, path: str, version: int, *, counts: bool) -> _FileFacts:
-    table = storage.root
-    try:
-        with storage.open_input(path) as fh:
-            pf = pq.ParquetFile(fh)
-            names = pf.schema_arrow.names
-            sidecars: tuple[str, ...] = ()
-            if "sidecar" in names:
-                col = pf.read(columns=["sidecar"]).column("sidecar")
-                valid = col.filter(pc.is_valid(col))
-                sidecars = tuple(
-                    _sidecar_name(p) for p in pc.struct_field(valid, "path").to_pylist() if p
-                )
-            num_rows = pf.metadata.num_rows
-            num_adds = _count_adds(pf) if counts and "add" in names else 0
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise CorruptLogError(
-            f"checkpoint file cannot be read as Parquet: {exc}",
-            table=table, version=version, file=path,
-        ) from exc
-    return _FileFacts(num_rows, num_adds, sidecars)
-
-
-def _count_adds(pf: pq.ParquetFile) -> int:
-    """Rows whose `add` is set: from the `add.path` null counts, else by reading it."""
-    md = pf.metadata
-    index = next(
-        (i for i in range(md.num_columns) if md.schema.column(i).path == "add.path"), None
-    )
-    if index is not None:
-        nulls = 0
-        for r in range(md.num_row_groups):
-            stats = md.row_group(r).column(index).statistics
-            if stats is None or not stats.has_null_count:
-                break
-            nulls += stats.null_count
-        else:
-            return md.num_rows - nulls
-    col = pf.read(columns=["add"]).column("add")
-    return len(col) - col.null_count
-
-
-def _json_facts(storage: Storage, path: str, version: int) -> _FileFacts:
-    from delta_ops.log.replay import parse_json_actions
-
-    actions = parse_json_actions(storage.read(path), table=storage.root, version=version, file=path)
-    sidecars = tuple(
-        _sidecar_name(a["sidecar"]["path"])
-        for a in actions
-        if isinstance(a.get("sidecar"), dict) and a["sidecar"].get("path")
-    )
-    adds = sum(1 for a in actions if a.get("add") is not None)
-    return _FileFacts(len(actions), adds, sidecars)
-
-
-def _file_facts(storage: Storage, lf: LogFile, info: FileInfo, *, counts: bool) -> _FileFacts:
-    if lf.format == "json":
-        return _json_facts(storage, info.path, lf.version)
-    return _parquet_facts(storage, info.path, lf.version, counts=counts)
-
-
-def _sidecars_of(storage: Storage, lf: LogFile, info: FileInfo) -> tuple[str, ...]:
-    """Sidecar names a checkpoint file references (multi-part checkpoints are V1: none)."""
-    if lf.kind == LogFileKind.CHECKPOINT_MULTIPART:
-        return ()
-    return _file_facts(storage, lf, info, counts=False).sidecars
-
-
-def _unusable(
-    storage: Storage, checkpoint: CheckpointFiles, sidecars: Mapping[str, FileInfo]
-) -> CorruptLogError | None:
-    """Why a complete checkpoint cannot be relied on, or None when it can.
-
-    The checkpoint is read by the log reader (`read_checkpoint`): every part and every
-    sidecar decoded as Parquet or JSON, the add and remove rows conformed to their schemas;
-    its protocol and metaData must be there and well formed. Then every Parquet file of it is
-    decoded once more column by column, the columns the reader skips as all null included
-    (other readers decode those too). The error names the file at fault where one is.
-    """
-    table = storage.root
-    for info in checkpoint.files:
-        if info.size == 0:
-            return CorruptLogError(
-                "checkpoint file is empty", table=table, version=checkpoint.version,
-                file=info.path,
-            )
-    try:
-        content = read_checkpoint(storage, checkpoint)
-    except CorruptLogError as exc:
-        return exc
-    except DeltaOpsError as exc:  # e.g. a storage error: it could not be proven readable
-        return CorruptLogError(
-            f"checkpoint could not be read: {exc}", table=table, version=checkpoint.version,
-            file=exc.file or checkpoint.files[0].path,
-        )
-    first = checkpoint.files[0].path
-    protocol = content.protocol
-    if protocol is None:
-        return CorruptLogError(
-            "checkpoint holds no protocol action", table=table, version=checkpoint.version,
-            file=first,
-        )
-    if not all(
-        isinstance(protocol.get(k), int) for k in ("minReaderVersion", "minWriterVersion")
-    ):
-        return CorruptLogError(
-            f"checkpoint protocol lacks integer reader/writer versions: {protocol!r}",
-            table=table, version=checkpoint.version, file=first,
-        )
-    metadata = content.metadata
-    if metadata is None or not metadata.id or not metadata.schema_string:
-        return CorruptLogError(
-            "checkpoint holds no metaData action with an id and a schema", table=table,
-            version=checkpoint.version, file=first,
-        )
-    try:
-        metadata.schema  # noqa: B018 - parsing it is the check
-    except (ValueError, TypeError, KeyError, DeltaOpsError) as exc:
-        return CorruptLogError(
-            f"checkpoint metaData schema does not parse: {exc}", table=table,
-            version=checkpoint.version, file=first,
-        )
-    parquet = [info.path for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True)
-               if lf.format != "json"]
-    parquet += [sidecars[n].path for n in map(_sidecar_name, content.sidecars) if n in sidecars]
-    for path in parquet:
-        problem = _decode_every_column(storage, path, checkpoint.version)
-        if problem is not None:
-            return problem
-    return None
-
-
-def _decode_every_column(storage: Storage, path: str, version: int) -> CorruptLogError | None:
-    """Decode every column of every row group of a Parquet file (results dropped)."""
-    try:
-        with storage.open_input(path) as fh:
-            for _batch in pq.ParquetFile(fh).iter_batches(batch_size=65_536):
-                pass
-    except (OSError, pa.ArrowException) as exc:
-        return CorruptLogError(
-            f"checkpoint file cannot be read as Parquet: {exc}", table=storage.root,
-            version=version, file=path,
-        )
-    except DeltaOpsError as exc:
-        return CorruptLogError(
-            f"checkpoint file could not be read: {exc}", table=storage.root, version=version,
-            file=path,
-        )
-    return None
-
-
-def _last_checkpoint_for(
-    storage: Storage, checkpoint: CheckpointFiles, sidecars: Mapping[str, FileInfo]
-) -> LastCheckpoint:
-    """A `_last_checkpoint` describing an existing checkpoint (counts from footers)."""
-    size = adds = nbytes = 0
-    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
-        facts = _file_facts(storage, lf, info, counts=True)
-        size += facts.num_actions
-        adds += facts.num_adds
-        nbytes += info.size
-        for name in facts.sidecars:
-            sc = sidecars[name]
-            sc_facts = _parquet_facts(storage, sc.path, lf.version, counts=True)
-            size += sc_facts.num_actions
-            adds += sc_facts.num_adds
-            nbytes += sc.size  # as Spark counts it: the sidecars are part of the checkpoint
-    parts = len(checkpoint.files) if checkpoint.kind == LogFileKind.CHECKPOINT_MULTIPART else None
+def _last_checkpoint_for(storage: Storage, checkpoint: CheckpointFiles) -> LastCheckpoint:
+    """A `_last_checkpoint` describing an existing checkpoint (its sidecars counted in, as
+    Spark counts them)."""
+    inspection = inspect_checkpoint(storage, checkpoint)
     return build_last_checkpoint(
-        version=checkpoint.version, size=size, size_in_bytes=nbytes, num_of_add_files=adds,
-        parts=parts,
+        version=checkpoint.version, size=inspection.num_actions,
+        size_in_bytes=inspection.size_in_bytes, num_of_add_files=inspection.num_adds,
+        parts=inspection.parts,
     )
 
 
@@ -666,7 +489,7 @@ def plan_cleanup(
     complete = _complete_checkpoints(listing.log, None)  # newest first
     candidates = [c for c in complete if c.version <= cutoff_v]
     problems: list[CorruptLogError] = []
-    checkpoint = _first_usable(storage, candidates, listing.sidecars, messages, problems)
+    checkpoint = _first_usable(storage, candidates, messages, problems)
     checkpoint_v = checkpoint.version if checkpoint is not None else None
     oldest = min(
         (lf.start_version if lf.kind == LogFileKind.COMPACTION else lf.version)
@@ -714,10 +537,10 @@ def plan_cleanup(
     hint, _problem = read_last_checkpoint(storage)
     if hint is not None and hint.version < checkpoint_v:
         newest = _first_usable(
-            storage, [c for c in complete if c.version >= checkpoint_v], listing.sidecars, [], []
+            storage, [c for c in complete if c.version >= checkpoint_v], [], []
         )
         if newest is not None:
-            last_cp = _last_checkpoint_for(storage, newest, listing.sidecars)
+            last_cp = _last_checkpoint_for(storage, newest)
             messages.append(
                 f"_last_checkpoint (version {hint.version}) is moved forward to checkpoint "
                 f"{newest.version} before anything is deleted"
@@ -747,13 +570,13 @@ def plan_cleanup(
 def _first_usable(
     storage: Storage,
     checkpoints: Sequence[CheckpointFiles],
-    sidecars: Mapping[str, FileInfo],
     messages: list[str],
     problems: list[CorruptLogError],
 ) -> CheckpointFiles | None:
-    """The first checkpoint of `checkpoints` (newest first) that reads in full."""
+    """The first checkpoint of `checkpoints` (newest first) that reads in full
+    (`verify_checkpoint`: every part and sidecar decoded, protocol and metaData rebuilt)."""
     for cp in checkpoints:
-        problem = _unusable(storage, cp, sidecars)
+        problem = verify_checkpoint(storage, cp)
         if problem is None:
             return cp
         problems.append(problem)
@@ -810,17 +633,20 @@ def _plan_sidecars(
     }
     if not old and not orphan_sides:
         return []
-    referenced: set[str] = set()
+    referenced: set[str] = set()  # names below _delta_log/_sidecars
     for lf, info in listing.log:
         if not lf.is_checkpoint or _expired(lf, checkpoint_v):
             continue
         try:
-            referenced.update(_sidecars_of(storage, lf, info))
+            refs = read_sidecar_references(
+                storage, CheckpointFiles(lf.version, lf.kind, (info,), (lf,))
+            )
         except CorruptLogError as exc:
             messages.append(
                 f"sidecar cleanup skipped: a kept checkpoint cannot be read ({exc})"
             )
             return []
+        referenced.update(ref.name for ref in refs)
     out: list[str] = []
     for name in sorted((old - referenced) | orphan_sides):
         side = listing.sidecar_side.get(name)
@@ -862,6 +688,7 @@ def cleanup_metadata(
     retention: timedelta | None = None,
     ensure_checkpoint: bool = False,
     dry_run: bool = False,
+    clock: Clock | None = None,
     now_ms: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
     force_retention: bool = False,
@@ -877,7 +704,10 @@ def cleanup_metadata(
         ensure_checkpoint: When there is no checkpoint at the cutoff version, write one
             there first, so that everything before it can go.
         dry_run: Only report what would be deleted.
-        now_ms: Current time in ms since the epoch (default: the system clock).
+        clock: Milliseconds since the epoch, read once at the start (retention cutoff,
+            age of sidecars and writers' temporary files); default the system clock.
+        now_ms: The current time as a number instead of a clock (kept for callers that
+            pass one); give `clock` or `now_ms`, not both.
         storage_options: Used when `table_or_storage` is a URI.
         force_retention: Allow a `retention` shorter than `delta.logRetentionDuration`
             (versions readers may still time travel to are deleted).
@@ -889,6 +719,7 @@ def cleanup_metadata(
         normal result whose `reason` says why.
 
     Raises:
+        ValueError: Both `clock` and `now_ms` given.
         RetentionError: `retention` shorter than the table's log retention, not forced
             (nothing deleted).
         UnsupportedFeatureError: Unknown or unsupported table features (nothing deleted).
@@ -897,8 +728,10 @@ def cleanup_metadata(
         StorageError: A deletion or write failed (files deleted before it stay deleted;
             every kept version is still readable and a re-run finishes the job).
     """
+    if clock is not None and now_ms is not None:
+        raise ValueError("give clock or now_ms, not both")
+    now = int(now_ms) if now_ms is not None else read_clock(clock)
     storage = Storage.of(table_or_storage, storage_options)
-    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
     options = {"force_retention": force_retention, "allow_catalog_managed": allow_catalog_managed}
     plan = plan_cleanup(
         storage, now_ms=now, retention=retention, ensure_checkpoint=ensure_checkpoint, **options
