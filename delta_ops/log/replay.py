@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
+from delta_ops.log.checkpoint_files import sidecar_file_path
 from delta_ops.log.commits import CommitFile
 from delta_ops.log.commits import reconcile as reconcile_commits
 from delta_ops.log.segment import CheckpointFiles, LogSegment
@@ -446,7 +447,10 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
             sidecars.append(sc["path"])
         elif (cm := obj.get("checkpointMetadata")) is not None:
             checkpoint_metadata = cm
-    sidecar_paths = [_sidecar_relative(name, table) for name in sidecars]
+    sidecar_paths = [
+        sidecar_file_path(name, table, version=checkpoint.version, file=checkpoint.files[0].path)
+        for name in sidecars
+    ]
 
     def read_sidecar(path: str) -> _ParquetActions:
         if not storage.exists(path):
@@ -493,15 +497,6 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
         checkpoint_metadata=checkpoint_metadata,
         num_actions=num_actions,
     )
-
-
-def _sidecar_relative(name: str, table: str) -> str:
-    if "/" not in name:
-        return filenames.sidecar_path(name)
-    rel = canonical_path(name, table)
-    if rel.startswith(("file:", "s3:")) or "://" in rel:
-        raise CorruptLogError(f"sidecar path {name!r} points outside the table", table=table)
-    return rel
 
 
 def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:

@@ -226,6 +226,12 @@ def _classify(path: str) -> tuple[str | None, str]:
     return _SCHEME_ALIASES.get(scheme, scheme), path[match.end() :]
 
 
+def is_absolute(path: str) -> bool:
+    """Whether a path from the log is absolute: `/a/b`, or a URI with a scheme (RFC 3986,
+    as `_classify` decides); otherwise it is relative to the directory the spec names."""
+    return _classify(path)[0] is not None
+
+
 def normalize_relative(path: str) -> str | None:
     """A decoded relative path in the listing's form: empty and `.` segments dropped, `..`
     resolved; None when it is empty or climbs above the root."""

@@ -5,8 +5,10 @@ with missing parts"; a V2 checkpoint whose sidecars are missing is unusable), "S
 File Information", "Last Checkpoint File".
 
 A checkpoint counts as existing when every file it needs is present and readable (Parquet
-footers parse, JSON lines parse, every referenced sidecar is there); its action counts are
-read from the files so that `_last_checkpoint` can be advanced to it.
+footers parse, JSON lines parse, every referenced sidecar is there and inside
+`_delta_log/_sidecars`) and its content matches the kind asked for; its action counts are
+read from the files (`delta_ops.log.checkpoint_files.inspect_checkpoint`, the log's one
+checkpoint-file inspector) so that `_last_checkpoint` can be advanced to it.
 """
 
 from __future__ import annotations
@@ -14,15 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from delta_ops.errors import StorageError
+from delta_ops.errors import CorruptLogError, StorageError
+from delta_ops.log.checkpoint_files import CheckpointInspection, inspect_checkpoint
+from delta_ops.log.segment import CheckpointFiles
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol import filenames
-from delta_ops.protocol.actions import canonical_path
 from delta_ops.protocol.checkpoint_schema import spark_schema_json
 from delta_ops.protocol.filenames import LOG_DIR, SIDECAR_DIR, LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
@@ -53,119 +53,47 @@ class ExistingCheckpoint:
     v2_checkpoint: dict | None = None
 
 
-@dataclass
-class _Inspected:
-    rows: int
-    adds: int
-    is_v2: bool
-    sidecars: list[dict[str, Any]]
-    schema: dict | None
-
-
-class _Invalid(Exception):
-    """Internal: the candidate checkpoint is not complete or not readable."""
-
-
-def _count_adds(pf: pq.ParquetFile) -> int:
-    if "add" not in pf.schema_arrow.names:
-        return 0
-    t = pf.read(columns=["add.path"], use_threads=True)
-    if "add" in t.column_names:
-        return int(pc.sum(pc.is_valid(t.column("add"))).as_py() or 0)
-    return int(pc.sum(pc.is_valid(t.column("add.path"))).as_py() or 0)
-
-
-def _inspect_parquet(storage: Storage, path: str) -> _Inspected:
-    try:
-        with storage.open_input(path) as fh:
-            pf = pq.ParquetFile(fh)
-            names = pf.schema_arrow.names
-            meta_cols = [c for c in ("checkpointMetadata", "sidecar") if c in names]
-            is_v2, sidecars = False, []
-            if meta_cols:
-                t = pf.read(columns=meta_cols)
-                if "checkpointMetadata" in t.column_names:
-                    is_v2 = t.column("checkpointMetadata").null_count < t.num_rows
-                if "sidecar" in t.column_names:
-                    col = t.column("sidecar")
-                    sidecars = [
-                        s for s in col.filter(pc.is_valid(col)).to_pylist(maps_as_pydicts="strict")
-                    ]
-            return _Inspected(
-                rows=pf.metadata.num_rows,
-                adds=_count_adds(pf),
-                is_v2=is_v2,
-                sidecars=sidecars,
-                schema=_schema_json(pf.schema_arrow),
-            )
-    except (StorageError, OSError, pa.ArrowException) as exc:
-        raise _Invalid(str(exc)) from exc
-
-
-def _schema_json(schema: pa.Schema) -> dict | None:
+def _schema_json(schema: pa.Schema | None) -> dict | None:
+    if schema is None:
+        return None
     try:
         return spark_schema_json(schema)
     except TypeError:
         return None
 
 
-def _inspect_json(storage: Storage, path: str) -> _Inspected:
+def _inspect(
+    storage: Storage, version: int, kind: LogFileKind, found: list[tuple[LogFile, FileInfo]]
+) -> CheckpointInspection | None:
+    """The inspection of a candidate, or None when it is not complete or not readable."""
+    checkpoint = CheckpointFiles(
+        version, kind, tuple(i for _, i in found), tuple(lf for lf, _ in found)
+    )
     try:
-        data = storage.read(path)
-        rows = adds = 0
-        is_v2, sidecars = False, []
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            obj = orjson.loads(line)
-            rows += 1
-            if obj.get("add") is not None:
-                adds += 1
-            elif obj.get("checkpointMetadata") is not None:
-                is_v2 = True
-            elif obj.get("sidecar") is not None:
-                sidecars.append(obj["sidecar"])
-        return _Inspected(rows, adds, is_v2, sidecars, None)
-    except (StorageError, orjson.JSONDecodeError, AttributeError) as exc:
-        raise _Invalid(str(exc)) from exc
+        return inspect_checkpoint(storage, checkpoint)
+    except (CorruptLogError, StorageError):
+        return None
 
 
-def _sidecar_rel(name: str, root: str) -> str:
-    if "/" not in name:
-        return filenames.sidecar_path(name)
-    rel = canonical_path(name, root)
-    if not rel.startswith(f"{LOG_DIR}/{SIDECAR_DIR}/"):
-        raise _Invalid(f"sidecar {name!r} is not inside {LOG_DIR}/{SIDECAR_DIR}")
-    return rel
-
-
-def _v2(
-    storage: Storage, lf: LogFile, info: FileInfo, inspected: _Inspected
-) -> tuple[list[str], int, int, int, dict]:
-    names = [lf.name]
-    rows, adds, size = inspected.rows, inspected.adds, info.size
+def _v2_checkpoint(inspection: CheckpointInspection) -> dict:
+    """The `_last_checkpoint.v2Checkpoint` object of a V2 checkpoint."""
+    top = inspection.checkpoint
+    v2: dict[str, Any] = {
+        "path": top.log_files[0].name,
+        "sizeInBytes": top.files[0].size,
+        "modificationTime": top.files[0].modification_time,
+    }
     files = []
-    for sc in inspected.sidecars:
-        rel = _sidecar_rel(str(sc.get("path")), storage.root)
-        found = storage.info(rel)
-        if found is None:
-            raise _Invalid(f"sidecar {rel} is missing")
-        side = _inspect_parquet(storage, rel)
-        names.append(rel[len(LOG_DIR) + 1 :])
-        rows += side.rows
-        adds += side.adds
-        size += found.size
-        files.append(
-            {
-                "path": sc.get("path"),
-                "sizeInBytes": found.size,
-                "modificationTime": sc.get("modificationTime", found.modification_time),
-            }
-        )
-    v2 = {"path": lf.name, "sizeInBytes": info.size, "modificationTime": info.modification_time}
+    for ref, side in zip(inspection.sidecar_references, inspection.sidecars, strict=True):
+        mtime = ref.modification_time
+        files.append({
+            "path": ref.written,
+            "sizeInBytes": side.size_in_bytes,
+            "modificationTime": mtime if mtime is not None else side.modification_time,
+        })
     if files:
         v2["sidecarFiles"] = files
-    return names, rows, adds, size, v2
+    return v2
 
 
 def find_existing(
@@ -187,50 +115,35 @@ def find_existing(
         elif lf is not None and lf.version > version:
             break
     if kind is CheckpointKind.MULTI_PART:
-        return _find_multipart(storage, listing, parts)
+        return _find_multipart(storage, version, listing, parts)
+    wanted = LogFileKind.CHECKPOINT_UUID if kind is CheckpointKind.V2_UUID else (
+        LogFileKind.CHECKPOINT_CLASSIC
+    )
     for lf, info in listing:
-        try:
-            if kind in (CheckpointKind.CLASSIC, CheckpointKind.V2_CLASSIC):
-                if lf.kind != LogFileKind.CHECKPOINT_CLASSIC:
-                    continue
-                inspected = _inspect_parquet(storage, info.path)
-                if inspected.is_v2 != kind.is_v2:
-                    continue
-            else:
-                if lf.kind != LogFileKind.CHECKPOINT_UUID:
-                    continue
-                if lf.format == "json":
-                    inspected = _inspect_json(storage, info.path)
-                else:
-                    inspected = _inspect_parquet(storage, info.path)
-                if not inspected.is_v2:
-                    continue
-            if not kind.is_v2:
-                return ExistingCheckpoint(
-                    kind,
-                    (lf.name,),
-                    inspected.rows,
-                    inspected.adds,
-                    info.size,
-                    checkpoint_schema=inspected.schema,
-                )
-            names, rows, adds, size, v2 = _v2(storage, lf, info, inspected)
-            return ExistingCheckpoint(
-                kind,
-                tuple(names),
-                rows,
-                adds,
-                size,
-                checkpoint_schema=inspected.schema,
-                v2_checkpoint=v2,
-            )
-        except _Invalid:
+        if lf.kind != wanted:
             continue
+        inspection = _inspect(storage, version, lf.kind, [(lf, info)])
+        if (
+            inspection is None
+            or CheckpointKind(inspection.shape.value) is not kind
+            or not inspection.is_valid_shape
+        ):
+            continue
+        top = inspection.files[0]
+        return ExistingCheckpoint(
+            kind,
+            (lf.name, *(f"{SIDECAR_DIR}/{ref.name}" for ref in inspection.sidecar_references)),
+            inspection.num_actions,
+            inspection.num_adds,
+            inspection.size_in_bytes,
+            checkpoint_schema=_schema_json(top.schema),
+            v2_checkpoint=_v2_checkpoint(inspection) if kind.is_v2 else None,
+        )
     return None
 
 
 def _find_multipart(
-    storage: Storage, listing: list[tuple[LogFile, FileInfo]], parts: int | None
+    storage: Storage, version: int, listing: list[tuple[LogFile, FileInfo]], parts: int | None
 ) -> ExistingCheckpoint | None:
     groups: dict[int, dict[int, tuple[LogFile, FileInfo]]] = {}
     for lf, info in listing:
@@ -242,26 +155,18 @@ def _find_multipart(
         found = groups[num_parts]
         if num_parts < 2 or len(found) != num_parts:
             continue
-        rows = adds = size = 0
-        schema = None
-        try:
-            for part in range(1, num_parts + 1):
-                lf, info = found[part]
-                inspected = _inspect_parquet(storage, info.path)
-                rows += inspected.rows
-                adds += inspected.adds
-                size += info.size
-                schema = schema or inspected.schema
-        except _Invalid:
+        ordered = [found[p] for p in range(1, num_parts + 1)]
+        inspection = _inspect(storage, version, LogFileKind.CHECKPOINT_MULTIPART, ordered)
+        if inspection is None:
             continue
-        names = tuple(found[p][0].name for p in range(1, num_parts + 1))
+        schema = next((f.schema for f in inspection.files if f.schema is not None), None)
         return ExistingCheckpoint(
             CheckpointKind.MULTI_PART,
-            names,
-            rows,
-            adds,
-            size,
+            tuple(lf.name for lf, _ in ordered),
+            inspection.num_actions,
+            inspection.num_adds,
+            inspection.size_in_bytes,
             parts=num_parts,
-            checkpoint_schema=schema,
+            checkpoint_schema=_schema_json(schema),
         )
     return None

@@ -1,0 +1,110 @@
+"""The cutoff of metadata cleanup: the log retention (checked) and the newest commit not
+newer than midnight UTC of (now - retention).
+
+Spec sections: "Metadata Cleanup" (step 1), "In-Commit Timestamps", and the table
+properties `delta.logRetentionDuration` and `delta.enableExpiredLogCleanup`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+from delta_ops.errors import RetentionError
+from delta_ops.log.timestamps import IctEnablement, monotonize, read_in_commit_timestamp
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.storage import FileInfo, Storage
+
+DAY_MS = 86_400_000
+
+
+def midnight_utc(ms: int) -> int:
+    """The start (00:00 UTC) of the day holding `ms` milliseconds since the epoch."""
+    return ms - ms % DAY_MS
+
+
+def iso_utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+
+
+def cutoff_commit(
+    storage: Storage,
+    commits: Sequence[tuple[int, FileInfo]],
+    ict: IctEnablement,
+    cutoff_ms: int,
+) -> int | None:
+    """The newest commit whose timestamp is not after `cutoff_ms` (None when none is).
+
+    Commits before the in-commit-timestamp enablement version use their files'
+    modification times, made monotonic; later ones their `inCommitTimestamp` (monotonic
+    by the spec), found by binary search so only a few commits are read.
+
+    Args:
+        storage: The table's storage.
+        commits: (version, file) of every commit present, oldest first.
+        ict: Whether and since when in-commit timestamps are enabled.
+        cutoff_ms: The cutoff, milliseconds since the epoch.
+    """
+    versions = [v for v, _ in commits]
+    split = len(versions)
+    if ict.enabled:
+        split = bisect.bisect_left(versions, ict.version or 0)
+    if split < len(versions):
+        def ts(i: int) -> int:
+            return read_in_commit_timestamp(storage, versions[i])
+
+        if ts(split) <= cutoff_ms:
+            lo, hi = split, len(versions) - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if ts(mid) <= cutoff_ms:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return versions[lo]
+    times = monotonize([info.modification_time for _, info in commits[:split]])
+    idx = bisect.bisect_right(times, cutoff_ms) - 1
+    return versions[idx] if idx >= 0 else None
+
+
+def retention_to_ms(retention: timedelta) -> int:
+    ms = int(retention.total_seconds() * 1000)
+    if ms < 0:
+        raise ValueError(f"log retention cannot be negative: {retention}")
+    return ms
+
+
+def _hours(td: timedelta) -> str:
+    return f"{td.total_seconds() / 3600:g} hours"
+
+
+def checked_retention(
+    props: TableProperties,
+    retention: timedelta | None,
+    *,
+    force_retention: bool,
+    table: str,
+    version: int,
+) -> timedelta:
+    """The log retention cleanup uses, after the safety check.
+
+    Raises:
+        RetentionError: `retention` is shorter than `delta.logRetentionDuration` and not
+            forced.
+        ValueError: `retention` is negative.
+    """
+    configured = props.log_retention
+    if retention is None:
+        return configured
+    retention_to_ms(retention)
+    if retention < configured and not force_retention:
+        raise RetentionError(
+            f"refusing to clean up the log with a retention of {_hours(retention)}, shorter "
+            f"than delta.logRetentionDuration ({_hours(configured)}): versions readers may "
+            "still time travel to, and log files concurrent readers may be reading, would be "
+            "deleted. Use at least that retention, or force it with force_retention "
+            "(--force-retention on the command line) if nothing needs those versions",
+            table=table, version=version,
+        )
+    return retention
