@@ -238,8 +238,8 @@ def compaction_need(state: LogState, settings: TableSettings, policy: DuePolicy)
     blocked = unsupported(settings, LOG_COMPACTION)
     if interval is None:
         return Need(LOG_COMPACTION, False, state.version,
-                    "log compaction is off (no compaction interval in the policy, no "
-                    "delta.logCompactionInterval on the table)", blocked)
+                    "log compaction is off (no interval given, and the table sets no "
+                    "delta.logCompactionInterval)", blocked)
     plan = compaction_plan(list(state.listing), interval)
     if not plan:
         return Need(LOG_COMPACTION, False, state.version,
