@@ -3,6 +3,6 @@ registry, `$DELTA_OPS_REGISTRY` or `tables.yaml` beside `workspace.yaml`."""
 
 from dagster import Definitions
 
-from delta_ops.defs import components
+from delta_ops.defs import definitions_kwargs
 
-defs = Definitions(**components())
+defs = Definitions(**definitions_kwargs())

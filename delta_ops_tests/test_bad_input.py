@@ -266,7 +266,7 @@ def test_literal_spark_secret_is_refused_by_name_only(tmp_path):
 
 
 def test_redaction_shows_only_allowlisted_values():
-    from delta_ops.defs.registry import EnvRef, redact_spark_conf, redact_storage_options
+    from delta_ops.defs.secrets import EnvRef, redact_spark_conf, redact_storage_options
 
     options = {
         "endpoint_url": f"https://user:{SECRET}@s3.example.com",

@@ -289,7 +289,7 @@ def test_sensor_settings_from_a_compaction_are_the_newest(pair):
     """The sensor caches protocol and configuration per version and, on the next tick,
     reads only the deltas after the cached version: through compaction 6..12 it must find
     v11's metaData (the first one in Databricks' file), not v8's (the last one)."""
-    from delta_ops.defs.watch import TableSettings, inspect_log, read_settings
+    from delta_ops.log.state import TableSettings, inspect_log, read_settings
 
     commits, compacted = pair
     at5 = load_snapshot(commits, 5)

@@ -4,4 +4,5 @@ A handler takes the parsed arguments and returns `(json_object, text, exit_code)
 prints one or the other.
 """
 
-COMMAND_MODULES = ("snapshot", "checkpoint", "cleanup", "vacuum", "crc", "compact", "row_tracking")
+COMMAND_MODULES = ("snapshot", "checkpoint", "cleanup", "vacuum", "crc", "compact", "row_tracking",
+                   "due")

@@ -1,10 +1,13 @@
 """The Dagster layer: per-table assets, checks, sensors, schedules and jobs built from the
 table registry. `delta_ops.definitions` is the code location entry point.
 
-Modules: `registry` (the YAML file, validated; no dagster), `resources` (registry and Spark),
-`assets`, `checks`, `sensors` (+ `watch`, the cheap log inspection they use), `schedules`,
-`jobs`. Loading the definitions reads only the registry file: no table is opened, no
-pyspark imported, no JVM started.
+Modules: `registry` (the YAML file, validated; no dagster) with `policy` (its maintenance
+policies) and `secrets` (environment references, redaction); `resources` (registry and
+Spark); `keys` (asset keys and lineage), `assets` (+ `metadata`: Results as Dagster
+metadata, `failures`: errors as `dagster.Failure`), `checks`, `sensors`, `schedules`,
+`jobs`. What a table needs now is decided in `delta_ops.maintenance.due` from the cheap log
+reads of `delta_ops.log.state`, as the CLI's `delta-ops due` does. Loading the definitions
+reads only the registry file: no table is opened, no pyspark imported, no JVM started.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from delta_ops.defs.schedules import all_schedules
 from delta_ops.defs.sensors import partitions_sensor, watch_sensor
 
 
-def components(
+def definitions_kwargs(
     registry: Registry | str | os.PathLike[str] | None = None,
     *,
     spark: SparkResource | None = None,
@@ -72,7 +75,7 @@ def build_definitions(
     """`dagster.Definitions` for a registry (tests and embedding)."""
     from dagster import Definitions
 
-    return Definitions(**components(registry, spark=spark))
+    return Definitions(**definitions_kwargs(registry, spark=spark))
 
 
-__all__ = ["build_definitions", "components"]
+__all__ = ["build_definitions", "definitions_kwargs"]

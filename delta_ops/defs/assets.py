@@ -1,19 +1,16 @@
 """Per-table assets: the observed log and one materializable asset per maintenance operation.
 
-Each registered table `t` gets, in its group, the keys `[t, <component>]`:
-
-    delta_log (observed: data version = table version)
-      -> checkpoint -> metadata_cleanup
-      -> version_checksum
-      -> log_compaction
-      -> vacuum
-      -> row_tracking
+Each registered table `t` gets the keys `[t, <component>]` (`delta_ops.defs.keys`: the
+observed `delta_log`, then checkpoint -> metadata_cleanup, version_checksum, log_compaction,
+vacuum and row_tracking).
 
 Asset bodies are thin: resolve the table from the registry resource, call the operation in
 `delta_ops.maintenance`, and turn its frozen Result into metadata with `result_metadata`
-(numbers stay numbers, so the UI plots them over time). A `DeltaOpsError` becomes a
-`dagster.Failure` carrying table, version, file and reason (`as_failure`), so a refused
-operation (unsupported feature, retention too short, missing table) fails that asset only.
+(`delta_ops.defs.metadata`: numbers stay numbers, so the UI plots them over time). A
+`DeltaOpsError` becomes a `dagster.Failure` carrying table, version, file and reason
+(`delta_ops.defs.failures`), so a refused operation (unsupported feature, retention too
+short, missing table) fails that asset only. Whether a checkpoint is due is decided by
+`delta_ops.maintenance.due`, as for the sensor and `delta-ops due`.
 
 Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
 """
@@ -21,23 +18,17 @@ Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
 
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, fields, is_dataclass
-from enum import Enum
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 from dagster import (
     AssetExecutionContext,
-    AssetKey,
     AssetsDefinition,
     AssetSpec,
     Config,
     DataVersion,
-    Failure,
     MaterializeResult,
     MetadataValue,
     ObserveResult,
@@ -46,207 +37,48 @@ from dagster import (
 )
 from pydantic import Field
 
-from delta_ops.defs.registry import Policy, RegisteredTable
-from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.defs.watch import (
-    LogState,
-    TableSettings,
-    checkpoint_interval,
-    inspect_log,
-    read_settings,
+from delta_ops.defs.failures import as_failure, refusals
+from delta_ops.defs.keys import (
+    CHECKPOINT,
+    COMPONENTS,
+    DELTA_LOG,
+    LOG_COMPACTION,
+    METADATA_CLEANUP,
+    ROW_TRACKING,
+    UPSTREAM,
+    VACUUM,
+    VERSION_CHECKSUM,
+    asset_key,
 )
+from delta_ops.defs.metadata import (
+    histogram_markdown,
+    markdown_list,
+    metadata_value,
+    result_metadata,
+    size_histogram,
+)
+from delta_ops.defs.policy import Policy
+from delta_ops.defs.registry import RegisteredTable
+from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.engine.base import Engine
-from delta_ops.errors import DeltaOpsError, NotATableError, RetentionError
 from delta_ops.log.snapshot import load_snapshot
-from delta_ops.maintenance.checkpoint import write_checkpoint
+from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.maintenance.checkpoint import CheckpointResult, write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksums
 from delta_ops.maintenance.cleanup import cleanup_metadata
 from delta_ops.maintenance.compaction import compact_by_policy
+from delta_ops.maintenance.due import (
+    checkpoint_current,
+    checkpoint_interval,
+    checkpoint_kind,
+    checkpoint_need,
+    compaction_interval,
+)
 from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol import features
-from delta_ops.protocol.crc import FILE_SIZE_BIN_BOUNDARIES, InvalidChecksumError
+from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.storage import Storage
-
-DELTA_LOG = "delta_log"
-CHECKPOINT = "checkpoint"
-VERSION_CHECKSUM = "version_checksum"
-LOG_COMPACTION = "log_compaction"
-METADATA_CLEANUP = "metadata_cleanup"
-VACUUM = "vacuum"
-ROW_TRACKING = "row_tracking"
-#: Every component of a table, upstream first.
-COMPONENTS = (
-    DELTA_LOG, CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM, ROW_TRACKING,
-)
-#: Lineage inside one table: component -> the component it depends on.
-UPSTREAM = {
-    CHECKPOINT: DELTA_LOG,
-    VERSION_CHECKSUM: DELTA_LOG,
-    LOG_COMPACTION: DELTA_LOG,
-    VACUUM: DELTA_LOG,
-    ROW_TRACKING: DELTA_LOG,
-    METADATA_CLEANUP: CHECKPOINT,
-}
-#: Most list entries shown in a markdown metadata value.
-MAX_LISTED = 25
-
-
-def asset_key(table: str, component: str) -> AssetKey:
-    return AssetKey([table, component])
-
-
-# ---- errors and metadata ------------------------------------------------------------------
-
-
-#: What a refusal of a shorter retention means in Dagster, where there is no command
-#: line flag: the registry policy opts in.
-_RETENTION_HINTS = {
-    VACUUM: "In Dagster, set `vacuum: {force_retention: true}` in this table's registry "
-    "policy to force it (only if nothing reads older versions of the table).",
-    METADATA_CLEANUP: "In Dagster, set `cleanup: {force_retention: true}` in this table's "
-    "registry policy to force it (only if nothing reads older versions of the table).",
-}
-
-
-def as_failure(exc: DeltaOpsError, *, table: str, component: str) -> Failure:
-    """A `dagster.Failure` for a refused or failed operation (shown in the UI with metadata)."""
-    metadata: dict[str, Any] = {
-        "table": table,
-        "component": component,
-        "reason": exc.reason,
-        "error": type(exc).__name__,
-        "version": exc.version if exc.version is not None else MetadataValue.null(),
-    }
-    if exc.file is not None:
-        metadata["file"] = exc.file
-    features = getattr(exc, "features", None)
-    if features:
-        metadata["features"] = MetadataValue.json(list(features))
-    if isinstance(exc, NotATableError):
-        description = f"{table}: the table does not exist yet ({exc})"
-    else:
-        description = f"{table} {component}: {exc}"
-    hint = _RETENTION_HINTS.get(component) if isinstance(exc, RetentionError) else None
-    if hint:
-        description = f"{description}. {hint}"
-        metadata["how_to_force"] = hint
-    return Failure(description=description, metadata=metadata, allow_retries=False)
-
-
-@contextmanager
-def refusals(table: str, component: str) -> Iterator[None]:
-    """Turn delta_ops errors raised inside into `dagster.Failure`s."""
-    try:
-        yield
-    except DeltaOpsError as exc:
-        raise as_failure(exc, table=table, component=component) from exc
-
-
-def _listed(items: Sequence[Any]) -> MetadataValue:
-    shown = [f"- `{item}`" for item in list(items)[:MAX_LISTED]]
-    if len(items) > MAX_LISTED:
-        shown.append(f"- ... and {len(items) - MAX_LISTED} more")
-    return MetadataValue.md("\n".join(shown) if shown else "(none)")
-
-
-def _metadata_value(value: Any) -> Any:
-    if isinstance(value, MetadataValue):
-        return value
-    if value is None:
-        return MetadataValue.null()
-    if isinstance(value, Enum):
-        return str(value.value)
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return MetadataValue.json(value)
-    if isinstance(value, (tuple, list, frozenset, set)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else list(value)
-        if all(isinstance(i, (int, float)) for i in items):
-            return MetadataValue.json(items)
-        if all(isinstance(i, str) for i in items):
-            return _listed(items)
-        return MetadataValue.json([_plain(i) for i in items])
-    if is_dataclass(value):
-        return MetadataValue.json(_plain(value))
-    return str(value)
-
-
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
-
-
-def result_metadata(result: Any, *, duration_s: float | None = None, **extra: Any) -> dict:
-    """Dagster metadata from a maintenance Result dataclass (and `extra` entries).
-
-    Numbers and booleans stay numbers (plotted by the UI), lists of paths become markdown
-    lists (at most MAX_LISTED shown), dicts become JSON; the Result's `table` (a URI) is
-    shown as `uri`.
-    """
-    out: dict[str, Any] = {}
-    if result is not None:
-        for f in fields(result):
-            key = "uri" if f.name == "table" else f.name
-            out[key] = _metadata_value(getattr(result, f.name))
-    for key, value in extra.items():
-        out[key] = _metadata_value(value)
-    if duration_s is not None:
-        out["duration_s"] = MetadataValue.float(round(duration_s, 3))
-    return out
-
-
-def size_histogram(
-    sizes: pa.Array | pa.ChunkedArray | Sequence[int],
-    boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES,
-) -> MetadataValue:
-    """File sizes as a markdown table of the non-empty bins (Delta's checksum bins)."""
-    arr = np.asarray(
-        sizes.to_numpy() if isinstance(sizes, (pa.Array, pa.ChunkedArray)) else list(sizes),
-        dtype=np.int64,
-    )
-    bounds = np.asarray(boundaries, dtype=np.int64)
-    counts = np.zeros(len(bounds), dtype=np.int64)
-    totals = np.zeros(len(bounds), dtype=np.int64)
-    if arr.size:
-        idx = np.searchsorted(bounds, arr, side="right") - 1
-        np.add.at(counts, idx, 1)
-        np.add.at(totals, idx, arr)
-    return histogram_markdown(list(bounds), list(counts), list(totals))
-
-
-def histogram_markdown(
-    bounds: Sequence[int], counts: Sequence[int], totals: Sequence[int]
-) -> MetadataValue:
-    """A markdown table of the non-empty bins (bin i is [bounds[i], bounds[i + 1]))."""
-    rows = ["| file size | files | bytes |", "| --- | ---: | ---: |"]
-    for i, (count, total) in enumerate(zip(counts, totals, strict=True)):
-        if not count:
-            continue
-        lo = _human(int(bounds[i]))
-        hi = _human(int(bounds[i + 1])) if i + 1 < len(bounds) else "..."
-        rows.append(f"| {lo} - {hi} | {int(count)} | {int(total)} |")
-    if len(rows) == 2:
-        rows.append("| (no files) | 0 | 0 |")
-    return MetadataValue.md("\n".join(rows))
-
-
-def _human(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.4g} {unit}"
-
 
 # ---- the runtime view of one table --------------------------------------------------------
 
@@ -278,11 +110,12 @@ class TableRun:
         return self.spark.engine(self.table.policy.engine)
 
     def inspect(self, operation: str | None = None) -> tuple[LogState, TableSettings]:
-        """The cheap log state and table settings; with `operation`, refuse it
+        """The cheap log state and table settings (one `_last_checkpoint` read, one
+        listing, the protocol/metaData light replay); with `operation`, refuse it
         (UnsupportedFeatureError) when the table's protocol forbids it."""
         storage = self.storage
         state = inspect_log(storage)
-        settings = read_settings(storage, state, None)
+        settings = read_settings(storage, state)
         if operation is not None:
             features.ensure_supported(
                 settings.protocol, operation, table=storage.root, version=state.version
@@ -320,7 +153,7 @@ def observe_log(run: TableRun) -> ObserveResult:
             "num_files": snap.num_files,
             "size_bytes": snap.size_bytes,
             "num_tombstones": snap.tombstones.num_rows,
-            "checkpoint_version": _metadata_value(snap.checkpoint_version),
+            "checkpoint_version": metadata_value(snap.checkpoint_version),
             "commits_since_checkpoint": snap.version - (
                 snap.checkpoint_version if snap.checkpoint_version is not None else -1
             ),
@@ -329,7 +162,7 @@ def observe_log(run: TableRun) -> ObserveResult:
             ),
             "min_reader_version": snap.protocol.get("minReaderVersion"),
             "min_writer_version": snap.protocol.get("minWriterVersion"),
-            "features": _listed(sorted(snap.reader_features | snap.writer_features)),
+            "features": markdown_list(sorted(snap.reader_features | snap.writer_features)),
             "unsupported_features": MetadataValue.json(unsupported),
             "partition_columns": MetadataValue.json(list(snap.partition_columns)),
             "last_commit_timestamp": MetadataValue.timestamp(snap.timestamp / 1000),
@@ -355,30 +188,57 @@ class CheckpointConfig(Config):
 
 
 def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> MaterializeResult:
-    """Checkpoint the latest version when the interval is reached (or when forced)."""
+    """Checkpoint the latest version when it is due (`delta_ops.maintenance.due`) or forced.
+
+    The log is read once, cheaply, to decide and to gate; only a checkpoint that is written
+    reads the table in full (`write_checkpoint`). A latest version that already has the
+    checkpoint the writer would write, named by `_last_checkpoint`, is reported as it is.
+    """
     force = config.force if config is not None else False
     with refusals(run.name, CHECKPOINT):
         start_time = time.monotonic()
         state, settings = run.inspect("checkpoint")
-        interval = checkpoint_interval(run.policy.checkpoint.interval, settings)
-        since = state.commits_since_checkpoint
-        if since < interval and not force:
+        need = checkpoint_need(state, settings, run.policy.due_policy)
+        report = {
+            "commits_since_checkpoint": state.commits_since_checkpoint,
+            "interval": checkpoint_interval(run.policy.checkpoint.interval, settings),
+        }
+        if not need.due and not force:
             return MaterializeResult(metadata=result_metadata(
                 None, duration_s=time.monotonic() - start_time,
                 skipped=True, version=state.version,
-                checkpoint_version=state.checkpoint_version,
-                commits_since_checkpoint=since, interval=interval,
-                reason=f"not due: {since} commits since the last checkpoint, interval "
-                f"{interval} (config force: true checkpoints anyway)",
+                checkpoint_version=state.checkpoint_version, **report,
+                reason=f"not due: {need.reason} (config force: true checkpoints anyway)",
             ))
-        result = write_checkpoint(run.storage, now_ms=run.now_ms, engine=run.engine())
+        if checkpoint_current(state, settings):
+            result = current_checkpoint(state)
+        else:
+            result = write_checkpoint(run.storage, now_ms=run.now_ms, engine=run.engine())
         duration = time.monotonic() - start_time
     return MaterializeResult(
-        metadata=result_metadata(
-            result, duration_s=duration, skipped=False, commits_since_checkpoint=since,
-            interval=interval,
-        ),
+        metadata=result_metadata(result, duration_s=duration, skipped=False, **report),
         data_version=DataVersion(str(result.version)),
+    )
+
+
+def current_checkpoint(state: LogState) -> CheckpointResult:
+    """What `write_checkpoint` reports for a checkpoint already there, from the listing and
+    `_last_checkpoint` alone (`checkpoint_current(state, ...)` must hold)."""
+    ckpt, hint = state.segment.checkpoint, state.segment.last_checkpoint
+    assert ckpt is not None and hint is not None
+    sidecars = (hint.v2_checkpoint or {}).get("sidecarFiles") or []
+    files = (*ckpt.names, *(f"_sidecars/{s['path']}" for s in sidecars if "path" in s))
+    size = hint.size_in_bytes
+    return CheckpointResult(
+        version=ckpt.version,
+        kind=checkpoint_kind(state) or "",
+        files=files,
+        num_actions=hint.size if hint.size is not None else 0,
+        num_add_files=hint.num_of_add_files if hint.num_of_add_files is not None else 0,
+        size_in_bytes=size if size is not None else sum(f.size for f in ckpt.files),
+        last_checkpoint_updated=False,
+        already_existed=True,
+        cross_check="not needed: nothing was written",
     )
 
 
@@ -422,7 +282,7 @@ def run_compaction(run: TableRun) -> MaterializeResult:
     with refusals(run.name, LOG_COMPACTION):
         start_time = time.monotonic()
         state, settings = run.inspect("compaction")
-        interval = settings.compaction_interval(run.policy.compaction.interval)
+        interval = compaction_interval(settings, run.policy.compaction.interval)
         if interval is None:
             return MaterializeResult(metadata={
                 "skipped": True, "version": state.version,

@@ -6,7 +6,7 @@
   recomputed from the log (spec "Version Checksum File").
 - `checkpoint_fresh` on `[t, checkpoint]`: commits since the last checkpoint are within the
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
-  sensor does (`delta_ops.defs.watch`).
+  sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
 
 A table that does not exist yet fails its checks with a warning rather than an error.
 """
@@ -31,9 +31,10 @@ from delta_ops.defs.assets import (
 )
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.defs.watch import checkpoint_interval, inspect_log, read_settings
 from delta_ops.errors import DeltaOpsError, NotATableError
+from delta_ops.log.state import inspect_log, read_settings
 from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
+from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
 
 #: Operations `protocol_supported` checks (everything delta_ops does to a table).
@@ -58,7 +59,7 @@ def _unavailable(run: TableRun, exc: DeltaOpsError) -> AssetCheckResult:
 def protocol_supported_result(run: TableRun) -> AssetCheckResult:
     try:
         state = inspect_log(run.storage)
-        settings = read_settings(run.storage, state, None)
+        settings = read_settings(run.storage, state)
     except DeltaOpsError as exc:
         return _unavailable(run, exc)
     protocol = settings.protocol
@@ -129,7 +130,7 @@ def checksum_matches_result(run: TableRun) -> AssetCheckResult:
 def checkpoint_fresh_result(run: TableRun) -> AssetCheckResult:
     try:
         state = inspect_log(run.storage)
-        settings = read_settings(run.storage, state, None)
+        settings = read_settings(run.storage, state)
     except DeltaOpsError as exc:
         return _unavailable(run, exc)
     interval = checkpoint_interval(run.policy.checkpoint.interval, settings)

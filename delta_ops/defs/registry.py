@@ -40,32 +40,32 @@ and `PUBLIC_SPARK_CONF`; every other value is `<redacted>`. Relative local URIs 
 against the registry file's directory. A registered table that does not exist yet is not an
 error here: its assets report it when they run.
 
-This module does not import dagster; `delta_ops.defs.resources` wraps it in a resource.
+The policy sections are `delta_ops.defs.policy`; environment references and redaction are
+`delta_ops.defs.secrets`. This module validates and loads the file. None of them imports
+dagster; `delta_ops.defs.resources` wraps the registry in a resource.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from delta_ops.defs.policy import Policy, PolicyOverride, StrictModel, cron_problem
+from delta_ops.defs.secrets import (
+    EnvRef,
+    MissingSecretError,
+    is_secret_option,
+    redact_storage_options,
+)
 from delta_ops.errors import DeltaOpsError
-from delta_ops.protocol.properties import parse_interval
 
 REGISTRY_ENV = "DELTA_OPS_REGISTRY"
 DEFAULT_REGISTRY_NAME = "tables.yaml"
@@ -75,32 +75,6 @@ NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Schemes `delta_ops.storage.Storage` reaches (a URI without a scheme is a local path).
 SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "memory")
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
-#: Storage option names that hold secrets: they may only come from environment variables.
-_SECRET_OPTION_RE = re.compile(
-    r"(^|_)(key|secret|token|password|passwd|credentials?|sas|signature)($|_)", re.IGNORECASE
-)
-#: Option names that contain "key" but hold no secret.
-_NOT_SECRET_OPTIONS = frozenset({"key_prefix", "sse_kms_key_id", "kms_key_id"})
-
-#: Storage options whose values are shown (UI metadata, logs); every other value is
-#: redacted, whatever its name. Only where the store is and how it is reached: an operator
-#: needs them to diagnose a failure, and none of them grants access (user information in
-#: an endpoint URL is redacted all the same).
-PUBLIC_STORAGE_OPTIONS = frozenset({
-    "endpoint_url", "endpoint", "aws_endpoint_url", "aws_endpoint",
-    "region", "region_name", "aws_region", "anon", "use_ssl", "allow_http",
-})
-#: Spark conf keys whose values are shown: sizing, parallelism and the S3A endpoint and
-#: region. Everything else (credentials providers, tokens, arbitrary `spark.hadoop.*`) is
-#: redacted.
-PUBLIC_SPARK_CONF = frozenset({
-    "spark.executor.memory", "spark.executor.cores", "spark.executor.instances",
-    "spark.driver.memory", "spark.driver.cores", "spark.default.parallelism",
-    "spark.sql.shuffle.partitions", "spark.hadoop.fs.s3a.endpoint",
-    "spark.hadoop.fs.s3a.endpoint.region",
-})
-REDACTED = "<redacted>"
-_USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/@]*@")
 
 
 class RegistryError(DeltaOpsError):
@@ -116,250 +90,6 @@ class RegistryError(DeltaOpsError):
 
     def _render(self) -> str:
         return f"{self.file}: {self.reason}" if self.file else self.reason
-
-
-class MissingSecretError(DeltaOpsError):
-    """A storage option refers to an environment variable that is not set."""
-
-
-# ---- cron -----------------------------------------------------------------------------------
-
-_MONTHS = {m: i for i, m in enumerate(
-    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
-_DAYS = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
-_CRON_FIELDS = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day of month", 1, 31, {}),
-    ("month", 1, 12, _MONTHS),
-    ("day of week", 0, 7, _DAYS),
-)
-
-
-def cron_problem(expr: str) -> str | None:
-    """Why `expr` is not a five-field cron expression Dagster schedules accept, or None."""
-    parts = expr.split()
-    if len(parts) != 5:
-        return f"{expr!r} is not a cron expression: expected 5 fields, got {len(parts)}"
-    values: list[set[int]] = []
-    for text, (name, lo, hi, names) in zip(parts, _CRON_FIELDS, strict=True):
-        found: set[int] = set()
-        for item in text.split(","):
-            rng, slash, step_text = item.partition("/")
-            if slash and (not step_text.isdigit() or int(step_text) == 0):
-                return f"{expr!r}: bad step {step_text!r} in the {name} field"
-
-            def value(token: str, name: str = name, lo: int = lo, hi: int = hi,
-                      names: dict = names) -> int | None:
-                v = names.get(token.lower()) if not token.isdigit() else int(token)
-                return v if v is not None and lo <= v <= hi else None
-
-            if rng == "*":
-                first, last = lo, hi
-            else:
-                a, dash, b = rng.partition("-")
-                first = value(a)
-                last = value(b) if dash else first
-                if first is None or last is None:
-                    return f"{expr!r}: {item!r} is out of range in the {name} field ({lo}-{hi})"
-                if dash and last < first:
-                    return f"{expr!r}: range {rng!r} runs backwards in the {name} field"
-                if slash and not dash:
-                    last = hi
-            found.update(range(first, last + 1, int(step_text) if slash else 1))
-        values.append(found)
-    if values[3] == {2} and values[2] <= {30, 31}:
-        return f"{expr!r} never fires: February has no day {sorted(values[2])[0]}"
-    return None
-
-
-# ---- policy models ---------------------------------------------------------------------------
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _retention(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ValueError("give the retention as text with a unit, e.g. '7 days' or '168 hours'")
-    try:
-        delta = parse_interval(value)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a retention such as '7 days' ({exc})") from None
-    if delta.total_seconds() < 0:
-        raise ValueError(f"retention {value!r} is negative")
-    return value
-
-
-class CheckpointPolicy(_Model):
-    """interval: commits between checkpoints (None: the table's delta.checkpointInterval)."""
-
-    interval: int | None = Field(default=None, ge=1)
-
-
-class ChecksumPolicy(_Model):
-    """enabled: write a version checksum (`N.crc`) for new versions."""
-
-    enabled: bool = True
-
-
-class CompactionPolicy(_Model):
-    """interval: commits per compaction file (None: delta.logCompactionInterval, else off;
-    0: off)."""
-
-    interval: int | None = Field(default=None, ge=0)
-
-    @field_validator("interval")
-    @classmethod
-    def _at_least_two(cls, v: int | None) -> int | None:
-        if v == 1:
-            raise ValueError("a compaction covers at least 2 commits; use 0 to switch it off")
-        return v
-
-
-def _check_cron(v: str | None) -> str | None:
-    if v is not None:
-        problem = cron_problem(v)
-        if problem:
-            raise ValueError(problem)
-    return v
-
-
-class _ScheduledPolicy(_Model):
-    """A policy run on a cron schedule with an optional retention override."""
-
-    cron: str | None = None
-    retention: str | None = None
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, v: str | None) -> str | None:
-        return _check_cron(v)
-
-    @field_validator("retention", mode="before")
-    @classmethod
-    def _ret(cls, v: Any) -> str | None:
-        return _retention(v)
-
-
-class VacuumPolicy(_ScheduledPolicy):
-    """cron: when the schedule runs (None: no schedule); retention: instead of the table's
-    delta.deletedFileRetentionDuration (shorter is refused unless force_retention); dry_run:
-    only report; allow_catalog_managed: vacuum a catalog-managed table."""
-
-    cron: str | None = "0 3 * * 0"
-    dry_run: bool = False
-    lite: bool = False
-    force_retention: bool = Field(
-        default=False,
-        description="Allow a retention shorter than the table's "
-        "delta.deletedFileRetentionDuration. Files a reader of an older version, a running "
-        "query or a streaming job still needs can then be deleted: time travel to those "
-        "versions and such readers fail. Only when nothing else uses the table.",
-    )
-    allow_catalog_managed: bool = Field(
-        default=False,
-        description="Vacuum a catalog-managed table (catalogManaged feature). The catalog owns "
-        "such a table: set this only with the catalog's permission.",
-    )
-
-    @property
-    def retention_hours(self) -> float | None:
-        if self.retention is None:
-            return None
-        return parse_interval(self.retention).total_seconds() / 3600
-
-
-class CleanupPolicy(_ScheduledPolicy):
-    """cron: when the schedule runs (None: no schedule); retention: instead of the table's
-    delta.logRetentionDuration (shorter is refused unless force_retention);
-    ensure_checkpoint: write a checkpoint at the cutoff first; allow_catalog_managed: clean
-    up the log of a catalog-managed table."""
-
-    cron: str | None = "0 4 * * *"
-    ensure_checkpoint: bool = False
-    force_retention: bool = Field(
-        default=False,
-        description="Allow a log retention shorter than the table's "
-        "delta.logRetentionDuration. The log of older versions is deleted sooner: time "
-        "travel to them, and readers or streams still behind, fail.",
-    )
-    allow_catalog_managed: bool = Field(
-        default=False,
-        description="Clean up the log of a catalog-managed table (catalogManaged feature). "
-        "The catalog owns its log: set this only with the catalog's permission.",
-    )
-
-    @property
-    def retention_delta(self) -> dt.timedelta | None:
-        return None if self.retention is None else parse_interval(self.retention)
-
-
-class RowTrackingPolicy(_Model):
-    """backfill: the `maintenance` job backfills row IDs (otherwise it only reports what is
-    missing; the `row_tracking_backfill` job always backfills); batch_size: files per
-    commit; enable: set delta.enableRowTracking=true at the end."""
-
-    backfill: bool = False
-    batch_size: int = Field(default=20_000, ge=1)
-    enable: bool = True
-
-
-Engine = Literal["spark", "local"]
-
-_SECTIONS: dict[str, type[_Model]] = {
-    "checkpoint": CheckpointPolicy,
-    "checksum": ChecksumPolicy,
-    "compaction": CompactionPolicy,
-    "vacuum": VacuumPolicy,
-    "cleanup": CleanupPolicy,
-    "row_tracking": RowTrackingPolicy,
-}
-
-
-class Policy(_Model):
-    """A complete maintenance policy (the registry's `defaults`, or a table's effective one)."""
-
-    engine: Engine = "spark"
-    checkpoint: CheckpointPolicy = CheckpointPolicy()
-    checksum: ChecksumPolicy = ChecksumPolicy()
-    compaction: CompactionPolicy = CompactionPolicy()
-    vacuum: VacuumPolicy = VacuumPolicy()
-    cleanup: CleanupPolicy = CleanupPolicy()
-    row_tracking: RowTrackingPolicy = RowTrackingPolicy()
-
-    def merged(self, override: PolicyOverride) -> Policy:
-        """This policy with the fields `override` sets (section by section, field by field)."""
-        update: dict[str, Any] = {}
-        if "engine" in override.model_fields_set and override.engine is not None:
-            update["engine"] = override.engine
-        for name in _SECTIONS:
-            section = getattr(override, name)
-            if section is not None and name in override.model_fields_set:
-                base = getattr(self, name)
-                update[name] = base.model_copy(
-                    update={f: getattr(section, f) for f in section.model_fields_set}
-                )
-        return self.model_copy(update=update)
-
-
-class PolicyOverride(_Model):
-    engine: Engine | None = None
-    checkpoint: CheckpointPolicy | None = None
-    checksum: ChecksumPolicy | None = None
-    compaction: CompactionPolicy | None = None
-    vacuum: VacuumPolicy | None = None
-    cleanup: CleanupPolicy | None = None
-    row_tracking: RowTrackingPolicy | None = None
-
-
-class EnvRef(_Model):
-    """A storage option read from an environment variable when a run needs it."""
-
-    env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class TableEntry(PolicyOverride):
@@ -401,7 +131,7 @@ class TableEntry(PolicyOverride):
         return v
 
 
-class SparkSettings(_Model):
+class SparkSettings(StrictModel):
     """Where the `spark` engine runs (the registry's optional `spark` section): an embedded
     `local[*]` session by default, a master URL, or a Spark Connect URL. `conf` values that
     hold secrets come from environment variables, like storage options."""
@@ -441,36 +171,11 @@ class SparkSettings(_Model):
         return self
 
 
-class RegistryFile(_Model):
+class RegistryFile(StrictModel):
     defaults: Policy = Policy()
     spark: SparkSettings = SparkSettings()
     tables: list[TableEntry] = Field(default_factory=list)
 
-
-
-def _shown(value: Any, public: bool) -> str:
-    if isinstance(value, EnvRef):
-        return f"${value.env}"  # the variable's name, never its value
-    if not public:
-        return REDACTED
-    return _USERINFO_RE.sub(rf"\1{REDACTED}@", str(value))
-
-
-def redact_storage_options(options: Mapping[str, Any]) -> dict[str, str]:
-    """Storage options safe to show: environment references as `$NAME`, values of
-    `PUBLIC_STORAGE_OPTIONS` as written, every other value `<redacted>`."""
-    return {k: _shown(v, k.lower() in PUBLIC_STORAGE_OPTIONS) for k, v in options.items()}
-
-
-def redact_spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
-    """Spark conf safe to show: environment references as `$NAME`, values of
-    `PUBLIC_SPARK_CONF` as written, every other value `<redacted>`."""
-    return {k: _shown(v, k in PUBLIC_SPARK_CONF) for k, v in conf.items()}
-
-
-def is_secret_option(key: str) -> bool:
-    """Whether a storage option name holds a secret (key, secret, token, password...)."""
-    return key.lower() not in _NOT_SECRET_OPTIONS and bool(_SECRET_OPTION_RE.search(key))
 
 
 def uri_problem(uri: str) -> str | None:
@@ -748,28 +453,15 @@ def load_registry(path: str | os.PathLike[str] | None = None) -> Registry:
 __all__ = [
     "DEFAULT_REGISTRY_NAME",
     "REGISTRY_ENV",
-    "CheckpointPolicy",
-    "ChecksumPolicy",
-    "CleanupPolicy",
-    "CompactionPolicy",
     "EnvRef",
     "MissingSecretError",
-    "Policy",
     "RegisteredTable",
     "Registry",
     "RegistryError",
-    "PUBLIC_SPARK_CONF",
-    "PUBLIC_STORAGE_OPTIONS",
-    "REDACTED",
-    "RowTrackingPolicy",
     "SparkSettings",
-    "VacuumPolicy",
     "cron_problem",
     "default_registry_path",
-    "is_secret_option",
     "load_registry",
     "parse_registry",
-    "redact_spark_conf",
-    "redact_storage_options",
     "uri_problem",
 ]

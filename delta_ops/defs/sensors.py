@@ -1,21 +1,23 @@
 """Sensors: one watches every registered table's log; one keeps the table partitions in sync.
 
 `delta_tables_watch` (stopped by default: turn it on in the UI's Automation tab) looks at
-each table cheaply, with no snapshot replay and no Spark (`delta_ops.defs.watch`:
+each table cheaply, with no snapshot replay and no Spark (`delta_ops.log.state`:
 `_last_checkpoint`, a listing from the checkpoint it names, protocol and properties read
-from new commits only), and requests a run of the `maintenance` job for one component when
-a table needs it: a checkpoint (commits since the last one reached the interval), a version
-checksum (the latest version has no `.crc`) or log compaction (a window of the compaction
-policy has no file). Run keys are `table:component:version`, so a request is made once per
-version whatever the tick rate. The cursor (JSON, persisted by Dagster across restarts)
-keeps per table the version last seen and the protocol and properties learned, so a quiet
-table costs one small read and one short listing per tick.
+from new commits only), and requests a run of the `maintenance` job for each component
+`delta_ops.maintenance.due` finds due (the same decisions as `delta-ops due`): a checkpoint
+(commits since the last one reached the interval), a version checksum (the latest version
+has no `.crc`) or log compaction (a window of the compaction policy has no file). A
+component the table's protocol forbids is logged, never requested. Run keys are
+`table:component:version`, so a request is made once per version whatever the tick rate.
+The cursor (JSON, persisted by Dagster across restarts) keeps per table the version last
+seen and the protocol and properties learned (`TableSettings.to_json`), so a quiet table
+costs one small read and one short listing per tick.
 
 `delta_tables_partitions` (running by default) adds a `delta_tables` partition for each
 registered table and removes those of tables no longer registered, so the backfill launcher
 of `row_tracking_backfill` offers exactly the registered tables.
 
-Protocol sections: see `delta_ops.defs.watch`.
+Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 """
 
 
@@ -32,12 +34,13 @@ from dagster import (
     sensor,
 )
 
-from delta_ops.defs.assets import asset_key
 from delta_ops.defs.jobs import TABLE_PARTITIONS
+from delta_ops.defs.keys import asset_key
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource
-from delta_ops.defs.watch import TableSettings, decide, inspect_log, read_settings
 from delta_ops.errors import DeltaOpsError, NotATableError
+from delta_ops.log.state import TableSettings, inspect_log, read_settings
+from delta_ops.maintenance.due import due
 
 WATCH_SENSOR = "delta_tables_watch"
 PARTITIONS_SENSOR = "delta_tables_partitions"
@@ -86,24 +89,25 @@ def evaluate_watch(
             log(f"{table.name}: cannot inspect the log: {exc}")
             entries[table.name] = {**entry, "status": "error"}
             continue
-        wanted, notes = decide(table.name, table.policy, state, settings)
+        report = due(state, settings, table.policy.due_policy)
         # Unchanged since the last tick: the same run keys again (Dagster skips keys it has
         # seen), without repeating the log lines.
         changed = entry.get("version") != state.version
-        for note in notes if changed else ():
-            log(note)
-        for req in wanted:
+        for need in report.blocked if changed else ():
+            log(f"{table.name}: {need.component} needed ({need.reason}) but the table uses "
+                f"features delta_ops cannot maintain: {', '.join(need.blocked_by)}")
+        for need in report.runnable:
             if changed:
-                log(f"{table.name}: requesting {req.component} at version {req.version}: "
-                    f"{req.reason}")
+                log(f"{table.name}: requesting {need.component} at version {need.version}: "
+                    f"{need.reason}")
             requests.append(
                 RunRequest(
-                    run_key=req.run_key,
-                    asset_selection=[asset_key(table.name, req.component)],
+                    run_key=f"{table.name}:{need.component}:{need.version}",
+                    asset_selection=[asset_key(table.name, need.component)],
                     tags={
                         "delta_ops/table": table.name,
-                        "delta_ops/component": req.component,
-                        "delta_ops/version": str(req.version),
+                        "delta_ops/component": need.component,
+                        "delta_ops/version": str(need.version),
                     },
                 )
             )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from delta_ops.errors import CorruptLogError, NotATableError, VersionNotFoundError
 from delta_ops.log.last_checkpoint import read_last_checkpoint
@@ -71,6 +71,11 @@ class LogSegment:
             compaction replaces included), for commit timestamps.
         last_checkpoint: the `_last_checkpoint` content when it was usable as a hint.
         last_checkpoint_problem: why `_last_checkpoint` was not used, when it was not.
+        listing: the sorted, parsed `_delta_log` listing the segment was chosen from: from
+            the checkpoint `_last_checkpoint` names on, or the whole log (no usable hint, or
+            a stale one), or the listing the caller passed. Compaction files are in it even
+            when the segment was built without them. Cheap readers (the sensor, `due`)
+            use it instead of listing again.
     """
 
     table: str
@@ -80,6 +85,7 @@ class LogSegment:
     commits: tuple[FileInfo, ...]
     last_checkpoint: LastCheckpoint | None = None
     last_checkpoint_problem: str | None = None
+    listing: tuple[tuple[LogFile, FileInfo], ...] = ()
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -163,10 +169,9 @@ def build_log_segment(
         hint = None
     if listing is None:
         listing = list_log(storage, hint.version if hint else None)
-    if not use_compactions:
-        listing = [(lf, i) for lf, i in listing if lf.kind != LogFileKind.COMPACTION]
     segment = _segment_from_listing(
-        table, listing, version, exclude_checkpoints, hint, problem, from_hint=hint is not None
+        table, _usable(listing, use_compactions), version, exclude_checkpoints, hint, problem,
+        from_hint=hint is not None,
     )
     if segment is None:
         # The hint pointed at a checkpoint that is not there, or at one that is not
@@ -177,13 +182,21 @@ def build_log_segment(
                 "checkpoint; found the log segment by listing instead"
             )
         listing = list_log(storage, None)
-        if not use_compactions:
-            listing = [(lf, i) for lf, i in listing if lf.kind != LogFileKind.COMPACTION]
         segment = _segment_from_listing(
-            table, listing, version, exclude_checkpoints, None, problem, from_hint=False
+            table, _usable(listing, use_compactions), version, exclude_checkpoints, None,
+            problem, from_hint=False,
         )
     assert segment is not None
-    return segment
+    return replace(segment, listing=tuple(listing))
+
+
+def _usable(
+    listing: list[tuple[LogFile, FileInfo]], use_compactions: bool
+) -> list[tuple[LogFile, FileInfo]]:
+    """The listing the segment may be built from (no compaction files when not allowed)."""
+    if use_compactions:
+        return listing
+    return [(lf, i) for lf, i in listing if lf.kind != LogFileKind.COMPACTION]
 
 
 def _segment_from_listing(

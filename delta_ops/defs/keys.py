@@ -1,0 +1,55 @@
+"""The asset keys of a registered table: one per maintenance component, and their lineage.
+
+Each registered table `t` gets, in its group, the keys `[t, <component>]`:
+
+    delta_log (observed: data version = table version)
+      -> checkpoint -> metadata_cleanup
+      -> version_checksum
+      -> log_compaction
+      -> vacuum
+      -> row_tracking
+
+The components `delta_ops.maintenance.due` decides about keep its names.
+"""
+
+from __future__ import annotations
+
+from dagster import AssetKey
+
+from delta_ops.maintenance.due import CHECKPOINT, LOG_COMPACTION, VERSION_CHECKSUM
+
+DELTA_LOG = "delta_log"
+METADATA_CLEANUP = "metadata_cleanup"
+VACUUM = "vacuum"
+ROW_TRACKING = "row_tracking"
+#: Every component of a table, upstream first.
+COMPONENTS = (
+    DELTA_LOG, CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM, ROW_TRACKING,
+)
+#: Lineage inside one table: component -> the component it depends on.
+UPSTREAM = {
+    CHECKPOINT: DELTA_LOG,
+    VERSION_CHECKSUM: DELTA_LOG,
+    LOG_COMPACTION: DELTA_LOG,
+    VACUUM: DELTA_LOG,
+    ROW_TRACKING: DELTA_LOG,
+    METADATA_CLEANUP: CHECKPOINT,
+}
+
+
+def asset_key(table: str, component: str) -> AssetKey:
+    return AssetKey([table, component])
+
+
+__all__ = [
+    "CHECKPOINT",
+    "COMPONENTS",
+    "DELTA_LOG",
+    "LOG_COMPACTION",
+    "METADATA_CLEANUP",
+    "ROW_TRACKING",
+    "UPSTREAM",
+    "VACUUM",
+    "VERSION_CHECKSUM",
+    "asset_key",
+]
