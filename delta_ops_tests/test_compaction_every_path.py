@@ -25,14 +25,13 @@ from deltalake import DeltaTable as RsTable
 import delta_ops.log.replay as replay_module
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
+from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python
 from delta_ops.log.segment import build_log_segment
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksum
 from delta_ops.maintenance.row_tracking import backfill_row_tracking
 from delta_ops.maintenance.vacuum import (
-    _commit_rows_columnar,
-    _commit_rows_python,
     _read_deltas,
     file_references,
     plan_vacuum,
@@ -103,7 +102,7 @@ def test_vacuum_referenced_set_reads_like_the_commits(pair, monkeypatch, delete_
     _segment_uses_compactions(compacted)
     if reader == "python":
         # The action-by-action reconciler, as for logs Arrow's JSON reader refuses.
-        import delta_ops.maintenance.vacuum as vacuum_module
+        import delta_ops.log.references as vacuum_module
 
         monkeypatch.setattr(vacuum_module, "_commit_rows_columnar", _commit_rows_python)
 

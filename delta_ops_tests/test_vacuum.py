@@ -641,7 +641,7 @@ def _segment_rows(root: Path):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=raw_specs())
 def test_arrow_and_orjson_commit_readers_agree(tmp_path_factory, spec):
-    from delta_ops.maintenance.vacuum import _commit_rows_columnar, _commit_rows_python
+    from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python
 
     hist = build_raw(tmp_path_factory.mktemp("rows") / "t", {**spec, "outside": True})
     storage, segment, blobs = _segment_rows(hist.root)
@@ -688,3 +688,37 @@ def test_vacuum_and_cleanup_on_an_object_store_like_backend(tmp_path):
     cleaned = cleanup_metadata(storage, now_ms=now)
     assert cleaned.checkpoint_version == 10 and cleaned.num_files > 0
     assert DeltaTable(storage=storage).snapshot().version == 15
+
+
+# --------------------------------------------------------------------------------------
+# The clock
+# --------------------------------------------------------------------------------------
+
+
+def test_vacuum_reads_an_injected_clock_once(tmp_path):
+    from delta_ops.clock import fixed_clock
+
+    hist = build_raw(tmp_path / "t", _simple_spec(3, checkpoints={}), data_files=True)
+    (hist.root / "orphan.parquet").write_bytes(b"x")
+    set_mtime(hist.root / "orphan.parquet", hist.commit_ms[-1])
+    now = hist.commit_ms[-1] + 2 * HOUR_MS
+    reads: list[int] = []
+
+    def clock() -> int:
+        reads.append(now)
+        return now
+
+    by_clock = vacuum(str(hist.root), retention_hours=1, force_retention=True, clock=clock,
+                      dry_run=True)
+    assert reads == [now]
+    assert by_clock.files == ("orphan.parquet",)
+    by_ms = vacuum(str(hist.root), retention_hours=1, force_retention=True, now_ms=now,
+                   dry_run=True)
+    assert by_ms == by_clock
+    # An hour earlier the orphan is younger than the retention.
+    early = vacuum(str(hist.root), retention_hours=1, force_retention=True,
+                   clock=fixed_clock(now - HOUR_MS), dry_run=True)
+    assert early.files == ()
+    with pytest.raises(ValueError, match="either clock or now_ms"):
+        vacuum(str(hist.root), clock=clock, now_ms=now, dry_run=True)
+    assert (hist.root / "orphan.parquet").exists()

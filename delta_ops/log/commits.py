@@ -18,6 +18,11 @@ maps equal what was written. Anything this path does not handle exactly (values 
 not strings, a file action written another way, a field of another type than the spec's,
 invalid JSON) makes it step aside: `reconcile` returns None and the caller replays the
 commits action by action, which also reports errors with their line numbers.
+
+References-only mode (`reconcile(..., references_only=True)`, what VACUUM reads): the same
+reconciliation, but Arrow materializes only `path`, `deletionVector` and (removes)
+`deletionTimestamp` (`REFERENCE_ADD_SCHEMA`, `REFERENCE_REMOVE_SCHEMA`); every other field
+is skipped by the parser, no map is built, and the winners' keys are returned with them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import pyarrow.json as pj
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
+    DELETION_VECTOR_TYPE,
     REMOVE_SCHEMA,
     REMOVE_TYPE,
     STRING_MAP,
@@ -49,6 +55,24 @@ _MIN_BLOCK = 4 << 20
 # default pool) keeps them mapped per thread, which costs twice the parse result in peak
 # RSS. The system allocator returns them: same speed, half the memory.
 _POOL = pa.system_memory_pool()
+
+#: The columns of the references-only mode: what a file action protects (its path and its
+#: deletion vector file) and, for a remove, until when (`deletionTimestamp`).
+REFERENCE_ADD_TYPE = pa.struct(
+    [pa.field("path", pa.string()), pa.field("deletionVector", DELETION_VECTOR_TYPE)]
+)
+REFERENCE_REMOVE_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("deletionTimestamp", pa.int64()),
+        pa.field("deletionVector", DELETION_VECTOR_TYPE),
+    ]
+)
+REFERENCE_ADD_SCHEMA = pa.schema(list(REFERENCE_ADD_TYPE))
+REFERENCE_REMOVE_SCHEMA = pa.schema(list(REFERENCE_REMOVE_TYPE))
+_REFERENCE_SCHEMA = pa.schema(
+    [pa.field("add", REFERENCE_ADD_TYPE), pa.field("remove", REFERENCE_REMOVE_TYPE)]
+)
 
 
 def _explicit(typ: pa.StructType, keys: dict[str, list[str]]) -> pa.StructType:
@@ -120,17 +144,23 @@ class ColumnarCommits:
     """Newest file action per key across the commits, plus the other actions' lines.
 
     Attributes:
-        adds: winning add actions (ADD_SCHEMA), in log order.
-        removes: winning remove actions (REMOVE_SCHEMA), in log order.
+        adds: winning add actions (ADD_SCHEMA; references only: REFERENCE_ADD_SCHEMA), in
+            log order.
+        removes: winning remove actions (REMOVE_SCHEMA; references only:
+            REFERENCE_REMOVE_SCHEMA), in log order.
         keys: the keys of all file actions in the commits, each once.
         others: (version, file, action) of every other line, newest first (blank lines
             skipped).
+        add_keys: references only: the key of each row of `adds` (else None).
+        remove_keys: references only: the key of each row of `removes` (else None).
     """
 
     adds: pa.Table
     removes: pa.Table
     keys: pa.Array
     others: list[tuple[int, str, dict]]
+    add_keys: pa.Array | None = None
+    remove_keys: pa.Array | None = None
 
 
 class _Lines:
@@ -208,23 +238,31 @@ class _Lines:
 
 
 def reconcile(
-    files: Sequence[CommitFile], root: str, *, partition_columns: Sequence[str] = ()
+    files: Sequence[CommitFile],
+    root: str,
+    *,
+    partition_columns: Sequence[str] = (),
+    references_only: bool = False,
 ) -> ColumnarCommits | None:
     """Reconcile the file actions of `files` (oldest first) columnar; None when the input
     needs the action-by-action replay. `partition_columns` (e.g. from the checkpoint the
     commits follow) are read as strings from the start, as are those of the metaData
-    actions among the commits.
+    actions among the commits. With `references_only`, only the reference columns are read
+    (see the module docstring) and the winners' keys come with them.
 
     The files' `data` is moved into one joined buffer (each is left empty), so the log is
     held in memory once; after None, read the files again for the other replay."""
     try:
-        return _reconcile(files, root, partition_columns)
+        return _reconcile(files, root, partition_columns, references_only)
     except (_StepAside, pa.ArrowException, orjson.JSONDecodeError):
         return None
 
 
 def _reconcile(
-    files: Sequence[CommitFile], root: str, partition_columns: Sequence[str]
+    files: Sequence[CommitFile],
+    root: str,
+    partition_columns: Sequence[str],
+    references_only: bool = False,
 ) -> ColumnarCommits:
     lines = _Lines(files)
     n = len(lines)
@@ -242,8 +280,13 @@ def _reconcile(
             raise _StepAside  # not an object, or a file action written another way
         f = files[int(lines.file_of_line[i])]
         others.append((f.version, f.path, obj))
+    add_schema = REFERENCE_ADD_SCHEMA if references_only else ADD_SCHEMA
+    remove_schema = REFERENCE_REMOVE_SCHEMA if references_only else REMOVE_SCHEMA
     if not file_line.any():
-        return ColumnarCommits(_empty(ADD_SCHEMA), _empty(REMOVE_SCHEMA), string_array([]), others)
+        none = string_array([]) if references_only else None
+        return ColumnarCommits(
+            _empty(add_schema), _empty(remove_schema), string_array([]), others, none, none
+        )
 
     longest = int((lines.ends - lines.starts).max())
     # The other lines are parsed above; Arrow sees `{}` in their place, so row i is line i.
@@ -267,11 +310,22 @@ def _reconcile(
             memory_pool=_POOL,
         )
 
-    table = read(keys)
-    inferred, all_strings = _map_keys(table)
-    if not all_strings:
-        # Keys Arrow typed by their values (dates as timestamps): again, all as strings.
-        table = read(inferred)
+    if references_only:
+        # Only the reference columns: every other field is skipped by the parser.
+        table = pj.read_json(
+            pa.BufferReader(arrow_buf),
+            read_options=read_options,
+            parse_options=pj.ParseOptions(
+                explicit_schema=_REFERENCE_SCHEMA, unexpected_field_behavior="ignore"
+            ),
+            memory_pool=_POOL,
+        )
+    else:
+        table = read(keys)
+        inferred, all_strings = _map_keys(table)
+        if not all_strings:
+            # Keys Arrow typed by their values (dates as timestamps): again, all as strings.
+            table = read(inferred)
     if table.num_rows != n:
         raise _StepAside
     add = table.column("add")
@@ -316,6 +370,10 @@ def _reconcile(
     winner = np.zeros(n, dtype=bool)
     winner[n - 1 - first] = True
     winner &= file_line
+    add_keys = remove_keys = None
+    if references_only:
+        add_keys = _contiguous(pc.filter(keys, from_numpy(winner & is_add), memory_pool=_POOL))
+        remove_keys = _contiguous(pc.filter(keys, from_numpy(winner & is_rm), memory_pool=_POOL))
     del keys, newest_first, path, dv
 
     def exact_map(action: str, field: str) -> Callable[[int], dict | None]:
@@ -328,9 +386,11 @@ def _reconcile(
 
         return lookup
 
-    adds = _actions(add, winner & is_add, ADD_SCHEMA, lambda f: exact_map("add", f))
-    removes = _actions(rm, winner & is_rm, REMOVE_SCHEMA, lambda f: exact_map("remove", f))
-    return ColumnarCommits(adds, removes, pc.drop_null(unique), others)
+    adds = _actions(add, winner & is_add, add_schema, lambda f: exact_map("add", f))
+    removes = _actions(rm, winner & is_rm, remove_schema, lambda f: exact_map("remove", f))
+    return ColumnarCommits(
+        adds, removes, pc.drop_null(unique), others, add_keys, remove_keys
+    )
 
 
 def _ambiguous_map_lines(table: pa.Table) -> np.ndarray:

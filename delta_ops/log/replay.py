@@ -538,9 +538,19 @@ _NON_FILE_COLUMNS = (
 )
 
 
-def _read_parquet_actions(storage: Storage, path: str, version: int) -> _ParquetActions:
+def _read_parquet_actions(
+    storage: Storage,
+    path: str,
+    version: int,
+    *,
+    add_type: pa.StructType = ADD_TYPE,
+    remove_type: pa.StructType = REMOVE_TYPE,
+    non_file_columns: tuple[str, ...] = _NON_FILE_COLUMNS,
+) -> _ParquetActions:
     """Every action of one Parquet checkpoint file (a V1 checkpoint or part, a V2 top-level
-    file or sidecar). Row groups are decoded concurrently, each through its own handle."""
+    file or sidecar). Row groups are decoded concurrently, each through its own handle.
+    Adds and removes are read as `add_type` and `remove_type` (only the fields those name
+    are decoded), and of the other actions only `non_file_columns`."""
     table_uri = storage.root
     try:
         with storage.open_input(path) as fh:
@@ -549,9 +559,9 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
             schema = pf.schema_arrow
         top = set(schema.names)
         columns: list[str] = []
-        for name, target in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
+        for name, target in (("add", add_type), ("remove", remove_type)):
             columns += _action_columns(schema, name, target)
-        wanted = [c for c in _NON_FILE_COLUMNS if c in top]
+        wanted = [c for c in non_file_columns if c in top]
         columns += wanted
 
         def read_group(i: int) -> pa.Table:
@@ -569,8 +579,8 @@ def _read_parquet_actions(storage: Storage, path: str, version: int) -> _Parquet
                 groups = list(pool.map(read_group, range(n)))
         else:
             groups = [read_group(i) for i in range(n)]
-        adds = _file_action_table(groups, "add", ADD_TYPE)
-        removes = _file_action_table(groups, "remove", REMOVE_TYPE)
+        adds = _file_action_table(groups, "add", add_type)
+        removes = _file_action_table(groups, "remove", remove_type)
         non_file: list[dict] = []
         for name in wanted:
             for group in groups:

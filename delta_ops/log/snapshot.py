@@ -14,9 +14,10 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.replay import ReplayState, UnusableCheckpointError, replay
-from delta_ops.log.segment import LogSegment, build_log_segment
+from delta_ops.errors import CorruptLogError
+from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay import ReplayState, replay
+from delta_ops.log.segment import LogSegment
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
@@ -182,25 +183,11 @@ def load_snapshot(
         version = version_at_timestamp(storage, ts_ms, latest.metadata, earliest_version=earliest)
         if version == latest.version:
             return latest
-    excluded: set[str] = set()
-    unusable: UnusableCheckpointError | None = None
-    while True:
-        try:
-            segment = build_log_segment(storage, version, exclude_checkpoints=frozenset(excluded))
-        except DeltaOpsError as exc:
-            if unusable is None:
-                raise
-            # Without the unusable checkpoint the version cannot be rebuilt: report why.
-            raise unusable from exc
-        try:
-            state = replay(storage, segment)
-        except UnusableCheckpointError as exc:
-            # A corrupt checkpoint, or a V2 one missing a sidecar: use an older one.
-            assert segment.checkpoint is not None
-            excluded.add(segment.checkpoint.identity)
-            unusable = exc
-            continue
-        return _snapshot_from_state(storage, segment, state)
+    # A corrupt checkpoint, or a V2 one missing a sidecar: an older one (or the commits).
+    segment, state = read_with_usable_checkpoint(
+        storage, lambda segment: replay(storage, segment), version=version
+    )
+    return _snapshot_from_state(storage, segment, state)
 
 
 def _to_ms(ts: datetime | int) -> int:

@@ -1,0 +1,77 @@
+"""VACUUM: delete data files the table no longer references, once they are old enough.
+
+Spec sections: "VACUUM Protocol Check" (check the reader and writer protocol before
+anything is listed), "Add File and Remove File" (tombstones expire `deletedFileRetention`
+after their `deletionTimestamp`), "Deletion Vectors" (a DV file lives as long as an add or
+an unexpired remove references it; `u` descriptors resolve to
+`<table>/<random prefix>/deletion_vector_<uuid>.bin`), "Change Data Files" (`_change_data`
+files are not referenced by the state; they go purely by age), "Delta Table Specification"
+(data lives in non-hidden directories), and the table properties
+`delta.deletedFileRetentionDuration` (default 1 week) and `delta.logRetentionDuration`.
+
+What is kept (everything else old enough below the table root is deleted):
+
+* live `add` files and unexpired tombstones (`deletionTimestamp >= now - retention`): for
+  each path, every file a reader may open for it (`reader_keys`: the spec's reading, a URI
+  or absolute path inside the root made relative, and deltalake's and the literal ones);
+* every DV file referenced by either (`u`: resolved against the root; `p`: as any path);
+* files modified less than `retention` ago (in-flight writes), from the listing's mtimes;
+* everything under `_delta_log`, and every hidden file or directory (name starting with
+  `_` or `.`), except `_change_data` and partition directories (`<partition column>=...`),
+  as Spark decides it. `metadata` (Iceberg UniForm) and `_delta_index` are hidden too.
+  A Hadoop side checksum `.<name>.crc` goes with `<name>` when `<name>` goes.
+
+Nothing outside the table root is ever touched: candidates come from listing the root
+without following symbolic links (a linked directory is not entered, a linked file never
+deleted: links are left in place), and paths in the log only ever protect files. Before
+anything is deleted (dry run and real run share the plan) each candidate is proven: a
+regular file whose real path is the root's real path joined with its own (no link on the
+way), and unreferenced by a second, independent normalisation (paths decoded until they no
+longer change, schemes dropped, slashes collapsed) of its path and of every referenced
+path; any doubt refuses the whole run (`UnsafeDeletionError`, naming table and file). A
+file whose name is not valid UTF-8 (no log can name it) is left and reported in the
+messages. Retention is checked first: shorter than
+`delta.deletedFileRetentionDuration` is refused unless forced, and so is a
+`delta.logRetentionDuration` shorter than the retention.
+
+No full snapshot is built: VACUUM only needs, per logical file, whether its newest action is
+an add or a still-unexpired remove, and which DV file it names. That is the log's
+references-only replay (`delta_ops.log.references`): the same reconciler as the snapshot's
+(`log.commits` columnar, `log.replay` action by action and for checkpoints), reading only
+`path`, `deletionVector` and `deletionTimestamp`. A checkpoint that cannot be read is left
+out as `load_snapshot` leaves it out (`log.checkpoint_fallback`).
+
+Lite mode does not list storage: it considers only the files named by expired tombstones
+still in the log state (and their DV files), checking each one's existence and age.
+
+The package: `listing` (hidden names, candidates, emptied directories), `proof` (the
+independent check), `plan` (retention, the plan), `apply` (deleting; `vacuum`, `describe`).
+"""
+
+from __future__ import annotations
+
+from delta_ops.log.references import FileReferences, file_references
+from delta_ops.maintenance.vacuum.apply import VacuumResult, describe, vacuum
+from delta_ops.maintenance.vacuum.listing import CHANGE_DATA_DIR, is_hidden, partition_prefixes
+from delta_ops.maintenance.vacuum.plan import (
+    HOUR_MS,
+    VacuumPlan,
+    plan_vacuum,
+    retention_for,
+)
+from delta_ops.maintenance.vacuum.plan import _read_deltas as _read_deltas  # tests use it
+
+__all__ = [
+    "CHANGE_DATA_DIR",
+    "HOUR_MS",
+    "FileReferences",
+    "VacuumPlan",
+    "VacuumResult",
+    "describe",
+    "file_references",
+    "is_hidden",
+    "partition_prefixes",
+    "plan_vacuum",
+    "retention_for",
+    "vacuum",
+]
