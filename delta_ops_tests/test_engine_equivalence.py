@@ -34,16 +34,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delta_ops.commands.engine_args import add_engine_arguments, engine_from_args
 from delta_ops.commit import Transaction
 from delta_ops.engine.base import Engine
 from delta_ops.engine.local import LocalEngine
-from delta_ops.engine.session import (
-    EngineError,
-    SparkSessionConfig,
-    add_engine_arguments,
-    engine_from_args,
-    make_engine,
-)
+from delta_ops.engine.session import EngineError, SparkSessionConfig, make_engine
 from delta_ops.engine.spark import SparkEngine
 from delta_ops.errors import StorageError
 from delta_ops.log.snapshot import load_snapshot
