@@ -35,6 +35,7 @@ def make_engine(
     spark_master: str | None = None,
     spark_remote: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    spark_config: SparkSessionConfig | None = None,
     max_workers: int | None = None,
 ) -> Engine:
     """Build an engine by name. Building a Spark engine starts no session.
@@ -44,13 +45,16 @@ def make_engine(
         spark_master: Spark master URL (spark only; default `local[*]`).
         spark_remote: Spark Connect URL `sc://host:port` (spark only).
         spark_conf: Extra Spark configuration (spark only).
+        spark_config: A whole session config (spark only; app name, executors' Python,
+            bind address...), instead of `spark_master`, `spark_remote` and `spark_conf`.
         max_workers: Threads of the local engine (local only).
 
     Returns:
         The engine.
 
     Raises:
-        ValueError: Unknown name, or Spark options given for the local engine.
+        ValueError: Unknown name, Spark options given for the local engine, or a
+            `spark_config` together with `spark_master`, `spark_remote` or `spark_conf`.
 
     A `spark://` master or Spark Connect server that accepts no connection fails when the
     session starts, before any JVM (see `SparkSessionConfig.preflight`).
@@ -62,6 +66,7 @@ def make_engine(
                 ("spark_master", spark_master),
                 ("spark_remote", spark_remote),
                 ("spark_conf", spark_conf),
+                ("spark_config", spark_config),
             )
             if value
         ]
@@ -75,6 +80,13 @@ def make_engine(
             raise ValueError("max_workers only applies to the local engine")
         from delta_ops.engine.spark import SparkEngine
 
+        if spark_config is not None:
+            if spark_master or spark_remote or spark_conf:
+                raise ValueError(
+                    "give make_engine a spark_config or spark_master/spark_remote/spark_conf, "
+                    "not both"
+                )
+            return SparkEngine(spark_config)
         config = SparkSessionConfig(
             master=spark_master, remote=spark_remote, conf=dict(spark_conf or {})
         )
