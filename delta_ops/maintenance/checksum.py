@@ -45,7 +45,7 @@ from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     ChecksumMismatchError,
     CrossCheckError,
-    DeltaOpsError,
+    IncrementalChecksumUnavailableError,
     StorageError,
     VersionNotFoundError,
 )
@@ -90,10 +90,6 @@ _READD_OPERATIONS = frozenset(
     }
 )
 _ADD_FIELDS = tuple(f.name for f in ADD_TYPE)
-
-
-class IncrementalChecksumUnavailableError(DeltaOpsError):
-    """An incremental checksum was asked for but cannot be derived soundly."""
 
 
 @dataclass(frozen=True)
@@ -244,8 +240,6 @@ class VerifyResult:
 # ---- helpers ------------------------------------------------------------------------------
 
 
-
-
 def _engine(engine: Engine | None) -> Engine:
     if engine is not None:
         return engine
@@ -261,7 +255,6 @@ def checksum_path(version: int) -> str:
 
 def _commit_path(version: int) -> str:
     return f"{LOG_DIR}/{commit_name(version)}"
-
 
 
 def read_checksum(storage: Storage, version: int) -> VersionChecksum | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import InvalidChecksumError
 
 KB = 1024
 MB = 1024 * KB
@@ -80,10 +80,6 @@ _FIELD_ORDER = (
 _KNOWN = frozenset(_FIELD_ORDER) - {"<histogram>"} | {
     HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD, "numTransactions",
 }
-
-
-class InvalidChecksumError(CorruptLogError):
-    """A `.crc` file is not a valid version checksum (not JSON, wrong types, bad histogram)."""
 
 
 def file_size_bin(size: int, boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Union
 import orjson
 import pyarrow as pa
 
-from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
+from delta_ops.errors import CorruptLogError, UnsupportedTypeError
 from delta_ops.protocol.properties import column_mapping_mode as _column_mapping_mode
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
@@ -86,10 +86,6 @@ _MIN_MAX_TYPES = frozenset(
         "timestamp_ntz",
     }
 )
-
-
-class UnsupportedTypeError(UnsupportedFeatureError):
-    """A Delta data type has no Arrow mapping (a type name the spec does not define)."""
 
 
 @dataclass(frozen=True)

@@ -217,10 +217,16 @@ def _translate(exc: BaseException, what: str, table: str | None, where: str) -> 
             reason = fields.pop("reason")
             if "features" in fields and not issubclass(cls, _errors.UnsupportedFeatureError):
                 fields.pop("features")
-            return cls(reason, **fields)
+            try:
+                return cls(reason, **fields)
+            except TypeError:  # a class built from other arguments (InvalidTablePropertyError)
+                pass
     for module, name, message in reversed(_REMOTE_ERROR_RE.findall(text)):
         cls = _remote_class(module or None, name)
         if cls is not None:
-            return cls(message.strip())
+            try:
+                return cls(message.strip())
+            except TypeError:  # a class built from other arguments
+                continue
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return EngineError(f"Spark job {what!r} failed on {where}: {first}", table=table)
