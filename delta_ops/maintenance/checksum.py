@@ -669,6 +669,7 @@ def compute_version_checksum(
     engine: Engine | None = None,
     method: Method = "auto",
     policy: ChecksumPolicy = ChecksumPolicy(),
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ComputedChecksum:
     """Compute version `version`'s checksum (latest when None).
 
@@ -679,13 +680,14 @@ def compute_version_checksum(
         method: "auto" (incremental when `version-1.crc` allows it, else full), "full" or
             "incremental" (raise IncrementalChecksumUnavailableError when not possible).
         policy: optional content.
+        storage_options: Used when `table_or_storage` is a URI (see `Storage.for_uri`).
 
     Raises:
         VersionNotFoundError, CorruptLogError, NotATableError: the version cannot be read.
         UnsupportedFeatureError: the table cannot be read by delta_ops.
         IncrementalChecksumUnavailableError: method="incremental" and it is not sound.
     """
-    storage = Storage.of(table_or_storage)
+    storage = Storage.of(table_or_storage, storage_options)
     computed, _ = _compute(storage, version, engine, method, policy)
     return computed
 
@@ -737,13 +739,15 @@ def compute_checksum(
     engine: Engine | None = None,
     method: Method = "auto",
     policy: ChecksumPolicy = ChecksumPolicy(),
+    storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The checksum object `write_checksum` would write for `version` (latest when None).
 
     See `compute_version_checksum` for the arguments and errors.
     """
     return compute_version_checksum(
-        table_or_storage, version=version, engine=engine, method=method, policy=policy
+        table_or_storage, version=version, engine=engine, method=method, policy=policy,
+        storage_options=storage_options,
     ).checksum.to_dict()
 
 
@@ -754,11 +758,14 @@ def write_checksum(
     engine: Engine | None = None,
     method: Method = "auto",
     policy: ChecksumPolicy = ChecksumPolicy(),
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ChecksumWriteResult:
     """Write `version.crc` (latest version when None) unless it exists.
 
     The file is created with an atomic put-if-absent, only after commit `version` exists,
     and never overwrites an existing checksum: that is an `already_existed` result.
+    `table_or_storage` is a DeltaTable, Storage or table URI (opened with
+    `storage_options`); the other arguments are those of `compute_version_checksum`.
 
     Raises:
         VersionNotFoundError: commit `version` does not exist.
@@ -766,7 +773,7 @@ def write_checksum(
         CrossCheckError: the checksum differs from the independent replay (nothing written).
         See also `compute_version_checksum`.
     """
-    storage = Storage.of(table_or_storage)
+    storage = Storage.of(table_or_storage, storage_options)
     if version is None:
         version = _latest_version(storage)
     path = checksum_path(version)
@@ -869,11 +876,13 @@ def write_checksums(
     end: int,
     engine: Engine | None = None,
     policy: ChecksumPolicy = ChecksumPolicy(),
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ChecksumBackfillResult:
     """Write the missing `.crc` files of versions `start`..`end` (inclusive), cheaply.
 
     One full computation at most per unsound step: each version's checksum is derived from
-    the previous one (written or existing) and its commit alone.
+    the previous one (written or existing) and its commit alone. `table_or_storage` is a
+    DeltaTable, Storage or table URI (opened with `storage_options`).
 
     Raises:
         ValueError: start > end or start < 0.
@@ -881,7 +890,7 @@ def write_checksums(
     """
     if start < 0 or start > end:
         raise ValueError(f"invalid version range {start}..{end}")
-    storage = Storage.of(table_or_storage)
+    storage = Storage.of(table_or_storage, storage_options)
     previous: VersionChecksum | None = None
     if start > 0:
         try:
@@ -946,6 +955,7 @@ def verify_checksum(
     version: int | None = None,
     all_versions: bool = False,
     engine: Engine | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> VerifyResult:
     """Recompute the state of versions with a `.crc` and compare it field by field.
 
@@ -959,11 +969,12 @@ def verify_checksum(
         version: the version to verify (latest when None and not `all_versions`).
         all_versions: verify every `.crc` in the log.
         engine: for the recomputation.
+        storage_options: Used when `table_or_storage` is a URI (see `Storage.for_uri`).
 
     Raises:
         VersionNotFoundError: `version` has no `.crc` file.
     """
-    storage = Storage.of(table_or_storage)
+    storage = Storage.of(table_or_storage, storage_options)
     if all_versions:
         if version is not None:
             raise ValueError("give either a version or all_versions, not both")
