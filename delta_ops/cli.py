@@ -19,7 +19,7 @@ import orjson
 
 from delta_ops import __version__
 from delta_ops.commands import COMMAND_MODULES
-from delta_ops.engine.session import engine_from_args
+from delta_ops.commands.engine_args import engine_from_args
 from delta_ops.errors import DeltaOpsError, EngineError
 
 

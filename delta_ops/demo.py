@@ -22,7 +22,6 @@ the maintenance operations through the Dagster assets.
 from __future__ import annotations
 
 import argparse
-import configparser
 import os
 import shutil
 import sys
@@ -38,38 +37,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops.corpus import corpus_root  # also importable from here, as before
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DAY_MS = 86_400_000
 #: Corpus table copied as the deletion-vector demo table.
 DV_SOURCE = "delta/golden__dv-partitioned-with-checkpoint"
-
-
-def corpus_root() -> Path:
-    """The Delta table corpus: `$DELTA_OPS_CORPUS`, else `../shared/corpus` beside this
-    checkout, else beside the checkout this one was cloned from (a clone made elsewhere,
-    e.g. in a temporary directory); the first candidate when none exists."""
-    env = os.environ.get("DELTA_OPS_CORPUS")
-    if env:
-        return Path(env)
-    candidates = [REPO_ROOT.parent / "shared" / "corpus"]
-    origin = _local_origin(REPO_ROOT)
-    if origin is not None:
-        candidates.append(origin.parent / "shared" / "corpus")
-    return next((c for c in candidates if c.is_dir()), candidates[0])
-
-
-def _local_origin(checkout: Path) -> Path | None:
-    """The directory `origin` points to when this checkout was cloned from a local path."""
-    config = configparser.ConfigParser(strict=False, interpolation=None)
-    try:
-        config.read(checkout / ".git" / "config", encoding="utf-8")
-        url = config.get('remote "origin"', "url", fallback="")
-    except configparser.Error:
-        return None
-    if url.startswith("file://"):
-        url = url[len("file://") :]
-    path = Path(url)
-    return path.resolve() if path.is_absolute() and path.is_dir() else None
 
 
 # ---- building the tables ------------------------------------------------------------------

@@ -2,9 +2,16 @@
 
 Every error names what it is about: the table, and where it applies the version and the
 file involved, so that a message on its own tells an operator what went wrong and where.
+
+Every exception class of delta_ops lives here (the modules that raise one re-export it, so
+`from delta_ops.protocol.crc import InvalidChecksumError` keeps working), except a few
+private control-flow signals that never leave their module. Importing this module imports
+nothing of delta_ops, so every layer can.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class DeltaOpsError(Exception):
@@ -134,3 +141,43 @@ class CrossCheckError(CorruptLogError):
         self.independent_count = independent_count
         self.differing_file = differing_file
         super().__init__(message, **kwargs)
+
+
+# ---- raised by one layer, kept here with the rest of the tree --------------------------------
+
+
+class UnsupportedTypeError(UnsupportedFeatureError):
+    """A Delta data type has no Arrow mapping (a type name the spec does not define)."""
+
+
+class InvalidTablePropertyError(DeltaOpsError, ValueError):
+    """A table property has a value the protocol does not allow (names key and value)."""
+
+    def __init__(self, key: str, value: str, why: str, **kwargs: Any) -> None:
+        self.key = key
+        self.value = value
+        super().__init__(f"table property {key}={value!r} is invalid: {why}", **kwargs)
+
+
+class InvalidVariantError(CorruptLogError):
+    """Bytes that are not a variant in the Parquet Variant binary encoding."""
+
+
+class InvalidChecksumError(CorruptLogError):
+    """A `.crc` file is not a valid version checksum (not JSON, wrong types, bad histogram)."""
+
+
+class IncrementalChecksumUnavailableError(DeltaOpsError):
+    """An incremental checksum was asked for but cannot be derived soundly."""
+
+
+class CheckpointError(DeltaOpsError):
+    """A checkpoint could not be written."""
+
+
+class InvalidCheckpointRequestError(CheckpointError, ValueError):
+    """The requested kind, format, parts or sidecar size is not allowed for this table."""
+
+
+class CheckpointVerificationError(CheckpointError):
+    """The checkpoint read back does not reproduce the snapshot; it was not published."""

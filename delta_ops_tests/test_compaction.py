@@ -24,6 +24,13 @@ from delta_ops.errors import (
 )
 from delta_ops.log.segment import build_log_segment, list_log
 from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.maintenance.checksum import (
+    compute_checksum,
+    compute_version_checksum,
+    verify_checksum,
+    write_checksum,
+    write_checksums,
+)
 from delta_ops.maintenance.compaction import (
     compact_by_policy,
     compact_log,
@@ -33,6 +40,7 @@ from delta_ops.maintenance.compaction import (
 )
 from delta_ops.protocol.filenames import compaction_name
 from delta_ops.storage import Storage
+from delta_ops_tests import s3_server as _s3
 from delta_ops_tests.conftest import all_corpus_tables, corpus_path
 from delta_ops_tests.histories import COMPACTION_FORMS, write_compaction
 from delta_ops_tests.test_checksum import histories, write_history
@@ -452,3 +460,33 @@ def test_cli_compact(monkeypatch, capsys, tmp_path):
     code = cli.main(["compact", str(tmp_path / "t"), "--start", "6", "--end", "6"])
     captured = capsys.readouterr()
     assert code == 2 and "at least two commits" in captured.err
+
+
+s3_server = _s3.s3_server  # the session fixture, made visible to this module
+
+
+@pytest.mark.s3
+def test_operations_open_a_uri_with_storage_options(tmp_path, s3_server):
+    """compact_log, compact_by_policy and the checksum operations take `storage_options`
+    for a table given by URI, like vacuum and cleanup_metadata: here the credentials and
+    endpoint of an S3 server, without which the URI cannot be reached."""
+    local = tmp_path / "t"
+    _simple_table(local, versions=6)
+    uri = s3_server.fresh_uri("ops")
+    options = s3_server.storage_options
+    remote = Storage.for_uri(uri, options)
+    for path in sorted((local / "_delta_log").iterdir()):
+        assert remote.put_if_absent(f"_delta_log/{path.name}", path.read_bytes())
+
+    done = compact_log(uri, start=0, end=2, storage_options=options)
+    assert done.file.endswith(compaction_name(0, 2)) and remote.exists(done.file)
+    by_policy = compact_by_policy(uri, interval=3, storage_options=options)
+    assert [(r.start, r.end) for r in by_policy] == [(3, 5)]
+
+    assert compute_checksum(uri, version=1, storage_options=options)["numFiles"] == 2
+    assert compute_version_checksum(uri, storage_options=options).version == 5
+    assert write_checksum(uri, version=0, storage_options=options).written
+    backfill = write_checksums(uri, start=1, end=5, storage_options=options)
+    assert backfill.written == (1, 2, 3, 4, 5)
+    verified = verify_checksum(uri, all_versions=True, storage_options=options)
+    assert verified.ok and verified.versions == (0, 1, 2, 3, 4, 5)

@@ -279,6 +279,31 @@ def test_spark_section_configures_the_spark_resource(tmp_path, monkeypatch):
         write_registry(tmp_path, {"tables": []})).resources["spark"].master is None
 
 
+
+def test_spark_resource_builds_its_engines_through_make_engine_without_a_session():
+    from delta_ops.engine.local import LocalEngine
+    from delta_ops.engine.session import make_engine
+    from delta_ops.engine.spark import SparkEngine
+
+    spark = SparkResource(master="local[2]", app_name="delta-ops-test", python=sys.executable,
+                          local_ip=LOCAL_IP, conf={"spark.ui.enabled": "false"})
+    engine = spark.engine("spark")
+    # The whole session config reaches the engine (what make_engine builds from it), and
+    # building it started nothing: the session starts on first use inside a run.
+    expected = make_engine("spark", spark_config=spark.session_config())
+    assert isinstance(engine, SparkEngine) and engine.config == expected.config
+    assert engine.config.app_name == "delta-ops-test" and engine.config.local_ip == LOCAL_IP
+    assert not engine.started
+    assert spark.engine("spark") is engine  # one per name and run
+    assert isinstance(spark.engine("local"), LocalEngine)
+    with pytest.raises(ValueError, match="unknown engine 'gpu'"):
+        spark.engine("gpu")
+    with pytest.raises(ValueError, match="not both"):
+        make_engine("spark", spark_master="local[2]", spark_config=spark.session_config())
+    with pytest.raises(ValueError, match="spark_config only apply to the spark engine"):
+        make_engine("local", spark_config=spark.session_config())
+
+
 # ---- definitions -----------------------------------------------------------------------------
 
 

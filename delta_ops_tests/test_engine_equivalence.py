@@ -34,16 +34,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delta_ops.commands.engine_args import add_engine_arguments, engine_from_args
 from delta_ops.commit import Transaction
 from delta_ops.engine.base import Engine
 from delta_ops.engine.local import LocalEngine
-from delta_ops.engine.session import (
-    EngineError,
-    SparkSessionConfig,
-    add_engine_arguments,
-    engine_from_args,
-    make_engine,
-)
+from delta_ops.engine.session import EngineError, SparkSessionConfig, make_engine
 from delta_ops.engine.spark import SparkEngine
 from delta_ops.errors import StorageError
 from delta_ops.log.snapshot import load_snapshot
@@ -710,3 +705,31 @@ def test_write_errors_are_the_local_engines(spark_engine_each, tmp_path):
     with pytest.raises((OSError, StorageError, EngineError)) as spark_err:
         spark_engine_each.write_parquet_files(storage, bad)
     assert type(spark_err.value) is type(local_err.value)
+
+
+def test_an_error_a_task_raises_comes_back_under_its_class_even_when_built_otherwise():
+    """`_translate` (no Spark needed: it reads the text Spark's exception carries) raises a
+    task's delta_ops error again with its class and fields, and one whose constructor takes
+    other arguments (moved into delta_ops.errors) becomes an EngineError, not a TypeError."""
+    from delta_ops import errors
+    from delta_ops.engine.spark.tasks import _guarded, _translate
+
+    def failing(exc: Exception):
+        @_guarded
+        def task():
+            raise exc
+            yield  # a generator, like every task
+
+        try:
+            list(task())
+        except RuntimeError as wrapped:
+            return RuntimeError(f"Python worker failed:\n{wrapped}")
+        raise AssertionError("the task did not fail")
+
+    back = _translate(
+        failing(errors.InvalidChecksumError("bad crc", table="t", version=3)), "crc", "t", "here"
+    )
+    assert type(back) is errors.InvalidChecksumError and (back.table, back.version) == ("t", 3)
+    odd = failing(errors.InvalidTablePropertyError("delta.appendOnly", "maybe", "not a boolean"))
+    back = _translate(odd, "props", "t", "here")
+    assert type(back) is EngineError and "Spark job 'props' failed on here" in str(back)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from delta_ops.engine.session import add_engine_arguments
+from delta_ops.commands.engine_args import add_engine_arguments
 from delta_ops.table import DeltaTable
 
 

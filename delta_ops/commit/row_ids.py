@@ -20,8 +20,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError
-from delta_ops.protocol.actions import DomainMetadata
+from delta_ops.errors import CorruptLogError, InvalidCommitError
+from delta_ops.protocol.actions import DomainMetadata, Metadata, canonical_path
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
@@ -43,6 +43,7 @@ __all__ = [
     "RowIdAssignment",
     "assign_row_ids",
     "carry_over_row_ids",
+    "check_enablement",
     "column_names",
     "enablement_problems",
     "high_water_mark",
@@ -443,3 +444,54 @@ def enablement_problems(
             f"{files_without_row_ids} live files lack baseRowId/defaultRowCommitVersion"
         )
     return problems
+
+
+def check_enablement(
+    files: pa.Table | None,
+    actions: Sequence[Mapping[str, Any]],
+    metadata: Mapping[str, Any],
+    *,
+    row_tracking: bool,
+    table: str,
+    version: int | None,
+) -> None:
+    """Refuse a commit that enables `delta.enableRowTracking` too early.
+
+    Args:
+        files: Live files of the read version (None when creating the table).
+        actions: The commit's actions; a file it removes or re-adds is not counted as
+            lacking row IDs.
+        metadata: The metadata being committed.
+        row_tracking: The protocol being committed supports rowTracking.
+        table: The table root, for the message.
+        version: The read version, for the message.
+
+    Raises:
+        InvalidCommitError: naming every problem `enablement_problems` finds.
+    """
+    removed = {canonical_path(obj["remove"]["path"], table) for obj in actions if "remove" in obj}
+    readded = {canonical_path(obj["add"]["path"], table) for obj in actions if "add" in obj}
+    lacking = 0
+    if files is not None and files.num_rows:
+        mask = pc.or_(
+            pc.is_null(files.column("baseRowId")),
+            pc.is_null(files.column("defaultRowCommitVersion")),
+        )
+        for p in files.column("path").filter(mask).to_pylist():
+            key = canonical_path(p, table)
+            if key not in removed and key not in readded:
+                lacking += 1
+    schema_names: set[str] = set()
+    schema_string = metadata.get("schemaString")
+    if schema_string:
+        schema_names = column_names(Metadata(metadata).schema)
+    problems = enablement_problems(
+        row_tracking_supported=row_tracking,
+        configuration=metadata.get("configuration") or {},
+        taken_names=schema_names,
+        files_without_row_ids=lacking,
+    )
+    if problems:
+        raise InvalidCommitError(
+            "cannot enable row tracking: " + "; ".join(problems), table=table, version=version
+        )

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import pyarrow.compute as pc
 
 from delta_ops import __version__
 from delta_ops.clock import Clock, system_clock
@@ -50,8 +49,7 @@ from delta_ops.commit.row_ids import (
     ROW_TRACKING_DOMAIN,
     assign_row_ids,
     carry_over_row_ids,
-    column_names,
-    enablement_problems,
+    check_enablement,
     high_water_mark,
     high_water_mark_domain,
     num_records_from_stats,
@@ -67,7 +65,7 @@ from delta_ops.errors import (
 from delta_ops.log.replay import parse_json_actions
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.protocol import features, filenames
-from delta_ops.protocol.actions import DomainMetadata, Metadata, canonical_path
+from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
 from delta_ops.storage import FileInfo, Storage
 
@@ -391,7 +389,14 @@ class Transaction:
             snap is None or not is_true(snap.metadata.configuration, ENABLE_ROW_TRACKING)
         )
         if enabling_rt:
-            self._check_enablement(protocol, metadata, row_tracking)
+            check_enablement(
+                None if snap is None else snap.files,
+                self._actions,
+                metadata,
+                row_tracking=row_tracking,
+                table=self.table,
+                version=None if snap is None else snap.version,
+            )
         ict_on = features.is_feature_enabled(protocol, config, "inCommitTimestamp")
         ict_was_on = snap is not None and features.is_feature_enabled(
             snap.protocol, snap.metadata.configuration, "inCommitTimestamp"
@@ -496,46 +501,6 @@ class Transaction:
         if info is not None:
             return info.modification_time
         return int(snap.timestamp)
-
-    def _check_enablement(
-        self, protocol: Mapping[str, Any], metadata: Mapping[str, Any], row_tracking: bool
-    ) -> None:
-        snap = self.snapshot
-        removed = {
-            canonical_path(obj["remove"]["path"], self.table)
-            for obj in self._actions
-            if "remove" in obj
-        }
-        readded = {
-            canonical_path(obj["add"]["path"], self.table) for obj in self._actions if "add" in obj
-        }
-        lacking = 0
-        if snap is not None and snap.files.num_rows:
-            files = snap.files
-            mask = pc.or_(
-                pc.is_null(files.column("baseRowId")),
-                pc.is_null(files.column("defaultRowCommitVersion")),
-            )
-            for p in files.column("path").filter(mask).to_pylist():
-                key = canonical_path(p, self.table)
-                if key not in removed and key not in readded:
-                    lacking += 1
-        schema_names: set[str] = set()
-        schema_string = metadata.get("schemaString")
-        if schema_string:
-            schema_names = column_names(Metadata(metadata).schema)
-        problems = enablement_problems(
-            row_tracking_supported=row_tracking,
-            configuration=metadata.get("configuration") or {},
-            taken_names=schema_names,
-            files_without_row_ids=lacking,
-        )
-        if problems:
-            raise InvalidCommitError(
-                "cannot enable row tracking: " + "; ".join(problems),
-                table=self.table,
-                version=None if snap is None else snap.version,
-            )
 
     def _winning_commits(self, start: int) -> list[tuple[int, FileInfo]]:
         """The commits from `start` on (at least `start` itself, which beat us)."""

@@ -146,27 +146,26 @@ class SparkResource(ConfigurableResource):
     def engine(self, name: str = "spark") -> Engine:
         """The engine named by a table's policy: "spark" (this resource's session, started
         on first use) or "local" (threads in the run's process). One instance per name and
-        run, so every asset of a run shares one Spark session.
+        run, so every asset of a run shares one Spark session. Built by
+        `delta_ops.engine.session.make_engine`, like the CLI's engines: building one starts
+        no session.
 
         Raises:
             EngineError: the `spark://` master or Spark Connect server does not accept a
                 connection (checked before any JVM starts).
             MissingSecretError: a `conf_from_env` variable is not set.
+            ValueError: an engine name other than "spark" or "local".
         """
         engine = self._engines.get(name)
         if engine is None:
-            if name == "spark":
-                from delta_ops.engine.spark import SparkEngine
+            from delta_ops.engine.session import make_engine
 
+            if name == "spark":
                 config = self.session_config()
                 config.preflight()  # a dead master fails now, in one line, not after minutes
-                engine = SparkEngine(config)
-            elif name == "local":
-                from delta_ops.engine.local import LocalEngine
-
-                engine = LocalEngine()
+                engine = make_engine("spark", spark_config=config)
             else:
-                raise ValueError(f"unknown engine {name!r}; choose spark or local")
+                engine = make_engine(name)  # "local"; ValueError naming the choices otherwise
             self._engines[name] = engine
         return engine
 

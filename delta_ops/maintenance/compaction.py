@@ -286,13 +286,20 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
     return read_protocol(storage, build_log_segment(storage, start - 1))
 
 
-def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionResult:
+def compact_log(
+    table_or_storage: Any,
+    *,
+    start: int,
+    end: int,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CompactionResult:
     """Write `start.end.compacted.json` holding the reconciliation of commits start..end.
 
     Args:
         table_or_storage: a DeltaTable, Storage or table URI.
         start: first commit of the range.
         end: last commit of the range (> start: one commit is its own compaction).
+        storage_options: Used when `table_or_storage` is a URI (see `Storage.for_uri`).
 
     Raises:
         ValueError: an empty or one-commit range, or a negative start.
@@ -306,7 +313,7 @@ def compact_log(table_or_storage: Any, *, start: int, end: int) -> CompactionRes
         raise ValueError(
             f"a compaction covers at least two commits (start < end); got {start}..{end}"
         )
-    storage = Storage.of(table_or_storage)
+    storage = Storage.of(table_or_storage, storage_options)
     commits = [read_commit(storage, v) for v in range(start, end + 1)]
     protocol = _protocol_at(storage, start, commits[::-1])
     features.ensure_supported(protocol, "compaction", table=storage.root, version=end)
@@ -405,9 +412,18 @@ def compaction_plan(
     return plan
 
 
-def compact_by_policy(table_or_storage: Any, *, interval: int | None) -> list[CompactionResult]:
-    """Write every compaction `compaction_plan` asks for on the table's current log."""
-    storage = Storage.of(table_or_storage)
+def compact_by_policy(
+    table_or_storage: Any,
+    *,
+    interval: int | None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[CompactionResult]:
+    """Write every compaction `compaction_plan` asks for on the table's current log.
+
+    `table_or_storage` is a DeltaTable, Storage or table URI (opened with
+    `storage_options`).
+    """
+    storage = Storage.of(table_or_storage, storage_options)
     plan = compaction_plan(list_log(storage), interval)
     return [compact_log(storage, start=s, end=e) for s, e in plan]
 

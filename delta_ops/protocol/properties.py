@@ -28,17 +28,7 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from delta_ops.errors import DeltaOpsError
-
-
-class InvalidTablePropertyError(DeltaOpsError, ValueError):
-    """A table property has a value the protocol does not allow (names key and value)."""
-
-    def __init__(self, key: str, value: str, why: str, **kwargs: Any) -> None:
-        self.key = key
-        self.value = value
-        super().__init__(f"table property {key}={value!r} is invalid: {why}", **kwargs)
-
+from delta_ops.errors import InvalidTablePropertyError
 
 # --------------------------------------------------------------------------------------------
 # Intervals

@@ -24,7 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import InvalidVariantError
 from delta_ops.protocol.deletion_vectors import DeletionVectorError, z85_decode, z85_encode
 
 VARIANT_ENCODING_VERSION = 1
@@ -52,10 +52,6 @@ _PRIMITIVE_SIZES = {
     20: 17,  # uuid
 }
 _LENGTH_PREFIXED = (15, 16)  # binary, string: 4-byte little-endian length follows the header
-
-
-class InvalidVariantError(CorruptLogError):
-    """Bytes that are not a variant in the Parquet Variant binary encoding."""
 
 
 def _uint(data: bytes, pos: int, width: int, what: str) -> int:

@@ -8,6 +8,8 @@ backend:
   listings (from a start name), atomic put-if-absent, atomic replace, idempotent delete,
   listings that do not follow symbolic links.
 * `paths`: which relative paths a caller may pass (nothing can reach outside the root).
+* `uri`: which backend serves a table URI (plain path, ``file:``, ``s3://``, ``memory://``,
+  any other fsspec scheme).
 * `backend`: the contract each backend implements, on backend-native paths.
 * `local` (``file``): the local file system, through `os` directly (fast `os.scandir`
   listings, hard-link based atomic put-if-absent, `os.replace` for atomic overwrite).

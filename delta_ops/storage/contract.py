@@ -3,7 +3,7 @@
 A `Storage` is rooted at a table (or any directory) and names files by paths *relative to
 that root*. It validates them (`paths`), hands them to its backend (`backend`: `local`,
 `memory`, `s3` or `generic`) as native paths, and turns the backend's failures into
-`StorageError` naming the file.
+`StorageError` naming the file. Which backend serves a URI is `uri.open_uri`'s choice.
 
 The Delta protocol needs two guarantees from storage (see "Requirements for Writers" in
 the protocol): *mutual exclusion* when creating a commit file (two writers must never both
@@ -26,11 +26,8 @@ from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend
-from delta_ops.storage.generic import _open_fsspec
-from delta_ops.storage.local import _open_local
-from delta_ops.storage.memory import _open_memory
-from delta_ops.storage.paths import _PLAIN_RELATIVE, _SCHEME_RE, _clean_relative, _join_uri
-from delta_ops.storage.s3 import _S3_SCHEMES, _open_s3
+from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
+from delta_ops.storage.uri import open_uri
 
 logger = logging.getLogger(__name__)
 
@@ -126,47 +123,7 @@ class Storage:
         if not isinstance(uri, str) or not uri.strip():
             raise StorageError(f"storage URI must be a non-empty string, got {uri!r}")
         options = dict(storage_options or {})
-        match = _SCHEME_RE.match(uri)
-        scheme = match.group(1).lower() if match else ""
-        if not match or len(scheme) == 1:  # a plain path (a one-letter scheme is a drive)
-            return cls._local(uri, options)
-        rest = uri[match.end() :]
-        if scheme == "file":
-            if rest.startswith("//"):
-                authority, slash, path = rest[2:].partition("/")
-                if authority not in ("", "localhost"):
-                    raise StorageError(
-                        f"file URI {uri!r} names a remote host {authority!r}; only local "
-                        "files are supported"
-                    )
-                rest = slash + path
-            if not rest.startswith("/"):
-                raise StorageError(f"file URI {uri!r} must hold an absolute path")
-            return cls._local(rest, options)
-        if scheme in _S3_SCHEMES:
-            return cls._s3(uri, rest, options)
-        if scheme == "memory":
-            name = rest.lstrip("/").rstrip("/")
-            return cls._memory(name, options)
-        return cls._other(uri, scheme, options)
-    @classmethod
-    def _local(cls, path: str, options: dict[str, Any]) -> Storage:
-        root, backend, base = _open_local(path)
-        return cls(root, "file", options, backend, base)
-
-    @classmethod
-    def _s3(cls, uri: str, rest: str, options: dict[str, Any]) -> Storage:
-        root, backend, base = _open_s3(uri, rest, options)
-        return cls(root, "s3", options, backend, base)
-
-    @classmethod
-    def _memory(cls, name: str, options: dict[str, Any]) -> Storage:
-        root, backend, base = _open_memory(name, options)
-        return cls(root, "memory", options, backend, base)
-
-    @classmethod
-    def _other(cls, uri: str, scheme: str, options: dict[str, Any]) -> Storage:
-        root, backend, base = _open_fsspec(uri, scheme, options)
+        root, scheme, backend, base = open_uri(uri, options)
         return cls(root, scheme, options, backend, base)
 
     def child(self, relative_dir: str) -> Storage:

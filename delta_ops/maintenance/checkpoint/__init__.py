@@ -13,15 +13,17 @@ move `_last_checkpoint` forward (`last_checkpoint.py`).
     >>> write_checkpoint("s3://bucket/table", kind="v2-uuid", sidecar_actions=50_000)
 """
 
+from delta_ops.errors import (
+    CheckpointError,
+    CheckpointVerificationError,
+    InvalidCheckpointRequestError,
+)
 from delta_ops.maintenance.checkpoint.last_checkpoint import advance_last_checkpoint
 from delta_ops.maintenance.checkpoint.plan import (
     DEFAULT_PART_ACTIONS,
     DEFAULT_SIDECAR_ACTIONS,
-    CheckpointError,
     CheckpointKind,
     CheckpointPlan,
-    CheckpointVerificationError,
-    InvalidCheckpointRequestError,
     default_kind,
     plan_checkpoint,
 )

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from delta_ops.errors import CorruptLogError, DeltaOpsError
+from delta_ops.errors import CheckpointError as CheckpointError  # re-exported
+from delta_ops.errors import CheckpointVerificationError as CheckpointVerificationError
+from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.protocol import features
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
@@ -25,18 +27,6 @@ from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_la
 DEFAULT_SIDECAR_ACTIONS = 50_000
 #: Actions per part when a multi-part checkpoint is asked for without a number of parts.
 DEFAULT_PART_ACTIONS = 50_000
-
-
-class CheckpointError(DeltaOpsError):
-    """A checkpoint could not be written."""
-
-
-class InvalidCheckpointRequestError(CheckpointError, ValueError):
-    """The requested kind, format, parts or sidecar size is not allowed for this table."""
-
-
-class CheckpointVerificationError(CheckpointError):
-    """The checkpoint read back does not reproduce the snapshot; it was not published."""
 
 
 class CheckpointKind(str, enum.Enum):

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.maintenance.checkpoint.plan import CheckpointVerificationError
+from delta_ops.errors import CheckpointVerificationError
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
 
 NON_FILE_COLUMNS = (

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from delta_ops.engine.base import Engine
-from delta_ops.errors import StorageError
+from delta_ops.errors import CheckpointError, CheckpointVerificationError, StorageError
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.existing import find_existing
@@ -54,13 +54,7 @@ from delta_ops.maintenance.checkpoint.last_checkpoint import (
     last_checkpoint_of,
     schema_for_last_checkpoint,
 )
-from delta_ops.maintenance.checkpoint.plan import (
-    CheckpointError,
-    CheckpointKind,
-    CheckpointPlan,
-    CheckpointVerificationError,
-    plan_checkpoint,
-)
+from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
 from delta_ops.maintenance.checkpoint.verify import Expected, normalize, verify_file
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import filenames

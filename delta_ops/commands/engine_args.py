@@ -1,0 +1,103 @@
+"""The command line's engine flags: `--engine`, `--spark-master`, `--spark-remote`,
+`--spark-conf`, and the engine they ask for (built by `delta_ops.engine.session.make_engine`,
+no session started).
+
+Kept out of `delta_ops.engine` so the engine layer knows nothing of argparse. Protocol
+sections: none (command line only).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from delta_ops.engine.base import Engine
+from delta_ops.engine.config import DEFAULT_MASTER
+from delta_ops.engine.session import ENGINE_NAMES, make_engine
+
+__all__ = ["add_engine_arguments", "engine_from_args"]
+
+
+def _parse_conf(pairs: Sequence[str] | None) -> dict[str, str]:
+    """`--spark-conf KEY=VALUE` arguments; a malformed one is named by its position, never
+    by its text (a value may be a secret)."""
+    out: dict[str, str] = {}
+    for i, pair in enumerate(pairs or (), 1):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(
+                f"--spark-conf takes KEY=VALUE (the key, '=', then the value): occurrence {i} "
+                f"of --spark-conf has {'no' if not sep else 'an empty key before the'} '=' "
+                "(its text is not shown: it may hold a secret)"
+            )
+        out[key] = value
+    return out
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--engine`, `--spark-master`, `--spark-remote` and `--spark-conf` to a subcommand.
+
+    Args:
+        parser: The subcommand's parser.
+    """
+    group = parser.add_argument_group("execution engine")
+    group.add_argument(
+        "--engine",
+        choices=ENGINE_NAMES,
+        default=None,
+        help="where heavy work runs: local threads (default) or Spark; "
+        "--spark-master/--spark-remote imply spark",
+    )
+    group.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help=f"Spark master (default {DEFAULT_MASTER}), e.g. spark://host:7077",
+    )
+    group.add_argument(
+        "--spark-remote", metavar="sc://HOST:PORT", help="Spark Connect server to use"
+    )
+    group.add_argument(
+        "--spark-conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable)",
+    )
+
+
+def engine_from_args(args: argparse.Namespace) -> Engine:
+    """The engine the parsed `add_engine_arguments` flags ask for (no session started).
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        The engine; the caller closes it.
+
+    Raises:
+        argparse.ArgumentTypeError: Contradictory or malformed flags.
+    """
+    master = getattr(args, "spark_master", None)
+    remote = getattr(args, "spark_remote", None)
+    conf = _parse_conf(getattr(args, "spark_conf", None))
+    name = getattr(args, "engine", None)
+    spark_flags = [
+        flag
+        for flag, value in (
+            ("--spark-master", master),
+            ("--spark-remote", remote),
+            ("--spark-conf", conf),
+        )
+        if value
+    ]
+    if name is None:
+        name = "spark" if spark_flags else "local"
+    if name == "local" and spark_flags:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(spark_flags)} need --engine spark (got --engine local)"
+        )
+    if master and remote:
+        raise argparse.ArgumentTypeError("give --spark-master or --spark-remote, not both")
+    try:
+        return make_engine(name, spark_master=master, spark_remote=remote, spark_conf=conf)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
