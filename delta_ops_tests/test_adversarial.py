@@ -292,3 +292,32 @@ def test_9_killed_writers_temp_files_are_cleaned_up_after_the_retention(tmp_path
     cleanup_metadata(str(root), now_ms=NOW)
     assert not leftover.exists()
     assert (log / f"{0:020d}.json").exists()
+
+
+# ---- found on the way: a compaction file in an order VACUUM does not expect --------------
+
+
+@pytest.mark.parametrize("commits_kept", [True, False])
+def test_compaction_in_an_unexpected_line_order_never_costs_a_live_file(tmp_path, commits_kept):
+    # a.parquet is added, removed (spelt as an absolute URI), and added again. A writer that
+    # neither reconciles nor reverses writes the compaction of versions 1-2 oldest first, so
+    # the remove comes first: read first-line-wins (Databricks' form), the live file looks
+    # removed. VACUUM must keep it, through the commits while they are there and by reading
+    # the compaction both ways once they are gone.
+    root = tmp_path / "t"
+    size = _data(root / "a.parquet")
+    remove = {"remove": {"path": f"file://{quote(str(root))}/a.parquet",
+                         "deletionTimestamp": T0, "dataChange": True}}
+    _commit(root, 0, [*_first(), _add("a.parquet", size)], T0)
+    _commit(root, 1, [remove], T0 + DAY_MS)
+    _commit(root, 2, [_add("a.parquet", size)], T0 + 2 * DAY_MS)
+    log = root / "_delta_log"
+    compaction = log / f"{1:020d}.{2:020d}.compacted.json"
+    compaction.write_text(json.dumps(remove) + "\n" + json.dumps(_add("a.parquet", size)) + "\n")
+    if not commits_kept:
+        (log / f"{1:020d}.json").unlink()
+        (log / f"{2:020d}.json").unlink()
+    dry = vacuum(str(root), now_ms=NOW, dry_run=True)
+    vacuum(str(root), now_ms=NOW)
+    assert "a.parquet" not in dry.files
+    assert (root / "a.parquet").exists(), "the table's live file was deleted"

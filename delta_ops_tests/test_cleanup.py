@@ -34,6 +34,7 @@ from delta_ops.protocol.deletion_vectors import encode_uuid_path
 from delta_ops.protocol.last_checkpoint import build_last_checkpoint, parse_last_checkpoint
 from delta_ops.storage import Storage
 from delta_ops.table import DeltaTable
+from delta_ops_tests.oracle import _abs_key
 
 HOUR_MS = 3_600_000
 BASE_MS = 1_700_000_000_000
@@ -436,6 +437,8 @@ def _write_checkpoint(
 
 
 def _write_compaction(log: Path, a: int, b: int, per_version: list[list[dict]], ms: int) -> None:
+    """The spec's reconciled form: one line per file, keyed by the file the path names
+    (`a.parquet` and `file:///<root>/a.parquet` are one file), the newest action winning."""
     latest: dict[tuple, dict] = {}
     other: dict[str, dict] = {}
     for v in range(a, b + 1):
@@ -443,7 +446,9 @@ def _write_compaction(log: Path, a: int, b: int, per_version: list[list[dict]], 
             for kind in ("add", "remove"):
                 if kind in obj:
                     act = obj[kind]
-                    key = (act["path"], json.dumps(act.get("deletionVector"), sort_keys=True))
+                    where = _abs_key(act["path"], log.parent)
+                    key = (where, json.dumps(act.get("deletionVector"), sort_keys=True))
+                    latest.pop(key, None)  # the newest action for a file goes last
                     latest[key] = {kind: act}
             for kind in ("protocol", "metaData"):
                 if kind in obj:

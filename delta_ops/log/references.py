@@ -32,7 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, DeletionVectorError
+from delta_ops.errors import CorruptLogError, DeletionVectorError, DeltaOpsError
+from delta_ops.log.checkpoint_files import sidecar_file_path
 from delta_ops.log.commits import (
     REFERENCE_ADD_TYPE,
     REFERENCE_REMOVE_TYPE,
@@ -44,12 +45,11 @@ from delta_ops.log.replay import (
     UnusableCheckpointError,
     _read_parquet_actions,
     _Reconciler,
-    _sidecar_relative,
     delta_lines_oldest_first,
     parse_json_actions,
     read_log_files,
 )
-from delta_ops.log.segment import CheckpointFiles, LogSegment
+from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
 from delta_ops.protocol.actions import READER_PATTERN, file_keys, reader_key_array, relative_key
 from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
@@ -193,23 +193,27 @@ def _dict_rows(actions: list[dict], is_add: bool, root: str, *, version: int | N
     return _action_rows(table, is_add, None, root)
 
 
-def _commit_files(segment: LogSegment, blobs: Mapping[str, bytes]) -> list[CommitFile]:
+def _commit_files(
+    segment: LogSegment, blobs: Mapping[str, bytes], *, compaction_first_wins: bool = True
+) -> list[CommitFile]:
     # Every delta's lines oldest first (a compaction's reversed): one last-wins stream.
     return [
-        CommitFile(d.end, d.file.path,
-                   delta_lines_oldest_first(blobs[d.file.path], is_compaction=d.is_compaction))
+        CommitFile(d.end, d.file.path, delta_lines_oldest_first(
+            blobs[d.file.path], is_compaction=d.is_compaction and compaction_first_wins))
         for d in segment.deltas
     ]
 
 
 def _commit_rows_columnar(
-    segment: LogSegment, blobs: Mapping[str, bytes], root: str
+    segment: LogSegment, blobs: Mapping[str, bytes], root: str, *,
+    compaction_first_wins: bool = True,
 ) -> pa.Table | None:
     """The newest action per file key among the segment's commits, as rows, from
     `log.commits.reconcile` in references-only mode; None when it steps aside."""
     if not segment.deltas:
         return _empty_rows()
-    fast = reconcile_commits(_commit_files(segment, blobs), root, references_only=True)
+    files = _commit_files(segment, blobs, compaction_first_wins=compaction_first_wins)
+    fast = reconcile_commits(files, root, references_only=True)
     if fast is None:
         return None
     return pa.concat_tables([
@@ -218,13 +222,18 @@ def _commit_rows_columnar(
     ])
 
 
-def _commit_rows_python(segment: LogSegment, blobs: Mapping[str, bytes], root: str) -> pa.Table:
+def _commit_rows_python(
+    segment: LogSegment, blobs: Mapping[str, bytes], root: str, *,
+    compaction_first_wins: bool = True,
+) -> pa.Table:
     """`_commit_rows_columnar` action by action (`log.replay._Reconciler`), for logs the
     columnar reader steps aside from; errors name the file (and line)."""
     rec = _Reconciler(root)
     for delta in reversed(segment.deltas):
         path = delta.file.path
-        data = delta_lines_oldest_first(blobs[path], is_compaction=delta.is_compaction)
+        data = delta_lines_oldest_first(
+            blobs[path], is_compaction=delta.is_compaction and compaction_first_wins
+        )
         actions = parse_json_actions(data, table=root, version=delta.end, file=path)
         rec.apply_newest_first(actions, table=root, version=delta.end, file=path)
     version = segment.version
@@ -267,7 +276,10 @@ def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) ->
             found = _read_parquet_refs(storage, info.path, lf.version)
             parts += [found.adds, found.removes]
             sidecars += found.sidecars
-    paths = [_sidecar_relative(name, table) for name in sidecars]
+    paths = [
+        sidecar_file_path(name, table, version=checkpoint.version, file=checkpoint.files[0].path)
+        for name in sidecars
+    ]
 
     def read_sidecar(path: str) -> _ParquetRefs:
         if not storage.exists(path):
@@ -313,7 +325,11 @@ def _read_parquet_refs(storage: Storage, path: str, version: int) -> _ParquetRef
 
 
 def reference_rows(
-    storage: Storage, segment: LogSegment, blobs: Mapping[str, bytes] | None = None
+    storage: Storage,
+    segment: LogSegment,
+    blobs: Mapping[str, bytes] | None = None,
+    *,
+    compaction_first_wins: bool = True,
 ) -> pa.Table:
     """The state at `segment.version` as one row per logical file (its newest action:
     `ROW_SCHEMA`), adds and removes alike, reference columns only.
@@ -322,6 +338,10 @@ def reference_rows(
         storage: The table's storage.
         segment: The log segment of the version.
         blobs: The bytes of every delta of the segment, by path (read when None).
+        compaction_first_wins: How a compaction file's repeated keys are read: the first
+            line wins (Databricks' newest-first form, and every delta reader here); False
+            reads its lines oldest first, the last one winning (the other order a writer
+            that does not reconcile could use; see `file_references`).
 
     Raises:
         CorruptLogError: Unreadable commits, or file actions without a path.
@@ -331,9 +351,10 @@ def reference_rows(
     root = storage.root
     if blobs is None:
         blobs = read_deltas(storage, segment)
-    rows = _commit_rows_columnar(segment, blobs, root)
+    order = {"compaction_first_wins": compaction_first_wins}
+    rows = _commit_rows_columnar(segment, blobs, root, **order)
     if rows is None:
-        rows = _commit_rows_python(segment, blobs, root)
+        rows = _commit_rows_python(segment, blobs, root, **order)
     if segment.checkpoint is None:
         return rows
     cp = read_checkpoint_references(storage, segment.checkpoint)
@@ -366,6 +387,16 @@ class FileReferences:
     keep: pa.Array
     expired: pa.Array
     written: pa.Array = field(default_factory=lambda: string_array([]))
+
+    def union(self, other: FileReferences) -> FileReferences:
+        """What either reading references: a file either keeps is kept (and so not expired)."""
+        keep = pc.unique(pa.concat_arrays([self.keep, other.keep]))
+        written = pc.unique(pa.concat_arrays([self.written, other.written]))
+        expired = pc.unique(pa.concat_arrays([self.expired, other.expired]))
+        if len(expired):
+            expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
+            expired = expired.take(pc.array_sort_indices(expired))
+        return FileReferences(keep=keep, expired=expired, written=written)
 
 
 class _DvResolver:
@@ -440,6 +471,15 @@ def file_references(
     """What the state at `segment.version` references, for VACUUM: live adds and
     tombstones with `deletionTimestamp >= delete_before` protect their files and DV files.
 
+    A compaction file is a shortcut for the commits it covers, and its reading depends on
+    its writer's line order (Databricks writes the commits newest first without reconciling,
+    and one key's first line wins; the spec's form is reconciled; a writer that neither
+    reconciles nor reverses would need the last line to win). A wrong order would make a
+    live file look removed, so when the segment uses compaction files, the references are
+    also read through the commits they cover (the independent path) where those are still
+    in the log, else through the compaction files read in the other order, and VACUUM
+    protects what either reading references.
+
     Args:
         storage: The table's storage.
         segment: The log segment of the latest version.
@@ -452,8 +492,21 @@ def file_references(
             missing).
         DeletionVectorError: A `u` descriptor that does not decode.
     """
+    refs = _references(storage, reference_rows(storage, segment, blobs), delete_before)
+    if not any(d.is_compaction for d in segment.deltas):
+        return refs
+    try:
+        commits = build_log_segment(storage, segment.version, use_compactions=False)
+        rows = reference_rows(storage, commits)
+    except DeltaOpsError:
+        # The covered commits are gone (or that segment's checkpoint cannot be read): the
+        # compaction files read in the other order stand in for them.
+        rows = reference_rows(storage, segment, blobs, compaction_first_wins=False)
+    return refs.union(_references(storage, rows, delete_before))
+
+
+def _references(storage: Storage, rows: pa.Table, delete_before: int) -> FileReferences:
     root = storage.root
-    rows = reference_rows(storage, segment, blobs)
     ts = pc.fill_null(rows.column("ts"), _int_scalar(0))
     live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
     live = pc.fill_null(live, _bool_scalar(False))
