@@ -181,3 +181,31 @@ class InvalidCheckpointRequestError(CheckpointError, ValueError):
 
 class CheckpointVerificationError(CheckpointError):
     """The checkpoint read back does not reproduce the snapshot; it was not published."""
+
+
+class UnusableCheckpointError(CorruptLogError):
+    """A checkpoint cannot be read (corrupt Parquet or JSON, or a V2 checkpoint whose
+    sidecar is missing); readers fall back to an older checkpoint or the commits."""
+
+
+class SidecarMissingError(UnusableCheckpointError):
+    """A V2 checkpoint names a sidecar file that is not there (the checkpoint is unusable)."""
+
+
+class MissingSecretError(DeltaOpsError):
+    """A storage option refers to an environment variable that is not set."""
+
+
+class RegistryError(DeltaOpsError):
+    """The registry file is missing, unreadable or invalid (one line per problem)."""
+
+    def __init__(self, problems: list[str], *, file: str) -> None:
+        self.problems = list(problems)
+        if len(problems) == 1:
+            message = f"invalid table registry: {problems[0]}"
+        else:
+            message = "invalid table registry:\n  " + "\n  ".join(problems)
+        super().__init__(message, file=file)
+
+    def _render(self) -> str:
+        return f"{self.file}: {self.reason}" if self.file else self.reason

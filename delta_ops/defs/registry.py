@@ -65,7 +65,7 @@ from delta_ops.defs.secrets import (
     is_secret_option,
     redact_storage_options,
 )
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import RegistryError
 
 REGISTRY_ENV = "DELTA_OPS_REGISTRY"
 DEFAULT_REGISTRY_NAME = "tables.yaml"
@@ -77,19 +77,7 @@ SUPPORTED_SCHEMES = ("file", "s3", "s3a", "s3n", "memory")
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
-class RegistryError(DeltaOpsError):
-    """The registry file is missing, unreadable or invalid (one line per problem)."""
 
-    def __init__(self, problems: list[str], *, file: str) -> None:
-        self.problems = list(problems)
-        if len(problems) == 1:
-            message = f"invalid table registry: {problems[0]}"
-        else:
-            message = "invalid table registry:\n  " + "\n  ".join(problems)
-        super().__init__(message, file=file)
-
-    def _render(self) -> str:
-        return f"{self.file}: {self.reason}" if self.file else self.reason
 
 
 class TableEntry(PolicyOverride):

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from delta_ops.defs.policy import StrictModel
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import MissingSecretError
 
 #: Storage option names that hold secrets: they may only come from environment variables.
 _SECRET_OPTION_RE = re.compile(
@@ -44,8 +44,6 @@ REDACTED = "<redacted>"
 _USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/@]*@")
 
 
-class MissingSecretError(DeltaOpsError):
-    """A storage option refers to an environment variable that is not set."""
 
 
 

@@ -47,9 +47,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
+from delta_ops.log.replay import parse_json_actions, read_checkpoint
 from delta_ops.log.segment import CheckpointFiles
-from delta_ops.protocol.actions import is_absolute, relative_key
-from delta_ops.protocol.filenames import LOG_DIR, SIDECAR_DIR, LogFile, LogFileKind
+from delta_ops.log.sidecars import SIDECARS, sidecar_file_path
+from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
 
 __all__ = [
@@ -64,8 +65,6 @@ __all__ = [
     "verify_checkpoint",
 ]
 
-#: Where sidecar files live, relative to the table root.
-SIDECARS = f"{LOG_DIR}/{SIDECAR_DIR}"
 
 
 class CheckpointShape(str, enum.Enum):
@@ -82,31 +81,6 @@ class CheckpointShape(str, enum.Enum):
     @property
     def is_v2(self) -> bool:
         return self in (CheckpointShape.V2_CLASSIC, CheckpointShape.V2_UUID)
-
-
-def sidecar_file_path(
-    path: str, table: str, *, version: int | None = None, file: str | None = None
-) -> str:
-    """The table-relative path of the sidecar file a `sidecar` action names.
-
-    Args:
-        path: the action's `path` (URI-encoded; relative to `_delta_log/_sidecars`, or
-            absolute).
-        table: the table root URI.
-        version: the checkpoint's version, for the error.
-        file: the checkpoint file holding the action, for the error.
-
-    Raises:
-        CorruptLogError: the path leads outside the table's `_delta_log/_sidecars`.
-    """
-    key = relative_key(path if is_absolute(path) else f"{SIDECARS}/{path}", table)
-    if key is None or not key.startswith(f"{SIDECARS}/"):
-        raise CorruptLogError(
-            f"sidecar path {path!r} does not lead inside the table's {SIDECARS} directory "
-            "(a relative path is relative to it, an absolute one must point into it)",
-            table=table, version=version, file=file,
-        )
-    return key
 
 
 @dataclass(frozen=True)
@@ -283,7 +257,6 @@ def _parquet_file(
 
 
 def _json_file(storage: Storage, info: FileInfo, version: int) -> CheckpointFileFacts:
-    from delta_ops.log.replay import parse_json_actions  # replay imports this module
 
     table, path = storage.root, info.path
     actions = parse_json_actions(storage.read(path), table=table, version=version, file=path)
@@ -384,7 +357,6 @@ def verify_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> CorruptL
     (other readers decode those too). The error names the table, version and the file at
     fault where one is.
     """
-    from delta_ops.log.replay import read_checkpoint  # replay imports this module
 
     table, version = storage.root, checkpoint.version
     for info in checkpoint.files:

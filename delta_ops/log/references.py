@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, DeletionVectorError, DeltaOpsError
-from delta_ops.log.checkpoint_files import sidecar_file_path
 from delta_ops.log.commits import (
     REFERENCE_ADD_TYPE,
     REFERENCE_REMOVE_TYPE,
@@ -50,6 +49,7 @@ from delta_ops.log.replay import (
     read_log_files,
 )
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
+from delta_ops.log.sidecars import sidecar_file_path
 from delta_ops.protocol.actions import READER_PATTERN, file_keys, reader_key_array, relative_key
 from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path

@@ -1,0 +1,346 @@
+"""Reading a checkpoint: every part and V2 sidecar, file actions kept in Arrow.
+
+Spec sections: "Checkpoints" (V1 and V2, classic, multi-part and UUID-named, JSON or
+Parquet), "Sidecar File Information", "Checkpoint Schema". A checkpoint with millions of adds
+is read row group by row group on threads, each row group skipping the action columns its
+statistics say are all null, and never turned into Python objects. `log.replay` reconciles
+what this reads with the commits after it.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops.errors import (
+    CorruptLogError,
+    SidecarMissingError,
+    StorageError,
+    UnusableCheckpointError,
+)
+from delta_ops.log.json_actions import parse_json_actions
+from delta_ops.log.segment import CheckpointFiles
+from delta_ops.log.sidecars import sidecar_file_path
+from delta_ops.protocol.actions import (
+    ADD_SCHEMA,
+    ADD_TYPE,
+    REMOVE_SCHEMA,
+    REMOVE_TYPE,
+    DomainMetadata,
+    Metadata,
+    Txn,
+    conform,
+)
+from delta_ops.protocol.arrays import empty_table, to_numpy
+from delta_ops.storage import Storage
+
+
+def _stringify_maps(row: dict) -> dict:
+    out = dict(row)
+    for k in ("partitionValues", "tags"):
+        v = out.get(k)
+        if isinstance(v, dict):
+            out[k] = {
+                kk: (
+                    None if vv is None else vv if isinstance(vv, str) else orjson.dumps(vv).decode()
+                )
+                for kk, vv in v.items()
+            }
+    return out
+
+
+def _struct_array(rows: list[dict], typ: pa.StructType) -> pa.StructArray:
+    if not rows:
+        return pa.array([], typ)
+    try:
+        return pa.array(rows, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # Some writers put numbers or booleans into string maps (e.g. partition values
+        # written as JSON numbers); coerce those values to strings and retry.
+        return pa.array([_stringify_maps(r) for r in rows], typ)
+
+
+@dataclass
+class CheckpointContent:
+    """Everything read from one checkpoint (all parts and sidecars)."""
+
+    protocol: dict | None
+    metadata: Metadata | None
+    adds: pa.Table
+    removes: pa.Table
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+    sidecars: list[str]
+    checkpoint_metadata: dict | None
+    num_actions: int
+
+
+def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> CheckpointContent:
+    """Read every action of a checkpoint: V1 (classic, multi-part) or V2 (with sidecars)."""
+    table = storage.root
+    non_file: list[dict] = []
+    add_tables: list[pa.Table] = []
+    remove_tables: list[pa.Table] = []
+    sidecars: list[str] = []
+    num_actions = 0
+    for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        if lf.format == "json":
+            try:
+                actions = parse_json_actions(
+                    storage.read(info.path), table=table, version=lf.version, file=info.path
+                )
+            except CorruptLogError as exc:
+                raise UnusableCheckpointError(
+                    exc.reason, table=table, version=lf.version, file=info.path
+                ) from exc
+            num_actions += len(actions)
+            rows_add = [a["add"] for a in actions if a.get("add") is not None]
+            rows_rm = [a["remove"] for a in actions if a.get("remove") is not None]
+            add_tables.append(pa.Table.from_struct_array(_struct_array(rows_add, ADD_TYPE)))
+            remove_tables.append(pa.Table.from_struct_array(_struct_array(rows_rm, REMOVE_TYPE)))
+            non_file.extend(a for a in actions if a.get("add") is None and a.get("remove") is None)
+        else:
+            part = _read_parquet_actions(storage, info.path, lf.version)
+            num_actions += part.num_actions
+            add_tables.append(part.adds)
+            remove_tables.append(part.removes)
+            non_file.extend(part.non_file)
+    checkpoint_metadata = None
+    for obj in non_file:
+        if (sc := obj.get("sidecar")) is not None:
+            sidecars.append(sc["path"])
+        elif (cm := obj.get("checkpointMetadata")) is not None:
+            checkpoint_metadata = cm
+    sidecar_paths = [
+        sidecar_file_path(name, table, version=checkpoint.version, file=checkpoint.files[0].path)
+        for name in sidecars
+    ]
+
+    def read_sidecar(path: str) -> _ParquetActions:
+        if not storage.exists(path):
+            raise SidecarMissingError(
+                "V2 checkpoint references a sidecar that does not exist",
+                table=table,
+                version=checkpoint.version,
+                file=path,
+            )
+        return _read_parquet_actions(storage, path, checkpoint.version)
+
+    if len(sidecar_paths) > 1:
+        # Sidecars are independent files: decode them side by side (results in order).
+        with ThreadPoolExecutor(min(len(sidecar_paths), max(2, os.cpu_count() or 2))) as pool:
+            parts = list(pool.map(read_sidecar, sidecar_paths))
+    else:
+        parts = [read_sidecar(p) for p in sidecar_paths]
+    for part in parts:
+        num_actions += part.num_actions
+        add_tables.append(part.adds)
+        remove_tables.append(part.removes)
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for obj in non_file:
+        if (p := obj.get("protocol")) is not None:
+            protocol = p
+        elif (m := obj.get("metaData")) is not None:
+            metadata = Metadata(m)
+        elif (t := obj.get("txn")) is not None:
+            txn = Txn.from_dict(t)
+            txns[txn.app_id] = txn
+        elif (d := obj.get("domainMetadata")) is not None:
+            dm = DomainMetadata.from_dict(d)
+            domains[dm.domain] = dm
+    return CheckpointContent(
+        protocol=protocol,
+        metadata=metadata,
+        adds=pa.concat_tables(add_tables) if add_tables else empty_table(ADD_SCHEMA),
+        removes=pa.concat_tables(remove_tables) if remove_tables else empty_table(REMOVE_SCHEMA),
+        txns=txns,
+        domains=domains,
+        sidecars=sidecars,
+        checkpoint_metadata=checkpoint_metadata,
+        num_actions=num_actions,
+    )
+
+
+def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:
+    """Rows whose path is set; a zero-copy slice when they are contiguous (the usual case:
+    other actions sit at the start of the first row group)."""
+    n_valid = len(path) - path.null_count
+    valid = pc.is_valid(path)
+    first = int(np.argmax(to_numpy(valid)))  # valid has no nulls; n_valid > 0 here
+    if path.slice(first, n_valid).null_count == 0:
+        return chunk.slice(first, n_valid)
+    return chunk.filter(valid)
+
+
+def _drop_nulls(value: Any) -> Any:
+    """A non-file action read from Parquet, shaped as the JSON log writes it: absent fields
+    (null struct children) dropped, maps as objects."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+@dataclass
+class _ParquetActions:
+    adds: pa.Table
+    removes: pa.Table
+    non_file: list[dict]
+    num_actions: int
+
+
+_NON_FILE_COLUMNS = (
+    "metaData",
+    "protocol",
+    "txn",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
+
+
+def _read_parquet_actions(
+    storage: Storage,
+    path: str,
+    version: int,
+    *,
+    add_type: pa.StructType = ADD_TYPE,
+    remove_type: pa.StructType = REMOVE_TYPE,
+    non_file_columns: tuple[str, ...] = _NON_FILE_COLUMNS,
+) -> _ParquetActions:
+    """Every action of one Parquet checkpoint file (a V1 checkpoint or part, a V2 top-level
+    file or sidecar). Row groups are decoded concurrently, each through its own handle.
+    Adds and removes are read as `add_type` and `remove_type` (only the fields those name
+    are decoded), and of the other actions only `non_file_columns`."""
+    table_uri = storage.root
+    try:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            meta = pf.metadata
+            schema = pf.schema_arrow
+        top = set(schema.names)
+        columns: list[str] = []
+        for name, target in (("add", add_type), ("remove", remove_type)):
+            columns += _action_columns(schema, name, target)
+        wanted = [c for c in non_file_columns if c in top]
+        columns += wanted
+
+        def read_group(i: int) -> pa.Table:
+            cols = _columns_with_values(meta.row_group(i), columns)
+            if not cols:
+                return pa.table({})
+            with storage.open_input(path) as handle:
+                return pq.ParquetFile(handle, metadata=meta).read_row_group(
+                    i, columns=cols, use_threads=False
+                )
+
+        n = meta.num_row_groups
+        if n > 1:
+            with ThreadPoolExecutor(min(n, max(2, os.cpu_count() or 2))) as pool:
+                groups = list(pool.map(read_group, range(n)))
+        else:
+            groups = [read_group(i) for i in range(n)]
+        adds = _file_action_table(groups, "add", add_type)
+        removes = _file_action_table(groups, "remove", remove_type)
+        non_file: list[dict] = []
+        for name in wanted:
+            for group in groups:
+                if name not in group.column_names:
+                    continue
+                col = group.column(name)
+                if col.null_count == len(col):
+                    continue
+                valid = col.filter(pc.is_valid(col))
+                non_file.extend(
+                    {name: _drop_nulls(v)} for v in valid.to_pylist(maps_as_pydicts="strict")
+                )
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise UnusableCheckpointError(
+            f"checkpoint file cannot be read as Parquet: {exc}",
+            table=table_uri,
+            version=version,
+            file=path,
+        ) from exc
+    except StorageError:
+        raise
+    return _ParquetActions(adds, removes, non_file, meta.num_rows)
+
+
+def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list[str]:
+    """The columns of `columns` (top-level actions or their nested fields) that may hold a
+    value in this row group. A checkpoint holds one action per row, so most action columns
+    of a row group are entirely null; their column statistics say so and they are not
+    decoded. Without statistics a column is read."""
+    all_null: dict[str, bool] = {}
+    for j in range(group.num_columns):
+        chunk = group.column(j)
+        leaf = chunk.path_in_schema
+        top = leaf.split(".", 1)[0]
+        stats = chunk.statistics
+        null = (
+            stats is not None and stats.has_null_count and stats.null_count == group.num_rows
+        )
+        all_null[top] = all_null.get(top, True) and null
+        if leaf.startswith(("add.path", "remove.path")) and leaf.count(".") == 1:
+            all_null[leaf] = null
+    out = []
+    for c in columns:
+        top = c.split(".", 1)[0]
+        # An action is present in the group when its path is (add, remove) or when any of
+        # its leaves is (other actions).
+        decisive = f"{top}.path" if top in ("add", "remove") else top
+        if not all_null.get(decisive, all_null.get(top, False)):
+            out.append(c)
+    return out
+
+
+def _action_columns(schema: pa.Schema, column: str, target: pa.StructType) -> list[str]:
+    """The nested column paths of `column` that `target` wants and the file has."""
+    if column not in schema.names:
+        return []
+    struct_type = schema.field(column).type
+    return [f"{column}.{f.name}" for f in target if struct_type.get_field_index(f.name) >= 0]
+
+
+def _file_action_table(tables: list[pa.Table], column: str, target: pa.StructType) -> pa.Table:
+    """The rows of `column` (add or remove) that hold an action, as `target`, chunk by
+    chunk (only chunks holding other actions are filtered; nothing is concatenated)."""
+    schema = pa.schema(list(target))
+    out = []
+    for t in tables:
+        if column in t.column_names:
+            chunks = t.column(column).chunks
+        elif f"{column}.path" in t.column_names:
+            # Some pyarrow versions flatten a nested selection to top-level columns.
+            names = [n for n in t.column_names if n.startswith(f"{column}.")]
+            chunks = [
+                pa.StructArray.from_arrays(
+                    [t.column(n).chunk(i) for n in names],
+                    names=[n[len(column) + 1 :] for n in names],
+                    mask=pc.is_null(t.column(f"{column}.path").chunk(i)),
+                )
+                for i in range(t.column(names[0]).num_chunks)
+            ]
+        else:
+            continue
+        for chunk in chunks:
+            valid = pc.struct_field(chunk, "path")  # honours the struct's own nulls
+            if valid.null_count == len(valid):
+                continue
+            if valid.null_count:
+                chunk = _valid_rows(chunk, valid)
+            out.append(conform(chunk, target))
+    if not out:
+        return empty_table(schema)
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(c) for c in out], schema=schema)
