@@ -25,7 +25,7 @@ from deltalake import DeltaTable as RsTable
 import delta_ops.log.replay as replay_module
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
-from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python
+from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python, reference_rows
 from delta_ops.log.segment import build_log_segment
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
@@ -149,14 +149,26 @@ def test_vacuum_plan_equals_the_commits_plan_and_keeps_every_live_file(pair):
     assert len(want) >= 3
 
 
-def test_vacuum_plan_with_the_wrong_rule_would_delete_a_live_file(pair, wrong_rule):
-    """What this file guards against: last-line-wins makes E a tombstone, and its plan
-    lists a live file. (Only the plan is computed; nothing is deleted.)"""
+def test_vacuum_keeps_live_files_even_when_the_compaction_reading_is_wrong(pair, wrong_rule):
+    """What this file guards against: last-line-wins makes E a tombstone when the compaction
+    files alone are read. VACUUM does not rely on that reading alone: it also reads the
+    commits the compactions cover and protects what either reading references, so its plan
+    keeps every live file even with the wrong rule. (Only the plan is computed.)"""
     commits, compacted = pair
     live = set(load_snapshot(commits).files.column("path").to_pylist())
     wrong_rule()
-    bad = set(_plan_names(compacted))
-    assert bad & live, "the switch did not change VACUUM's reading: the test proves nothing"
+    segment = build_log_segment(compacted, LATEST)
+    rows = reference_rows(compacted, segment)
+    removed = {
+        p.rsplit("/", 1)[-1]
+        for p, is_add in zip(rows.column("path").to_pylist(), rows.column("is_add").to_pylist(),
+                             strict=True)
+        if not is_add
+    }
+    assert removed & {p.rsplit("/", 1)[-1] for p in live}, (
+        "the switch did not change the compaction reading: the test proves nothing"
+    )
+    assert not set(_plan_names(compacted)) & live
 
 
 # ---- checkpoints of every kind --------------------------------------------------------------
