@@ -31,4 +31,16 @@ def now_ms(clock: Clock | None = None) -> int:
     return int((clock or system_clock)())
 
 
-__all__ = ["Clock", "fixed_clock", "now_ms", "system_clock"]
+def start_time(clock: Clock | None, now_ms_value: int | None, *, operation: str) -> int:
+    """When an operation starts, in ms: `now_ms_value` when given (the older keyword every
+    operation still takes), else `clock` read once (the system clock when None).
+
+    Raises:
+        ValueError: both were given.
+    """
+    if clock is not None and now_ms_value is not None:
+        raise ValueError(f"give either clock or now_ms to {operation}, not both")
+    return now_ms(clock) if now_ms_value is None else int(now_ms_value)
+
+
+__all__ = ["Clock", "fixed_clock", "now_ms", "start_time", "system_clock"]

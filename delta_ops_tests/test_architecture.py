@@ -310,3 +310,29 @@ def test_the_demo_keeps_its_corpus_root():
     from delta_ops import corpus, demo
 
     assert demo.corpus_root is corpus.corpus_root
+
+
+def test_operations_take_storage_options_and_a_clock_the_same_way():
+    import inspect
+
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+    from delta_ops.maintenance.checksum import (
+        compute_checksum,
+        verify_checksum,
+        write_checksum,
+        write_checksums,
+    )
+    from delta_ops.maintenance.cleanup import cleanup_metadata
+    from delta_ops.maintenance.compaction import compact_log
+    from delta_ops.maintenance.row_tracking import backfill_row_tracking
+    from delta_ops.maintenance.vacuum import vacuum
+
+    timed = [vacuum, cleanup_metadata, write_checkpoint, backfill_row_tracking]
+    for op in [*timed, compute_checksum, verify_checksum, write_checksum, write_checksums,
+               compact_log]:
+        params = inspect.signature(op).parameters
+        assert params["storage_options"].kind is inspect.Parameter.KEYWORD_ONLY, op.__name__
+        assert params["storage_options"].default is None, op.__name__
+    for op in timed:
+        clock = inspect.signature(op).parameters["clock"]
+        assert clock.kind is inspect.Parameter.KEYWORD_ONLY and clock.default is None, op

@@ -33,9 +33,8 @@ A crash at any point leaves the table readable: readers find checkpoints by list
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointError, CheckpointVerificationError, StorageError
 from delta_ops.log.snapshot import Snapshot, load_snapshot
@@ -484,7 +484,9 @@ def write_checkpoint(
     sidecar_actions: int | None = None,
     parts: int | None = None,
     now_ms: int | None = None,
+    clock: Clock | None = None,
     engine: Engine | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of the table at `version` (latest when None).
 
@@ -498,8 +500,11 @@ def write_checkpoint(
         sidecar_actions: V2 only: most file actions per sidecar (default 50,000); 0 embeds
             every file action in the top-level file.
         parts: multi-part only: the number of parts (at least 2).
-        now_ms: the clock (ms since the epoch) for tombstone expiry; default now.
+        now_ms: the time (ms since the epoch) for tombstone expiry, instead of `clock`.
+        clock: the clock (`delta_ops.clock`) read once for tombstone expiry; default: the
+            system clock. Give `clock` or `now_ms`, not both.
         engine: where sidecars are written (default `LocalEngine()`).
+        storage_options: options of the table's storage when it is given by URI.
 
     Returns:
         CheckpointResult; `already_existed` when a valid checkpoint of that kind was there.
@@ -515,14 +520,14 @@ def write_checkpoint(
             previous checkpoint plus the commits; nothing was written.
         NotATableError, VersionNotFoundError, CorruptLogError, StorageError.
     """
-    storage = Storage.of(table_or_storage)
-    clock = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    storage = Storage.of(table_or_storage, storage_options)
+    started = start_time(clock, now_ms, operation="write_checkpoint")
     snapshot = load_snapshot(storage, version)
     snapshot.ensure_supported("checkpoint")
     plan = plan_checkpoint(
-        snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=clock
+        snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=started
     )
-    cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=clock)
+    cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=started)
     existing = find_existing(storage, plan.version, plan.kind, parts=parts)
     if existing is not None:
         updated = advance_last_checkpoint(

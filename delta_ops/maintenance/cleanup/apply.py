@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from delta_ops.clock import Clock
-from delta_ops.clock import now_ms as read_clock
+from delta_ops.clock import Clock, start_time
 from delta_ops.log.last_checkpoint import advance_last_checkpoint
 from delta_ops.maintenance.cleanup.cutoff import iso_utc
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
@@ -134,9 +133,7 @@ def cleanup_metadata(
         StorageError: A deletion or write failed (files deleted before it stay deleted;
             every kept version is still readable and a re-run finishes the job).
     """
-    if clock is not None and now_ms is not None:
-        raise ValueError("give clock or now_ms, not both")
-    now = int(now_ms) if now_ms is not None else read_clock(clock)
+    now = start_time(clock, now_ms, operation="cleanup_metadata")
     storage = Storage.of(table_or_storage, storage_options)
     options = {"force_retention": force_retention, "allow_catalog_managed": allow_catalog_managed}
     plan = plan_cleanup(

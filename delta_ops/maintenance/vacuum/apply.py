@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from delta_ops.clock import Clock
-from delta_ops.clock import now_ms as read_clock
+from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.protocol.filenames import LOG_DIR
@@ -142,9 +141,7 @@ def vacuum(
             and inside the root (nothing deleted).
         StorageError: Listing or deleting failed (a re-run finishes the job).
     """
-    if clock is not None and now_ms is not None:
-        raise ValueError("give either clock or now_ms to vacuum, not both")
-    now = read_clock(clock) if now_ms is None else int(now_ms)
+    now = start_time(clock, now_ms, operation="vacuum")
     storage = Storage.of(table_or_storage, storage_options)
     plan = plan_vacuum(
         storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,
