@@ -122,6 +122,7 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
         try:
             return RegistrySource(
                 base_dir=str(context.project_root),
+                origin=str(context.path / "defs.yaml"),
                 registry_file=self.registry_file or None,
                 defaults=self.defaults,
                 spark=self.spark,

@@ -95,6 +95,7 @@ class RegistrySource(StrictModel):
     relative paths are resolved against (the project root)."""
 
     base_dir: str
+    origin: str = "defs.yaml"
     registry_file: str | None = None
     defaults: PolicyOverride | None = None
     spark: SparkSettings | None = None
@@ -242,7 +243,7 @@ def broken_table(
     """A placeholder for an invalid entry, named by its name if usable, else by `where`."""
     raw = data.get("name") if isinstance(data, Mapping) else None
     name = raw if isinstance(raw, str) and NAME_RE.match(raw) else (
-        "invalid_" + re.sub(r"[^A-Za-z0-9_]", "_", where)
+        "invalid_" + re.sub(r"[^A-Za-z0-9]+", "_", where).strip("_")
     )
     uri = data.get("uri") if isinstance(data, Mapping) else None
     return RegisteredTable(
@@ -292,7 +293,7 @@ def assemble_registry(source: RegistrySource) -> Registry:
         RegistryError: the registry file is missing or is not a valid document (entries of
             a valid document are checked one by one, like the listed tables).
     """
-    path = "<defs.yaml>"
+    path = source.origin
     file_tables: list[Any] = []
     defaults = Policy()
     spark = SparkSettings()
