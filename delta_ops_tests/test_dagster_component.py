@@ -242,3 +242,32 @@ def test_dg_check_and_list_defs_from_the_repository_root(tmp_path):
     assert len(keys) == 21
     sensors = {s["name"] for s in data["sensors"]}
     assert {"delta_tables_watch", "delta_tables_partitions"} <= sensors
+
+
+def test_checks_of_an_unresolvable_table_return_a_failed_result(tmp_path, make_project):
+    from delta_ops.defs.checks import check_result, checkpoint_fresh_result
+    from delta_ops.defs.resources import SparkResource
+
+    project = make_project(tmp_path / "proj", "checks_proj")
+    write_component(project, "checks_proj", {
+        "tables": [{"name": "bad", "uri": "x", "checkpoint": {"interval": 0}}],
+    })
+    defs = load(project)
+    result = check_result("bad", "checkpoint", defs.resources["registry"], SparkResource(),
+                          checkpoint_fresh_result)
+    assert result.passed is False and result.severity.value == "ERROR"
+    assert "tables[0].checkpoint.interval" in result.description
+
+
+def test_spark_kind_only_where_spark_runs_and_standard_uri_metadata(tmp_path, make_project):
+    project = make_project(tmp_path / "proj", "kinds_proj")
+    write_component(project, "kinds_proj", {
+        "defaults": {"engine": "spark"},
+        "tables": [{"name": "t", "uri": "s3://bucket/t"}],
+    })
+    graph = load(project).resolve_asset_graph()
+    spark = {k.path[1] for k in graph.get_all_asset_keys() if "spark" in graph.get(k).kinds}
+    assert spark == {"checkpoint", "version_checksum", "vacuum", "row_tracking"}
+    node = graph.get(AssetKey(["t", "metadata_cleanup"]))
+    assert node.kinds == {"delta"}
+    assert node.metadata["dagster/uri"].value == "s3://bucket/t"
