@@ -1,8 +1,9 @@
-"""The Dagster code location (`dagster dev -w workspace.yaml`): built from the table
-registry, `$DELTA_OPS_REGISTRY` or `tables.yaml` beside `workspace.yaml`."""
+"""The Dagster code location (`dagster dev -w workspace.yaml`, `dg dev`): the `dg` defs folder
+`delta_ops/location`, whose `DeltaMaintenanceComponent` reads the table registry
+(`$DELTA_OPS_REGISTRY` or `tables.yaml` at the project root), listed and discovered tables."""
 
-from dagster import Definitions
+from pathlib import Path
 
-from delta_ops.defs import definitions_kwargs
+from dagster import load_from_defs_folder
 
-defs = Definitions(**definitions_kwargs())
+defs = load_from_defs_folder(path_within_project=Path(__file__).resolve().parent)

@@ -798,14 +798,22 @@ def test_watch_sensor_requests_what_each_table_needs(watched):
     instance = DagsterInstance.ephemeral()
     result = _tick(defs, instance)
     keys = {r.run_key: r for r in result.run_requests}
+    # One run per table per tick, holding everything the table needs (issue 16).
     assert set(keys) == {
-        "ckpt:checkpoint:14",  # 4 commits since the checkpoint at 10, interval 3
-        "ckpt:version_checksum:14",  # no .crc
-        "stats:log_compaction:3",  # windows [0,1] and [2,3]; checksums off
+        # 4 commits since the checkpoint at 10, interval 3; and no .crc
+        "ckpt:14:checkpoint+version_checksum",
+        "stats:4:log_compaction",  # version 4: windows [0,1] and [2,3]; checksums off
     }
-    req = keys["ckpt:checkpoint:14"]
-    assert req.asset_selection == [AssetKey(["ckpt", "checkpoint"])]
+    req = keys["ckpt:14:checkpoint+version_checksum"]
+    assert req.asset_selection == [AssetKey(["ckpt", "checkpoint"]),
+                                   AssetKey(["ckpt", "version_checksum"])]
     assert req.tags["delta_ops/version"] == "14"
+    assert req.tags["delta_ops/components"] == "checkpoint,version_checksum"
+    # The sensor observed each table's log: data version = table version.
+    observed = {tuple(e.asset_key.path): e for e in result.asset_events}
+    assert set(observed) == {("ckpt", "delta_log"), ("stats", "delta_log"), ("coll", "delta_log")}
+    assert observed[("ckpt", "delta_log")].tags["dagster/data_version"] == "14"
+    assert observed[("ckpt", "delta_log")].metadata["commits_since_checkpoint"].value == 4
     cursor = load_cursor(result.cursor)
     assert cursor["missing"] == {"status": "missing"}
     assert cursor["ckpt"]["version"] == 14 and cursor["ckpt"]["settings"]["protocol"]
@@ -842,7 +850,7 @@ def test_watch_sensor_learns_new_commits_from_the_cursor(watched, tmp_path):
     Transaction(str(roots["stats"])).update_configuration(
         {"delta.checkpointInterval": "5"}).commit()
     third = _tick(defs, instance, first.cursor)
-    assert "stats:checkpoint:5" in {r.run_key for r in third.run_requests}
+    assert "stats:5:checkpoint+log_compaction" in {r.run_key for r in third.run_requests}
     assert load_cursor(third.cursor)["stats"]["settings"]["configuration"][
         "delta.checkpointInterval"] == "5"
     # A garbage cursor starts afresh rather than failing the tick.
@@ -859,7 +867,7 @@ def test_watch_sensor_reads_only_new_commits(watched):
     with open(roots["ckpt"] / "_delta_log" / "00000000000000000015.json", "wb") as fh:
         fh.write(b'{"commitInfo":{"timestamp":1,"operation":"WRITE"}}\n')
     requests, cursor2 = evaluate_watch(registry, cursor, lines.append)
-    assert "ckpt:checkpoint:15" in {r.run_key for r in requests}
+    assert "ckpt:15:checkpoint+version_checksum" in {r.run_key for r in requests}
     assert load_cursor(cursor2)["ckpt"]["status"] == "ok"
     # Without the cursor the broken checkpoint is read, and the tick reports it, not fails.
     lines.clear()

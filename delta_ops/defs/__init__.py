@@ -24,13 +24,15 @@ from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.defs.schedules import all_schedules
-from delta_ops.defs.sensors import partitions_sensor, watch_sensor
+from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_sensor
+from delta_ops.defs.sources import RegistrySource, assemble_registry
 
 
 def definitions_kwargs(
     registry: Registry | str | os.PathLike[str] | None = None,
     *,
     spark: SparkResource | None = None,
+    source: RegistrySource | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `dagster.Definitions`: everything the registry defines.
 
@@ -39,29 +41,39 @@ def definitions_kwargs(
             `$DELTA_OPS_REGISTRY`, else `tables.yaml` beside `workspace.yaml`).
         spark: the Spark resource (default: the registry's `spark` section, else embedded
             local Spark; the session starts lazily inside a run).
+        source: instead of `registry`, the table sources of a `DeltaMaintenanceComponent`
+            (registry file, listed tables, discovery); an invalid entry then fails only its
+            own table's assets, and a discovery sensor refreshes the discovery cache.
 
     Raises:
         RegistryError: the registry file is missing or invalid.
     """
-    if not isinstance(registry, Registry):
-        registry = load_registry(registry if registry is not None else default_registry_path())
+    if source is not None:
+        registry = assemble_registry(source)
+        registry_resource = RegistryResource(source=source.model_dump_json())
+    else:
+        if not isinstance(registry, Registry):
+            registry = load_registry(
+                registry if registry is not None else default_registry_path()
+            )
+        registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
     maintenance = maintenance_job(registry)
+    sensors = [watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job)]
+    if source is not None and source.discover:
+        sensors.append(discovery_sensor(source))
     assets = [a for t in registry.tables for a in table_assets(t)]
     checks = [c for t in registry.tables for c in table_checks(t)]
     return {
         "assets": assets,
         "asset_checks": checks,
         "jobs": [maintenance, row_tracking_backfill_job],
-        "sensors": [
-            watch_sensor(maintenance),
-            partitions_sensor(registry, row_tracking_backfill_job),
-        ],
+        "sensors": sensors,
         "schedules": all_schedules(registry, maintenance),
         # Runs the UI launches from an asset selection also share one process (and one
         # Spark session), like `maintenance`.
         "executor": in_process_executor,
         "resources": {
-            "registry": RegistryResource(path=str(Path(registry.path).resolve())),
+            "registry": registry_resource,
             "spark": spark or SparkResource.from_settings(registry.spark),
         },
     }

@@ -148,6 +148,7 @@ def observe_log(run: TableRun) -> ObserveResult:
         snap, duration = _timed(lambda: load_snapshot(run.storage))
         unsupported = snap.unsupported_features("vacuum")
         metadata = {
+            "dagster/uri": MetadataValue.path(snap.table),
             "uri": snap.table,
             "version": snap.version,
             "num_files": snap.num_files,
@@ -412,8 +413,14 @@ _DESCRIPTIONS = {
 }
 
 
+#: Components whose work runs on the table's engine (Spark when the policy says so);
+#: the others only read and write log files from the run's process.
+ENGINE_COMPONENTS = frozenset({CHECKPOINT, VERSION_CHECKSUM, VACUUM, ROW_TRACKING})
+
+
 def _spec_metadata(table: RegisteredTable) -> dict[str, Any]:
     return {
+        "dagster/uri": MetadataValue.path(table.uri),
         "uri": table.uri,
         "storage_options": MetadataValue.json(table.redacted_storage_options()),
         "engine": table.policy.engine,
@@ -449,7 +456,8 @@ def _asset_options(table: RegisteredTable, component: str) -> dict[str, Any]:
         "group_name": table.group,
         "description": _DESCRIPTIONS[component],
         "metadata": _spec_metadata(table),
-        "kinds": {"delta", "spark"} if table.policy.engine == "spark" else {"delta"},
+        "kinds": {"delta", "spark"}
+        if table.policy.engine == "spark" and component in ENGINE_COMPONENTS else {"delta"},
         "tags": {"delta_ops/component": component},
         "op_tags": {"delta_ops/table": table.name},
     }

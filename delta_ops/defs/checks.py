@@ -8,15 +8,20 @@
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
   sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
 
-A table that does not exist yet fails its checks with a warning rather than an error.
+A table that does not exist yet fails its checks with a warning rather than an error; a table
+a run cannot resolve (invalid registry entry, missing secret) fails them naming why. A check
+always returns a result.
 """
 
+
+from collections.abc import Callable
 
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetChecksDefinition,
     AssetCheckSeverity,
+    Failure,
     MetadataValue,
     asset_check,
 )
@@ -156,6 +161,24 @@ def checkpoint_fresh_result(run: TableRun) -> AssetCheckResult:
     )
 
 
+def check_result(
+    name: str, component: str, registry: RegistryResource, spark: SparkResource,
+    body: Callable[[TableRun], AssetCheckResult],
+) -> AssetCheckResult:
+    """A check's result, always: a table the run cannot even resolve (invalid registry entry,
+    missing secret) gives a failed result naming why, not an errored check."""
+    try:
+        run = table_run(name, component, registry, spark)
+    except Failure as exc:
+        return AssetCheckResult(
+            passed=False,
+            severity=AssetCheckSeverity.ERROR,
+            description=exc.description,
+            metadata={"reason": exc.description or "", "error": "Failure"},
+        )
+    return body(run)
+
+
 def table_checks(table: RegisteredTable) -> list[AssetChecksDefinition]:
     """The three checks of one registered table."""
     name = table.name
@@ -168,7 +191,7 @@ def table_checks(table: RegisteredTable) -> list[AssetChecksDefinition]:
     def protocol_supported(
         context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
     ) -> AssetCheckResult:
-        return protocol_supported_result(table_run(name, DELTA_LOG, registry, spark))
+        return check_result(name, DELTA_LOG, registry, spark, protocol_supported_result)
 
     @asset_check(
         asset=asset_key(name, VERSION_CHECKSUM),
@@ -178,7 +201,7 @@ def table_checks(table: RegisteredTable) -> list[AssetChecksDefinition]:
     def checksum_matches(
         context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
     ) -> AssetCheckResult:
-        return checksum_matches_result(table_run(name, VERSION_CHECKSUM, registry, spark))
+        return check_result(name, VERSION_CHECKSUM, registry, spark, checksum_matches_result)
 
     @asset_check(
         asset=asset_key(name, CHECKPOINT),
@@ -188,7 +211,7 @@ def table_checks(table: RegisteredTable) -> list[AssetChecksDefinition]:
     def checkpoint_fresh(
         context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
     ) -> AssetCheckResult:
-        return checkpoint_fresh_result(table_run(name, CHECKPOINT, registry, spark))
+        return check_result(name, CHECKPOINT, registry, spark, checkpoint_fresh_result)
 
     return [protocol_supported, checksum_matches, checkpoint_fresh]
 

@@ -199,6 +199,9 @@ class RegisteredTable:
         group: Dagster asset group.
         policy: defaults merged with the table's overrides.
         storage_options: as written: plain values and `EnvRef`s (never resolved here).
+        problems: why the entry is invalid (empty for a valid one). An invalid entry of a
+            registry the `DeltaMaintenanceComponent` assembles still gets its assets, and
+            they fail naming these problems; the other tables are unaffected.
     """
 
     name: str
@@ -207,6 +210,7 @@ class RegisteredTable:
     policy: Policy
     storage_options: Mapping[str, Any]
     description: str | None = None
+    problems: tuple[str, ...] = ()
 
     def resolved_storage_options(self) -> dict[str, Any]:
         """Storage options with environment references replaced by their values.
@@ -258,14 +262,22 @@ class Registry:
         return [t.name for t in self.tables]
 
     def table(self, name: str) -> RegisteredTable:
+        """The table `name`, valid.
+
+        Raises:
+            RegistryError: no such table, or its entry is invalid (naming its problems).
+        """
         try:
-            return self.by_name[name]
+            table = self.by_name[name]
         except KeyError:
             raise RegistryError(
                 [f"no table named {name!r} is registered (registered: "
                  f"{', '.join(self.names) or 'none'})"],
                 file=self.path,
             ) from None
+        if table.problems:
+            raise RegistryError(list(table.problems), file=self.path)
+        return table
 
 
 def default_registry_path() -> Path:
@@ -358,6 +370,26 @@ def _problems(exc: ValidationError) -> list[str]:
     return problems
 
 
+def entry_problems(exc: ValidationError, where: str) -> list[str]:
+    """One line per problem of a `ValidationError`, located under `where` (`tables[2]`)."""
+    return [f"{where}{'' if p.startswith((':', '[')) else '.'}{p}" for p in _problems(exc)]
+
+
+def registered_table(
+    entry: TableEntry, defaults: Policy, base: Path, *, problems: Sequence[str] = ()
+) -> RegisteredTable:
+    """A validated entry with its effective policy (relative local URIs resolved on `base`)."""
+    return RegisteredTable(
+        name=entry.name,
+        uri=_resolve_uri(entry.uri, base),
+        group=entry.group or entry.name,
+        policy=defaults.merged(entry),
+        storage_options=dict(entry.storage_options),
+        description=entry.description,
+        problems=tuple(problems),
+    )
+
+
 def parse_registry(
     data: Any, *, path: str = "<registry>", base_dir: Path | None = None
 ) -> Registry:
@@ -387,19 +419,7 @@ def parse_registry(
     if problems:
         raise RegistryError(problems, file=path)
     base = base_dir or Path.cwd()
-    tables = []
-    for entry in parsed.tables:
-        policy = parsed.defaults.merged(entry)
-        tables.append(
-            RegisteredTable(
-                name=entry.name,
-                uri=_resolve_uri(entry.uri, base),
-                group=entry.group or entry.name,
-                policy=policy,
-                storage_options=dict(entry.storage_options),
-                description=entry.description,
-            )
-        )
+    tables = [registered_table(entry, parsed.defaults, base) for entry in parsed.tables]
     return Registry(
         path=path, defaults=parsed.defaults, tables=tuple(tables), spark=parsed.spark
     )
@@ -449,7 +469,9 @@ __all__ = [
     "SparkSettings",
     "cron_problem",
     "default_registry_path",
+    "entry_problems",
     "load_registry",
     "parse_registry",
+    "registered_table",
     "uri_problem",
 ]

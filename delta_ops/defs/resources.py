@@ -32,21 +32,38 @@ if TYPE_CHECKING:
 
 
 class RegistryResource(ConfigurableResource):
-    """The table registry file, re-read at the start of each run.
+    """The table registry, re-read at the start of each run: a registry file (`path`), or
+    what a `DeltaMaintenanceComponent` describes (`source`: its `defs.yaml` attributes as
+    JSON; the registry file it names, its listed tables and the discovery cache are read
+    again, no prefix is listed).
 
     Policies (retentions, intervals, dry run) are read when a run starts, so editing them
     takes effect without reloading the code location; adding or removing tables needs a
     reload, since every table has its own assets.
     """
 
-    path: str = Field(description="Path of the registry YAML file.")
+    path: str | None = Field(default=None, description="Path of the registry YAML file.")
+    source: str | None = Field(
+        default=None,
+        description="The DeltaMaintenanceComponent's table sources (JSON), instead of path.",
+    )
 
     _registry: Registry | None = PrivateAttr(default=None)
 
     def load(self) -> Registry:
-        """The validated registry (loaded once per resource instance)."""
+        """The registry (loaded once per resource instance).
+
+        Raises:
+            RegistryError: the file is missing or invalid (with `source`, an invalid entry
+                fails only when that table is asked for, see `Registry.table`).
+        """
         if self._registry is None:
-            self._registry = load_registry(self.path)
+            if self.source is not None:
+                from delta_ops.defs.sources import RegistrySource, assemble_registry
+
+                self._registry = assemble_registry(RegistrySource.model_validate_json(self.source))
+            else:
+                self._registry = load_registry(self.path)
         return self._registry
 
     def table(self, name: str) -> RegisteredTable:

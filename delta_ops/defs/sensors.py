@@ -1,21 +1,31 @@
-"""Sensors: one watches every registered table's log; one keeps the table partitions in sync.
+"""Sensors: one watches every registered table's log; one keeps the table partitions in sync;
+one refreshes the discovery cache of a `DeltaMaintenanceComponent` that discovers tables.
 
 `delta_tables_watch` (stopped by default: turn it on in the UI's Automation tab) looks at
 each table cheaply, with no snapshot replay and no Spark (`delta_ops.log.state`:
 `_last_checkpoint`, a listing from the checkpoint it names, protocol and properties read
-from new commits only), and requests a run of the `maintenance` job for each component
+from new commits only). When a table's version moved it records an observation of the
+table's `delta_log` (data version = table version, so the UI shows the log's history
+without a run), and it requests one `maintenance` run per table holding every component
 `delta_ops.maintenance.due` finds due (the same decisions as `delta-ops due`): a checkpoint
 (commits since the last one reached the interval), a version checksum (the latest version
-has no `.crc`) or log compaction (a window of the compaction policy has no file). A
-component the table's protocol forbids is logged, never requested. Run keys are
-`table:component:version`, so a request is made once per version whatever the tick rate.
-The cursor (JSON, persisted by Dagster across restarts) keeps per table the version last
-seen and the protocol and properties learned (`TableSettings.to_json`), so a quiet table
-costs one small read and one short listing per tick.
+has no `.crc`), log compaction (a window of the compaction policy has no file). A component
+the table's protocol forbids is logged, never requested; an invalid registry entry is
+logged and skipped. Run keys are `table:version:components`, so a table is handled once
+per version whatever the tick rate. The cursor (JSON, persisted by Dagster across
+restarts) keeps per table the version last seen and the protocol and properties learned
+(`TableSettings.to_json`), so a quiet table costs one small read and one short listing per
+tick.
 
 `delta_tables_partitions` (running by default) adds a `delta_tables` partition for each
 registered table and removes those of tables no longer registered, so the backfill launcher
 of `row_tracking_backfill` offers exactly the registered tables.
+
+`delta_tables_discovery` (running by default, every 10 minutes; only where the component
+has `discover` specs) lists the discovery prefixes and rewrites the discovery cache
+(`delta_ops.defs.sources.refresh_discovery`): loading the definitions reads the cache and
+never lists a bucket. Tables it adds or removes change the assets at the next reload of
+the code location.
 
 Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 """
@@ -23,10 +33,13 @@ Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
+    AssetObservation,
     DefaultSensorStatus,
+    MetadataValue,
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
@@ -35,15 +48,19 @@ from dagster import (
 )
 
 from delta_ops.defs.jobs import TABLE_PARTITIONS
-from delta_ops.defs.keys import asset_key
+from delta_ops.defs.keys import DELTA_LOG, asset_key
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource
+from delta_ops.defs.sources import RegistrySource, refresh_discovery
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.state import TableSettings, inspect_log, read_settings
+from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import due
 
 WATCH_SENSOR = "delta_tables_watch"
 PARTITIONS_SENSOR = "delta_tables_partitions"
+DISCOVERY_SENSOR = "delta_tables_discovery"
+#: The tag Dagster reads an observation's data version from.
+DATA_VERSION_TAG = "dagster/data_version"
 CURSOR_FORMAT = 1
 
 
@@ -65,16 +82,29 @@ def dump_cursor(tables: dict[str, dict[str, Any]]) -> str:
     return json.dumps({"format": CURSOR_FORMAT, "tables": tables}, sort_keys=True)
 
 
-def evaluate_watch(
-    registry: Registry, cursor: str | None, log: Callable[[str], None]
-) -> tuple[list[RunRequest], str]:
-    """One tick of the watch sensor: (run requests, new cursor). Never raises for one
-    table's problem: a missing table or a broken log is logged and skipped."""
+@dataclass
+class WatchTick:
+    """One tick of the watch sensor: one run request per table with all its runnable
+    components, an observation of each table's `delta_log` whose version moved, and the
+    new cursor."""
+
+    requests: list[RunRequest] = field(default_factory=list)
+    observations: list[AssetObservation] = field(default_factory=list)
+    cursor: str = ""
+
+
+def watch_tick(registry: Registry, cursor: str | None, log: Callable[[str], None]) -> WatchTick:
+    """One tick of the watch sensor. Never raises for one table's problem: a missing table,
+    an invalid registry entry or a broken log is logged and skipped."""
     previous = load_cursor(cursor)
     entries: dict[str, dict[str, Any]] = {}
-    requests: list[RunRequest] = []
+    tick = WatchTick()
     for table in registry.tables:
         entry = dict(previous.get(table.name) or {})
+        if table.problems:
+            log(f"{table.name}: invalid registry entry: {'; '.join(table.problems)}")
+            entries[table.name] = {"status": "invalid"}
+            continue
         try:
             storage = table.storage()
             state = inspect_log(storage)
@@ -90,24 +120,29 @@ def evaluate_watch(
             entries[table.name] = {**entry, "status": "error"}
             continue
         report = due(state, settings, table.policy.due_policy)
-        # Unchanged since the last tick: the same run keys again (Dagster skips keys it has
-        # seen), without repeating the log lines.
+        # Unchanged since the last tick: the same run key again (Dagster skips keys it has
+        # seen), without repeating the log lines or the observation.
         changed = entry.get("version") != state.version
+        if changed:
+            tick.observations.append(log_observation(table.name, table.uri, state))
         for need in report.blocked if changed else ():
             log(f"{table.name}: {need.component} needed ({need.reason}) but the table uses "
                 f"features delta_ops cannot maintain: {', '.join(need.blocked_by)}")
-        for need in report.runnable:
+        runnable = report.runnable
+        if runnable:
+            components = [need.component for need in runnable]
             if changed:
-                log(f"{table.name}: requesting {need.component} at version {need.version}: "
-                    f"{need.reason}")
-            requests.append(
+                for need in runnable:
+                    log(f"{table.name}: {need.component} due at version {need.version}: "
+                        f"{need.reason}")
+            tick.requests.append(
                 RunRequest(
-                    run_key=f"{table.name}:{need.component}:{need.version}",
-                    asset_selection=[asset_key(table.name, need.component)],
+                    run_key=f"{table.name}:{state.version}:{'+'.join(components)}",
+                    asset_selection=[asset_key(table.name, c) for c in components],
                     tags={
                         "delta_ops/table": table.name,
-                        "delta_ops/component": need.component,
-                        "delta_ops/version": str(need.version),
+                        "delta_ops/components": ",".join(components),
+                        "delta_ops/version": str(state.version),
                     },
                 )
             )
@@ -116,7 +151,35 @@ def evaluate_watch(
             "version": state.version,
             "settings": settings.to_json(),
         }
-    return requests, dump_cursor(entries)
+    tick.cursor = dump_cursor(entries)
+    return tick
+
+
+def log_observation(name: str, uri: str, state: LogState) -> AssetObservation:
+    """What the sensor saw of a table's log, as an observation of `[table, delta_log]` whose
+    data version is the table version (the keys the observed asset also reports)."""
+    return AssetObservation(
+        asset_key=asset_key(name, DELTA_LOG),
+        metadata={
+            "dagster/uri": MetadataValue.path(uri),
+            "version": state.version,
+            "checkpoint_version": (
+                state.checkpoint_version if state.checkpoint_version is not None
+                else MetadataValue.null()
+            ),
+            "commits_since_checkpoint": state.commits_since_checkpoint,
+            "observed_by": "delta_tables_watch",
+        },
+        tags={DATA_VERSION_TAG: str(state.version)},
+    )
+
+
+def evaluate_watch(
+    registry: Registry, cursor: str | None, log: Callable[[str], None]
+) -> tuple[list[RunRequest], str]:
+    """(run requests, new cursor) of one tick (`watch_tick`)."""
+    tick = watch_tick(registry, cursor, log)
+    return tick.requests, tick.cursor
 
 
 def watch_sensor(maintenance_job):
@@ -125,21 +188,51 @@ def watch_sensor(maintenance_job):
         job=maintenance_job,
         minimum_interval_seconds=60,
         default_status=DefaultSensorStatus.STOPPED,
-        description="Watches every registered table's log (no replay, no Spark) and runs "
-        "maintenance for a table that needs a checkpoint, a version checksum or log "
-        "compaction.",
+        description="Watches every registered table's log (no replay, no Spark), records "
+        "what it sees as an observation of the table's delta_log, and runs maintenance once "
+        "per table for everything it needs: a checkpoint, a version checksum, log compaction.",
     )
     def delta_tables_watch(
         context: SensorEvaluationContext, registry: RegistryResource
     ) -> SensorResult:
-        requests, cursor = evaluate_watch(registry.load(), context.cursor, context.log.info)
-        if not requests:
+        tick = watch_tick(registry.load(), context.cursor, context.log.info)
+        if not tick.requests:
             return SensorResult(
-                skip_reason=SkipReason("no registered table needs maintenance"), cursor=cursor
+                skip_reason=SkipReason("no registered table needs maintenance"),
+                cursor=tick.cursor, asset_events=tick.observations,
             )
-        return SensorResult(run_requests=requests, cursor=cursor)
+        return SensorResult(
+            run_requests=tick.requests, cursor=tick.cursor, asset_events=tick.observations
+        )
 
     return delta_tables_watch
+
+
+def discovery_sensor(source: RegistrySource):
+    """Rescans the discovery prefixes into the cache (the only place a prefix is listed)."""
+
+    @sensor(
+        name=DISCOVERY_SENSOR,
+        minimum_interval_seconds=600,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Lists the discovery prefixes for Delta tables and rewrites the "
+        "discovery cache; new tables get their assets when the code location reloads.",
+    )
+    def delta_tables_discovery(context: SensorEvaluationContext) -> SkipReason:
+        found = refresh_discovery(source)
+        for line in found["errors"]:
+            context.log.warning(line)
+        if found["added"] or found["removed"]:
+            context.log.info(
+                f"discovery: added {found['added'] or 'none'}, removed "
+                f"{found['removed'] or 'none'}: reload the code location to update the assets"
+            )
+        return SkipReason(
+            f"{found['found']} discovered tables; {len(found['added'])} new, "
+            f"{len(found['removed'])} gone, {len(found['errors'])} prefixes failed"
+        )
+
+    return delta_tables_discovery
 
 
 def partitions_sensor(registry: Registry, backfill_job):
@@ -171,7 +264,12 @@ def partitions_sensor(registry: Registry, backfill_job):
 
 
 __all__ = [
+    "DISCOVERY_SENSOR",
     "PARTITIONS_SENSOR",
+    "WatchTick",
+    "discovery_sensor",
+    "log_observation",
+    "watch_tick",
     "WATCH_SENSOR",
     "dump_cursor",
     "evaluate_watch",

@@ -1,0 +1,142 @@
+"""`DeltaMaintenanceComponent`: the delta_ops code location as a Dagster Component, configured
+in a `defs.yaml`.
+
+```yaml
+type: delta_ops.defs.component.DeltaMaintenanceComponent
+attributes:
+  registry_file: "{{ env('DELTA_OPS_REGISTRY', 'tables.yaml') }}"  # optional
+  defaults: {engine: local, vacuum: {cron: "0 3 * * 0"}}   # over the registry file's defaults
+  tables:                                                  # listed (same keys as the file)
+    - {name: events, uri: s3://lake/events, checkpoint: {interval: 50}}
+  discover:                                                # found under a prefix
+    - prefix: s3://lake/warehouse
+      include: ["sales/*"]
+      exclude: ["*_tmp"]
+      policies:
+        - {match: "sales/big_*", engine: spark, vacuum: {retention: 14 days}}
+  discovery_cache: .delta_ops/discovered_tables.json
+```
+
+Each table gets the assets, checks, schedules, sensors and jobs of `delta_ops.defs`
+(`definitions_kwargs`); the policy models are the registry's (`delta_ops.defs.policy`).
+Relative paths are resolved against the project root. An invalid table entry does not stop
+the component from loading: that table's assets fail, naming the problem. Discovered tables
+come from the discovery cache, which the `delta_tables_discovery` sensor refreshes: loading
+the definitions never lists a prefix.
+
+`dg scaffold defs delta_ops.defs.component.DeltaMaintenanceComponent <folder>` writes a
+`defs.yaml` listing one table (`--json-params '{"name": ..., "uri": ...}'`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import (
+    Component,
+    ComponentLoadContext,
+    Definitions,
+    Model,
+    Resolvable,
+    Scaffolder,
+    ScaffoldRequest,
+    scaffold_with,
+)
+from dagster.components.component_scaffolding import scaffold_component
+from pydantic import BaseModel, Field, ValidationError
+
+from delta_ops.defs import definitions_kwargs
+from delta_ops.defs.registry import entry_problems
+from delta_ops.defs.sources import DEFAULT_CACHE, RegistrySource
+from delta_ops.errors import RegistryError
+
+
+class ScaffoldParams(BaseModel):
+    """`dg scaffold defs ... --json-params`: the first table to list."""
+
+    name: str = "my_table"
+    uri: str = "tables/my_table"
+
+
+class DeltaMaintenanceScaffolder(Scaffolder[ScaffoldParams]):
+    @classmethod
+    def get_scaffold_params(cls) -> type[ScaffoldParams]:
+        return ScaffoldParams
+
+    def scaffold(self, request: ScaffoldRequest[ScaffoldParams]) -> None:
+        params = request.params or ScaffoldParams()
+        scaffold_component(
+            request,
+            {
+                "defaults": {"engine": "local"},
+                "tables": [{"name": params.name, "uri": params.uri}],
+            },
+        )
+
+
+@scaffold_with(DeltaMaintenanceScaffolder)
+class DeltaMaintenanceComponent(Component, Model, Resolvable):
+    """Maintains Delta tables (checkpoints, version checksums, log compaction, metadata
+    cleanup, VACUUM, row tracking): tables from a registry file, listed here, or discovered
+    under a prefix."""
+
+    registry_file: str | None = Field(
+        default=None,
+        description="A delta_ops registry YAML file (relative to the project root); its "
+        "defaults, spark section and tables are used first.",
+    )
+    # The policy sections are the registry's pydantic models (`delta_ops.defs.policy`),
+    # validated when the component builds its definitions, with the registry's messages.
+    defaults: dict[str, Any] | None = Field(
+        default=None,
+        description="Policy overrides over the registry file's defaults (engine, checkpoint, "
+        "checksum, compaction, vacuum, cleanup, row_tracking).",
+    )
+    spark: dict[str, Any] | None = Field(
+        default=None,
+        description="Where the spark engine runs: master or remote (sc://), conf, app_name "
+        "(instead of the registry file's section).",
+    )
+    tables: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Tables listed here: name, uri, group, description, storage_options and "
+        "policy sections, as in the registry file. Each entry is validated on its own.",
+    )
+    discover: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Prefixes scanned for Delta tables (by the delta_tables_discovery sensor): "
+        "prefix, include, exclude, max_depth, name_prefix, group, storage_options, policies "
+        "(match + policy sections).",
+    )
+    discovery_cache: str = Field(
+        default=DEFAULT_CACHE,
+        description="The discovery cache file (relative to the project root).",
+    )
+
+    def source(self, context: ComponentLoadContext) -> RegistrySource:
+        """The table sources, relative paths resolved against the project root.
+
+        Raises:
+            RegistryError: `defaults`, `spark` or `discover` is invalid (one line each).
+        """
+        try:
+            return RegistrySource(
+                base_dir=str(context.project_root),
+                origin=str(context.path / "defs.yaml"),
+                registry_file=self.registry_file or None,
+                defaults=self.defaults,
+                spark=self.spark,
+                tables=list(self.tables),
+                discover=list(self.discover),
+                discovery_cache=self.discovery_cache,
+            )
+        except ValidationError as exc:
+            raise RegistryError(
+                entry_problems(exc, "attributes"), file=str(context.path / "defs.yaml")
+            ) from None
+
+    def build_defs(self, context: ComponentLoadContext) -> Definitions:
+        return Definitions(**definitions_kwargs(source=self.source(context)))
+
+
+__all__ = ["DeltaMaintenanceComponent", "DeltaMaintenanceScaffolder", "ScaffoldParams"]
