@@ -14,7 +14,7 @@ alternating in one run (`benchmarks.harness.compare_processes`).
   `DeltaTable(p).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True,
   full=True)`. Goal <= 0.5.
 
-`delta-ops` runs as its console script does (`sys.exit(delta_ops.cli.main())`) with this
+`delta-ops` runs as its console script does (`sys.exit(delta_ops.cli.run())`) with this
 interpreter. Run from a byte-compiled checkout (`make install` compiles it), or the first
 processes pay for compiling the project when the environment sets PYTHONDONTWRITEBYTECODE.
 """
@@ -32,7 +32,7 @@ ONE_FILE_TABLE = "delta/golden__hive__deltatbl-map-types-correctly"
 SMALL_GOAL = 1.0
 GOAL = 0.5
 
-_DELTA_OPS = "import sys\nfrom delta_ops.cli import main\nsys.exit(main())\n"
+_DELTA_OPS = "import sys\nfrom delta_ops.cli import run\nsys.exit(run())\n"
 _SNAPSHOT = (
     "import sys\nfrom deltalake import DeltaTable\n"
     "t = DeltaTable(sys.argv[1])\n"

@@ -162,3 +162,29 @@ def test_checksum_of_a_small_table_imports_no_pandas():
     code, files, size = out[0].split()
     assert code == "0" and int(files) > 0 and int(size) > 0  # a histogram was computed
     assert out[1] == "[]"
+
+
+@pytest.mark.parametrize("name", ["golden__hive__deltatbl-map-types-correctly",
+                                  "kernel-defaults__basic-with-checkpoint"])
+def test_the_console_script_prints_everything_before_it_ends(name, capsys):
+    """`delta-ops` (`cli.run`) ends the process without the interpreter's teardown once its
+    output is flushed: a pipe still gets every byte, and the exit code is main's."""
+    from delta_ops.cli import main
+
+    root = str(corpus_path(name))
+    assert main(["snapshot", root, "--json", "--files"]) == 0
+    expected = capsys.readouterr().out
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom delta_ops.cli import run\nsys.exit(run())",
+         "snapshot", root, "--json", "--files"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env,
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == expected and len(expected) > 200
+    missing = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "snapshot", root + "-missing", "--json"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env,
+    )
+    assert missing.returncode == 1
+    assert '"error"' in missing.stdout and len(missing.stderr.strip().splitlines()) == 1
