@@ -5,15 +5,22 @@ that operation alone (VmHWM of the interpreter's own address space: `ru_maxrss` 
 the parent's peak across fork and exec); the snippet's `setup` runs before the clock
 starts and its `run` is timed. Ours and theirs alternate (ABAB...) so drift in the machine
 hits both alike.
+
+`measure_process` and `compare_processes` time whole processes instead (interpreter start,
+imports and exit included), as a user running `delta-ops` sees them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 _RUNNER = """
@@ -44,6 +51,52 @@ def measure(setup: str, run: str) -> Measurement:
     return Measurement(obj["seconds"], obj["rss_mb"])
 
 
+#: GNU time: the peak RSS of the process it runs (`%M`, KB). Run through it, the measured
+#: process is forked from a small program, so its peak is its own (a child forked from this
+#: benchmark's interpreter would start with this interpreter's resident pages counted).
+GNU_TIME = "/usr/bin/time"
+
+
+def measure_process(argv: Sequence[str]) -> Measurement:
+    """One whole process: wall time from start to exit (taken here, finer than GNU time's
+    centiseconds; the wrapper's own start adds about a millisecond) and peak RSS as
+    `/usr/bin/time` reports it. Output is discarded; a failure raises with its stderr."""
+    if not os.access(GNU_TIME, os.X_OK):
+        raise RuntimeError(f"whole-process benchmarks need GNU time at {GNU_TIME}")
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [GNU_TIME, "-f", "%M", "-o", report.name, *argv],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+        )
+        dt = time.perf_counter() - t0
+        lines = report.read().split()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}... failed:\n{proc.stderr[-2000:]}")
+    return Measurement(dt, int(lines[-1]) / 1024)
+
+
+def compare_processes(
+    name: str,
+    ours: Sequence[str],
+    theirs: Sequence[str],
+    *,
+    repeats: int = 5,
+    goal_time_ratio: float | None = None,
+    before_each: Callable[[], None] | None = None,
+) -> dict:
+    """Alternate whole processes `ours`/`theirs` (argv lists) `repeats` times; medians of the
+    wall times, the largest peak RSS of each side, and ratios (ours / theirs). `before_each`
+    runs (untimed) before every process, e.g. to give it a fresh copy of a table."""
+    a, b = [], []
+    for _ in range(repeats):
+        for argv, out in ((ours, a), (theirs, b)):
+            if before_each is not None:
+                before_each()
+            out.append(measure_process(argv))
+    return _row(name, a, b, goal_time_ratio)
+
+
 def compare(
     name: str,
     ours: tuple[str, str],
@@ -57,6 +110,12 @@ def compare(
     for _ in range(repeats):
         a.append(measure(*ours))
         b.append(measure(*theirs))
+    return _row(name, a, b, goal_time_ratio)
+
+
+def _row(
+    name: str, a: list[Measurement], b: list[Measurement], goal_time_ratio: float | None
+) -> dict:
     ta = statistics.median(m.seconds for m in a)
     tb = statistics.median(m.seconds for m in b)
     ra = max(m.rss_mb for m in a)

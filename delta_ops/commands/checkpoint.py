@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.checkpoint import CheckpointKind, write_checkpoint
+from delta_ops.maintenance.options import CheckpointKind
 
 
 def _non_negative(text: str) -> int:
@@ -20,6 +20,8 @@ def _non_negative(text: str) -> int:
 
 
 def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+
     table = open_table(args)
     result = write_checkpoint(
         table,

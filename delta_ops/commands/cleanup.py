@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.cleanup import cleanup_metadata, describe
 from delta_ops.protocol.properties import parse_interval
 
 _SHORT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -32,6 +31,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.cleanup import cleanup_metadata, describe
+
     result = cleanup_metadata(
         open_table(args),
         retention=args.retention,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from delta_ops.commands.engine_args import add_engine_arguments
-from delta_ops.table import DeltaTable
+
+if TYPE_CHECKING:
+    from delta_ops.table import DeltaTable
 
 
 def parse_option_pairs(pairs: Sequence[str] | None, *, flag: str) -> dict[str, str]:
@@ -62,4 +65,6 @@ def add_table_arguments(p: argparse.ArgumentParser, *, engine: bool = False) -> 
 
 
 def open_table(args: argparse.Namespace) -> DeltaTable:
+    from delta_ops.table import DeltaTable  # the handler's import, not the parser's
+
     return DeltaTable(args.table, storage_options=parse_storage_options(args.storage_option))

@@ -10,10 +10,11 @@ import argparse
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.compaction import compact_by_policy, compact_log
 
 
 def _cmd_compact(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.compaction import compact_by_policy, compact_log
+
     table = open_table(args)
     if args.interval is not None:
         if args.start is not None or args.end is not None:

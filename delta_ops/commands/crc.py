@@ -8,23 +8,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.checksum import (
-    DEFAULT_ALL_FILES_THRESHOLD,
-    ChecksumPolicy,
-    compute_version_checksum,
-    verify_checksum,
-    write_checksum,
-    write_checksums,
-)
-from delta_ops.protocol.crc import HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD
+from delta_ops.maintenance.options import DEFAULT_ALL_FILES_THRESHOLD
+from delta_ops.protocol.histograms import HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD
+
+if TYPE_CHECKING:
+    from delta_ops.maintenance.checksum import ChecksumPolicy
 
 
 def _policy(args: argparse.Namespace) -> ChecksumPolicy:
+    from delta_ops.maintenance.checksum import ChecksumPolicy
+
     threshold = args.all_files_threshold
     return ChecksumPolicy(
         all_files_threshold=None if threshold is not None and threshold < 0 else threshold,
@@ -33,6 +31,8 @@ def _policy(args: argparse.Namespace) -> ChecksumPolicy:
 
 
 def _cmd_compute(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.checksum import compute_version_checksum
+
     table = open_table(args)
     computed = compute_version_checksum(
         table,
@@ -65,6 +65,8 @@ def _cmd_compute(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
 
 
 def _cmd_write(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.checksum import write_checksum, write_checksums
+
     table = open_table(args)
     policy = _policy(args)
     if args.from_version is not None or args.to_version is not None:
@@ -99,6 +101,8 @@ def _cmd_write(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
 
 
 def _cmd_verify(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.checksum import verify_checksum
+
     table = open_table(args)
     result = verify_checksum(
         table, version=args.version, all_versions=args.all, engine=args.engine

@@ -11,10 +11,12 @@ Exit code 0 whatever is due (the answer is the output); 1 when the table cannot 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.due import DuePolicy, DueReport, Need, what_is_due
+
+if TYPE_CHECKING:
+    from delta_ops.maintenance.due import DueReport, Need
 
 #: How each component is named in the text output.
 _LABELS = {"checkpoint": "checkpoint", "version_checksum": "checksum",
@@ -64,6 +66,8 @@ def render(report: DueReport) -> str:
 
 
 def _cmd_due(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.due import DuePolicy, what_is_due
+
     policy = DuePolicy(
         checkpoint_interval=args.checkpoint_interval,
         checksums=not args.no_checksums,

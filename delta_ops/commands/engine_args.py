@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from delta_ops.engine.base import Engine
 from delta_ops.engine.config import DEFAULT_MASTER
 from delta_ops.engine.session import ENGINE_NAMES, make_engine
+
+if TYPE_CHECKING:
+    from delta_ops.engine.base import Engine
 
 __all__ = ["add_engine_arguments", "engine_from_args"]
 

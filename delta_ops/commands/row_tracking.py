@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.row_tracking import (
-    DEFAULT_BATCH_SIZE,
-    BackfillProgress,
-    backfill_row_tracking,
-)
+from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from delta_ops.maintenance.row_tracking import BackfillProgress
 
 
 def _positive(text: str) -> int:
@@ -36,6 +35,8 @@ def _report(progress: BackfillProgress) -> None:
 
 
 def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.row_tracking import backfill_row_tracking
+
     table = open_table(args)
     result = backfill_row_tracking(
         table.storage,

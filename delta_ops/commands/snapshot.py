@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.protocol import features
-from delta_ops.protocol.actions import dv_unique_id
+
+if TYPE_CHECKING:
+    from delta_ops.log.snapshot import Snapshot
 
 
 def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, Any]:
     """The `snapshot --json` object for a snapshot."""
+    from delta_ops.protocol import features
+    from delta_ops.protocol.actions import dv_unique_id
+
     md = snap.metadata
     warnings: list[str] = []
     try:
@@ -56,7 +59,7 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
             {
                 "path": p,
                 "size": s,
-                "deletion_vector": _dv_id(dv),
+                "deletion_vector": dv_unique_id(dv) if dv and dv.get("storageType") else None,
             }
             for p, s, dv in zip(
                 files.column("path").to_pylist(),
@@ -66,10 +69,6 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
             )
         ]
     return out
-
-
-def _dv_id(dv: dict | None) -> str | None:
-    return dv_unique_id(dv) if dv and dv.get("storageType") else None
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:

@@ -8,7 +8,6 @@ import math
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.vacuum import describe, vacuum
 
 #: The longest retention accepted, in hours (about 114 years): longer keeps everything
 #: anyway, and every retention must fit the millisecond timestamps of the log.
@@ -35,6 +34,8 @@ def _hours(text: str) -> float:
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
+    from delta_ops.maintenance.vacuum import describe, vacuum
+
     result = vacuum(
         open_table(args),
         retention_hours=args.retention_hours,

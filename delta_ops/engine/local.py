@@ -16,11 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
-from delta_ops.protocol.arrays import from_numpy, string_array
+from delta_ops.protocol.arrays import from_numpy, int_values, string_array
 from delta_ops.storage import FileInfo, Storage
 
 
@@ -148,9 +147,10 @@ def histogram(sizes: pa.Array, boundaries: Sequence[int]) -> tuple[list[int], li
     totals = [0] * len(boundaries)
     if len(sizes) == 0:
         return counts, totals
-    import numpy as np
-
-    arr = np.asarray(pc.fill_null(sizes, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    # Nulls count as 0 bytes. Read from the buffers: `pc.fill_null(sizes, 0)` would convert
+    # the Python 0, and pyarrow imports pandas on its first such conversion.
+    values, valid = int_values(sizes)
+    arr = np.where(valid, values, 0).astype(np.int64, copy=False)
     idx = np.searchsorted(np.asarray(boundaries, dtype=np.int64), arr, side="right") - 1
     idx = np.clip(idx, 0, len(boundaries) - 1)
     c = np.bincount(idx, minlength=len(boundaries))

@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
 from delta_ops.log.replay import parse_json_actions, read_checkpoint
@@ -52,6 +51,9 @@ from delta_ops.log.segment import CheckpointFiles
 from delta_ops.log.sidecars import SIDECARS, sidecar_file_path
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 __all__ = [
     "SIDECARS",
@@ -227,6 +229,8 @@ def _references(
 def _parquet_file(
     storage: Storage, info: FileInfo, version: int, *, counts: bool
 ) -> CheckpointFileFacts:
+    import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
+
     table, path = storage.root, info.path
     try:
         with storage.open_input(path) as fh:
@@ -412,6 +416,8 @@ def verify_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> CorruptL
 
 def _decode_every_column(storage: Storage, path: str, version: int) -> CorruptLogError | None:
     """Decode every column of every row group of a Parquet file (results dropped)."""
+    import pyarrow.parquet as pq
+
     try:
         with storage.open_input(path) as fh:
             for _batch in pq.ParquetFile(fh).iter_batches(batch_size=65_536):

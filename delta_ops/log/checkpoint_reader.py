@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from delta_ops.errors import (
     CorruptLogError,
@@ -41,6 +40,9 @@ from delta_ops.protocol.actions import (
 )
 from delta_ops.protocol.arrays import empty_table, to_numpy
 from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 
 def _stringify_maps(row: dict) -> dict:
@@ -223,6 +225,8 @@ def _read_parquet_actions(
     file or sidecar). Row groups are decoded concurrently, each through its own handle.
     Adds and removes are read as `add_type` and `remove_type` (only the fields those name
     are decoded), and of the other actions only `non_file_columns`."""
+    import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
+
     table_uri = storage.root
     try:
         with storage.open_input(path) as fh:

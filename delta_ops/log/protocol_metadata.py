@@ -31,7 +31,6 @@ from dataclasses import dataclass
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.replay import _drop_nulls, delta_lines_oldest_first
@@ -216,6 +215,8 @@ def _scan_checkpoint(
 ) -> None:
     """The checkpoint's protocol/metaData (one of each in a valid checkpoint; the first met
     is taken). Parquet: only those columns are read; JSON: only the lines naming them."""
+    import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
+
     table = storage.root
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
         if not want:

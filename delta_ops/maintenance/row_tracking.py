@@ -51,6 +51,7 @@ from delta_ops.commit.row_ids import (
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock, CommitResult, Transaction
 from delta_ops.errors import CommitConflictError
 from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
 
@@ -65,7 +66,6 @@ __all__ = [
     "verify_row_tracking",
 ]
 
-DEFAULT_BATCH_SIZE = 20_000
 #: Consecutive conflicting attempts (re-planned each time) before the backfill gives up.
 DEFAULT_MAX_CONFLICTS = 20
 ROW_TRACKING_FEATURES = ("rowTracking", "domainMetadata")

@@ -9,7 +9,6 @@ and the table properties `delta.checkpointPolicy`, `delta.deletedFileRetentionDu
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from delta_ops.errors import CheckpointError as CheckpointError  # re-exported
 from delta_ops.errors import CheckpointVerificationError as CheckpointVerificationError
 from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.maintenance.options import CheckpointKind as CheckpointKind  # re-exported
 from delta_ops.protocol import features
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
 
@@ -27,22 +27,6 @@ from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_la
 DEFAULT_SIDECAR_ACTIONS = 50_000
 #: Actions per part when a multi-part checkpoint is asked for without a number of parts.
 DEFAULT_PART_ACTIONS = 50_000
-
-
-class CheckpointKind(str, enum.Enum):
-    """The kinds of checkpoint the spec defines (naming scheme x spec)."""
-
-    CLASSIC = "classic"  # n.checkpoint.parquet, V1 spec
-    MULTI_PART = "multi-part"  # n.checkpoint.o.p.parquet, V1 spec
-    V2_CLASSIC = "v2-classic"  # n.checkpoint.parquet, V2 spec
-    V2_UUID = "v2-uuid"  # n.checkpoint.<uuid>.json|parquet, V2 spec
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_v2(self) -> bool:
-        return self in (CheckpointKind.V2_CLASSIC, CheckpointKind.V2_UUID)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from delta_ops.errors import (
     StorageError,
 )
 from delta_ops.log.timestamps import IctEnablement
+from delta_ops.maintenance.options import (  # re-exported
+    DEFAULT_ALL_FILES_THRESHOLD as DEFAULT_ALL_FILES_THRESHOLD,
+)
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import ADD_TYPE, Metadata
 from delta_ops.protocol.crc import (
@@ -30,8 +33,6 @@ from delta_ops.storage import Storage
 
 Method = Literal["auto", "full", "incremental"]
 
-#: Spark's default threshold (allFilesInCrc.thresholdNumFiles): list live files up to this.
-DEFAULT_ALL_FILES_THRESHOLD = 50
 
 # Operations whose add actions re-add files that are already live (Spark's
 # operationNamesWhereAddFilesIgnoredForIncrementalCrc) or whose removes are not of live data

@@ -1,0 +1,190 @@
+"""No fixed cost a command does not need (issue 15): each check runs in a fresh interpreter
+and looks at `sys.modules` afterwards.
+
+`import delta_ops` and building the whole `delta-ops` parser (every subcommand and its
+`--help`) import no pyarrow; `delta-ops snapshot` of a small table without a checkpoint
+imports the log reader and pyarrow, but none of pyspark, dagster, pandas, pydantic, the
+maintenance operations, the commit layer, the engines, nor pyarrow's Parquet reader.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from delta_ops_tests.conftest import REPO_ROOT, corpus_path
+
+#: Never imported by the command line's light paths (top-level package names).
+THIRD_PARTY = ("pyspark", "py4j", "dagster", "pandas", "pydantic", "yaml", "fsspec")
+#: delta_ops modules `snapshot` has no use for: the operations, commits, engines, Dagster.
+NOT_FOR_SNAPSHOT = (
+    "delta_ops.maintenance.checkpoint",
+    "delta_ops.maintenance.checksum",
+    "delta_ops.maintenance.cleanup",
+    "delta_ops.maintenance.compaction",
+    "delta_ops.maintenance.due",
+    "delta_ops.maintenance.row_tracking",
+    "delta_ops.maintenance.vacuum",
+    "delta_ops.commit",
+    "delta_ops.engine.base",
+    "delta_ops.engine.local",
+    "delta_ops.engine.spark",
+    "delta_ops.defs",
+    "delta_ops.definitions",
+    # The table has no checkpoint: nothing Parquet (nor pyarrow's filesystems) is needed.
+    "pyarrow.parquet",
+    "pyarrow.dataset",
+    "pyarrow.fs",
+)
+
+_REPORT = """
+import sys
+def loaded(names):
+    return sorted(m for m in sys.modules if m in names or m.split('.')[0] in names
+                  or any(m.startswith(n + '.') for n in names))
+"""
+
+
+def _run(code: str, *args: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _REPORT + code, *args],
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT, env=env,
+    )
+    return proc.stdout.strip().splitlines()
+
+
+def test_import_delta_ops_imports_no_pyarrow():
+    out = _run(
+        "import delta_ops, delta_ops.engine, delta_ops.engine.session\n"
+        "print(loaded(('pyarrow', 'numpy', 'orjson', *sys.argv[1:])))\n",
+        *THIRD_PARTY,
+    )
+    assert out[-1] == "[]"
+
+
+def test_the_engine_package_still_exports_its_names():
+    """`delta_ops.engine` resolves its names on first use (and only then imports them)."""
+    out = _run(
+        "import delta_ops.engine as e\n"
+        "print('pyarrow' in sys.modules)\n"
+        "from delta_ops.engine.base import Engine\n"
+        "from delta_ops.engine.local import LocalEngine\n"
+        "from delta_ops.engine.session import SparkSessionConfig, make_engine\n"
+        "print(e.Engine is Engine and e.LocalEngine is LocalEngine"
+        " and e.SparkSessionConfig is SparkSessionConfig and e.make_engine is make_engine)\n"
+        "print(sorted(e.__all__) == sorted(n for n in dir(e) if n in e.__all__))\n"
+        "try:\n"
+        "    e.no_such_name\n"
+        "except AttributeError as exc:\n"
+        "    print('AttributeError', exc)\n"
+    )
+    assert out[0] == "False"
+    assert out[1] == "True" and out[2] == "True"
+    assert out[3].startswith("AttributeError") and "no_such_name" in out[3]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--help"], ["snapshot", "checkpoint", "cleanup", "vacuum", "crc", "compact",
+                      "row-tracking", "due"]),
+        (["checkpoint", "--help"], ["--kind", "classic,multi-part,v2-classic,v2-uuid",
+                                    "--spark-master", "--engine {local,spark}"]),
+        (["crc", "compute", "--help"], ["--histogram-field", "histogramOpt,fileSizeHistogram",
+                                        "--all-files-threshold"]),
+        (["row-tracking", "backfill", "--help"], ["--batch-size", "default 20000"]),
+        (["vacuum", "--help"], ["--retention-hours", "--lite", "--dry-run"]),
+    ],
+)
+def test_help_is_complete_without_importing_the_library(argv, needles):
+    """Building the parser imports no pyarrow, numpy or operation, and still shows every
+    option with the defaults and choices the library defines."""
+    out = _run(
+        "import contextlib, io\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(buf):\n"
+        "        main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "print(buf.getvalue())\n"
+        "print(loaded(('pyarrow', 'numpy', 'delta_ops.maintenance.checkpoint',"
+        " 'delta_ops.maintenance.checksum', 'delta_ops.maintenance.row_tracking',"
+        " 'delta_ops.log', 'delta_ops.engine.base', 'pyspark', 'dagster')))\n",
+        *argv,
+    )
+    text = "\n".join(out[:-1])
+    for needle in needles:
+        assert needle in text, needle
+    assert out[-1] == "[]"
+
+
+def test_snapshot_of_a_small_table_imports_only_what_it_reads():
+    root = corpus_path("golden__hive__deltatbl-map-types-correctly")
+    out = _run(
+        "import contextlib, io\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['snapshot', sys.argv[1]])\n"
+        "print(code, buf.getvalue().count('files       1 ('))\n"
+        "print('pyarrow' in sys.modules)\n"
+        "print(loaded(sys.argv[2:]))\n",
+        str(root),
+        *THIRD_PARTY,
+        *NOT_FOR_SNAPSHOT,
+    )
+    assert out[0] == "0 1"  # the command ran and read the table (so the check means something)
+    assert out[1] == "True"
+    assert out[2] == "[]"
+
+
+def test_checksum_of_a_small_table_imports_no_pandas():
+    """The file-size histogram reads sizes from Arrow buffers: pyarrow imports pandas (a
+    third of a second) on its first conversion of a Python value."""
+    root = corpus_path("basic_append")
+    out = _run(
+        "import contextlib, io, json\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['crc', 'compute', sys.argv[1], '--json'])\n"
+        "hist = json.loads(buf.getvalue())['histogramOpt']\n"
+        "print(code, sum(hist['fileCounts']), sum(hist['totalBytes']))\n"
+        "print(loaded(('pandas', 'pyspark', 'dagster')))\n",
+        str(root),
+    )
+    code, files, size = out[0].split()
+    assert code == "0" and int(files) > 0 and int(size) > 0  # a histogram was computed
+    assert out[1] == "[]"
+
+
+@pytest.mark.parametrize("name", ["golden__hive__deltatbl-map-types-correctly",
+                                  "kernel-defaults__basic-with-checkpoint"])
+def test_the_console_script_prints_everything_before_it_ends(name, capsys):
+    """`delta-ops` (`cli.run`) ends the process without the interpreter's teardown once its
+    output is flushed: a pipe still gets every byte, and the exit code is main's."""
+    from delta_ops.cli import main
+
+    root = str(corpus_path(name))
+    assert main(["snapshot", root, "--json", "--files"]) == 0
+    expected = capsys.readouterr().out
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom delta_ops.cli import run\nsys.exit(run())",
+         "snapshot", root, "--json", "--files"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env,
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == expected and len(expected) > 200
+    missing = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "snapshot", root + "-missing", "--json"],
+        capture_output=True, text=True, cwd=REPO_ROOT, env=env,
+    )
+    assert missing.returncode == 1
+    assert '"error"' in missing.stdout and len(missing.stderr.strip().splitlines()) == 1
