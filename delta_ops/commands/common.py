@@ -39,6 +39,17 @@ def parse_storage_options(pairs: Sequence[str] | None) -> dict[str, str]:
     return parse_option_pairs(pairs, flag="--storage-option")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parse_timestamp(text: str) -> datetime:
     try:
         ts = datetime.fromisoformat(text.replace("Z", "+00:00"))

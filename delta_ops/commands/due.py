@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.commands.common import add_table_arguments, open_table, positive_int
 
 if TYPE_CHECKING:
     from delta_ops.maintenance.due import DueReport, Need
@@ -21,16 +21,6 @@ if TYPE_CHECKING:
 #: How each component is named in the text output.
 _LABELS = {"checkpoint": "checkpoint", "version_checksum": "checksum",
            "log_compaction": "compaction"}
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _compaction_interval(text: str) -> int:
@@ -85,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_table_arguments(p)
     p.add_argument(
-        "--checkpoint-interval", type=_positive, metavar="N",
+        "--checkpoint-interval", type=positive_int, metavar="N",
         help="commits between checkpoints (default: the table's delta.checkpointInterval, 10)",
     )
     p.add_argument(

@@ -9,21 +9,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.commands.common import add_table_arguments, open_table, positive_int
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from delta_ops.maintenance.row_tracking import BackfillProgress
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _report(progress: BackfillProgress) -> None:
@@ -76,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_table_arguments(b, engine=True)
     b.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help=f"most files re-committed per commit (default {DEFAULT_BATCH_SIZE})",

@@ -70,6 +70,17 @@ def _struct_array(rows: list[dict], typ: pa.StructType) -> pa.StructArray:
         return pa.array([_stringify_maps(r) for r in rows], typ)
 
 
+def read_json_part(storage: Storage, version: int, path: str) -> list[dict]:
+    """The actions of a JSON checkpoint file (a V2 top-level file or a JSON sidecar); one
+    that does not parse makes the checkpoint unusable (`UnusableCheckpointError` naming it),
+    so readers fall back to an older checkpoint."""
+    table = storage.root
+    try:
+        return parse_json_actions(storage.read(path), table=table, version=version, file=path)
+    except CorruptLogError as exc:
+        raise UnusableCheckpointError(exc.reason, table=table, version=version, file=path) from exc
+
+
 @dataclass
 class CheckpointContent:
     """Everything read from one checkpoint (all parts and sidecars)."""
@@ -95,14 +106,7 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
     num_actions = 0
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
         if lf.format == "json":
-            try:
-                actions = parse_json_actions(
-                    storage.read(info.path), table=table, version=lf.version, file=info.path
-                )
-            except CorruptLogError as exc:
-                raise UnusableCheckpointError(
-                    exc.reason, table=table, version=lf.version, file=info.path
-                ) from exc
+            actions = read_json_part(storage, lf.version, info.path)
             num_actions += len(actions)
             rows_add = [a["add"] for a in actions if a.get("add") is not None]
             rows_rm = [a["remove"] for a in actions if a.get("remove") is not None]

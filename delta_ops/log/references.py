@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, DeletionVectorError, DeltaOpsError
+from delta_ops.log.checkpoint_reader import read_json_part
 from delta_ops.log.commits import (
     REFERENCE_ADD_TYPE,
     REFERENCE_REMOVE_TYPE,
@@ -41,7 +42,6 @@ from delta_ops.log.commits import (
 from delta_ops.log.commits import reconcile as reconcile_commits
 from delta_ops.log.replay import (
     SidecarMissingError,
-    UnusableCheckpointError,
     _read_parquet_actions,
     _Reconciler,
     delta_lines_oldest_first,
@@ -257,14 +257,7 @@ def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) ->
     sidecars: list[str] = []
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
         if lf.format == "json":
-            try:
-                actions = parse_json_actions(
-                    storage.read(info.path), table=table, version=lf.version, file=info.path
-                )
-            except CorruptLogError as exc:
-                raise UnusableCheckpointError(
-                    exc.reason, table=table, version=lf.version, file=info.path
-                ) from exc
+            actions = read_json_part(storage, lf.version, info.path)
             for name, is_add in (("add", True), ("remove", False)):
                 rows = [a[name] for a in actions if isinstance(a.get(name), dict)]
                 parts.append(_dict_rows(rows, is_add, table, version=lf.version, file=info.path))
