@@ -135,10 +135,12 @@ def run() -> int:
     milliseconds, a large share of a command on a small table). The engine is already
     closed and every file written (operations complete before `main` returns), so the
     process ends with `os._exit`. When `main` raises (SystemExit for --help or a malformed
-    command line included) or the output cannot be flushed (a closed pipe), the normal exit
-    runs instead.
+    command line included), the output cannot be flushed (a closed pipe) or Spark was used
+    (pyspark's exit hooks stop its gateway), the normal exit runs instead.
     """
     code = main()
+    if "pyspark" in sys.modules:
+        return code  # a Spark run: let pyspark's exit hooks stop its gateway as they expect
     try:
         sys.stdout.flush()
         sys.stderr.flush()
