@@ -9,6 +9,7 @@ under `benchmarks/data/dagster_tables/`, then reports wall-clock seconds for:
 - `load_listed_s` / `load_discovered_s`: `Definitions` built from the component's sources
   (tables listed in YAML / read from the discovery cache) and `validate_loadable`;
 - `tick_first_s` / `tick_cursored_s`: one watch-sensor tick without, then with, the cursor;
+- `cursor_bytes`: the size of the watch sensor's cursor after the first tick;
 - `requests`: run requests of the first tick (one per table).
 """
 
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
         "load_discovered_s": load_discovered_s,
         "tick_first_s": tick_first_s,
         "tick_cursored_s": tick_cursored_s,
+        "cursor_bytes": len(first.cursor.encode()),
         "requests": len(first.requests),
         "observations": len(first.observations),
     }

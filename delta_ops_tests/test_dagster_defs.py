@@ -16,19 +16,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from dagster import (
     AssetKey,
+    AssetSelection,
     DagsterInstance,
     Definitions,
     Failure,
     ScheduleDefinition,
     SkipReason,
-    build_schedule_context,
     build_sensor_context,
+    evaluate_automation_conditions,
     materialize,
 )
 
@@ -307,6 +309,28 @@ def test_spark_resource_builds_its_engines_through_make_engine_without_a_session
 # ---- definitions -----------------------------------------------------------------------------
 
 
+def component_failures(event) -> dict[tuple[str, str], object]:
+    """(table, component) -> the failure of that component, from a step failure: the
+    `<t>__delta_log` step's own, or each component the `<t>__maintenance` step names (one
+    failure is the component's own Failure; several are listed under `failures`)."""
+    table, step = event.step_key.rsplit("__", 1)
+    data = event.step_failure_data.user_failure_data
+    if step == "delta_log":
+        return {(table, "delta_log"): event}
+    if "failures" not in data.metadata:
+        return {(table, data.metadata["component"].value): event}
+    out = {}
+    for component, detail in data.metadata["failures"].value.items():
+        failure = SimpleNamespace(
+            description=detail["description"],
+            metadata={k: SimpleNamespace(value=v) for k, v in detail.items()},
+        )
+        out[(table, component)] = SimpleNamespace(
+            step_failure_data=SimpleNamespace(user_failure_data=failure)
+        )
+    return out
+
+
 @pytest.fixture(scope="module")
 def maintained(tmp_path_factory):
     """Seven tables (corpus copies) maintained by one `maintenance` run, local engine."""
@@ -355,7 +379,7 @@ def maintained(tmp_path_factory):
             mat = getattr(data, "materialization", None) or data.asset_observation
             events[tuple(mat.asset_key.path)] = event
         elif event.event_type_value == "STEP_FAILURE":
-            failures[tuple(event.step_key.split("__", 1))] = event
+            failures.update(component_failures(event))
         elif event.event_type_value == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             checks[(data.asset_key.path[0], data.check_name)] = data
@@ -388,7 +412,8 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
         assert {(t, "delta_log", "protocol_supported"), (t, "version_checksum", "checksum_matches"),
                 (t, "checkpoint", "checkpoint_fresh")} <= check_names
     assert {j.name for j in defs.jobs} >= {"maintenance", "row_tracking_backfill"}
-    assert {s.name for s in defs.sensors} == {"delta_tables_watch", "delta_tables_partitions"}
+    assert {s.name for s in defs.sensors} == {
+        "delta_tables_watch", "delta_tables_partitions", "delta_tables_automation"}
 
 
 def test_definitions_load_when_no_table_exists(tmp_path):
@@ -404,7 +429,7 @@ def test_loading_the_definitions_imports_no_pyspark_and_starts_no_jvm():
         "import delta_ops.definitions as d\n"
         "from dagster import Definitions\n"
         "Definitions.validate_loadable(d.defs)\n"
-        "assert len(d.defs.assets) == 21, len(d.defs.assets)\n"
+        "assert len(d.defs.assets) == 6, len(d.defs.assets)\n"  # two steps per table
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
         "me = str(os.getpid())\n"
         "kids = []\n"
@@ -498,13 +523,17 @@ def test_checkpoint_is_written_when_due_and_skipped_otherwise(maintained):
     m = md(maintained["events"][("ckpt", "checkpoint")])
     path = root / "_delta_log" / "00000000000000000014.checkpoint.parquet"
     assert path.exists()
-    assert (m["version"], m["kind"], m["skipped"], m["already_existed"]) == (
-        14, "classic", False, False)
+    assert (m["version"], m["kind"], m["already_existed"]) == (14, "classic", False)
+    # A checkpoint written is a materialization; one not due only an observation (below).
+    assert "skipped" not in m and m["checkpoint_version"] == 14
     assert m["size_in_bytes"] == path.stat().st_size
     assert m["num_add_files"] == pq.read_table(path).column("add").drop_null().length()
     assert isinstance(m["duration_s"], float)
-    stats = md(maintained["events"][("stats", "checkpoint")])
+    stats_event = maintained["events"][("stats", "checkpoint")]
+    assert stats_event.event_type_value == "ASSET_OBSERVATION"
+    stats = md(stats_event)
     assert stats["skipped"] is True and "not due: 5 commits" in stats["reason"]
+    assert {"version", "checkpoint_version", "commits_since_checkpoint"} <= set(stats)
     assert not list((maintained["roots"]["stats"] / "_delta_log").glob("*.checkpoint.parquet"))
 
 
@@ -622,11 +651,11 @@ def test_checkpoint_can_be_forced_with_materialize(tmp_path):
     result = materialize(
         assets, selection=[AssetKey(["t", "checkpoint"])],
         resources=defs.resources,
-        run_config={"ops": {"t__checkpoint": {
-            "config": CheckpointConfig(force=True).model_dump()}}},
+        run_config={"ops": {"t__maintenance": {
+            "config": {"checkpoint": CheckpointConfig(force=True).model_dump()}}}},
     )
-    (mat,) = result.asset_materializations_for_node("t__checkpoint")
-    assert mat.metadata["version"].value == 4 and mat.metadata["skipped"].value is False
+    (mat,) = result.asset_materializations_for_node("t__maintenance")
+    assert mat.metadata["version"].value == 4 and "skipped" not in mat.metadata
     assert (root / "_delta_log" / "00000000000000000004.checkpoint.parquet").exists()
 
 
@@ -891,33 +920,48 @@ def test_partitions_sensor_keeps_partitions_equal_to_the_registry(watched):
     assert isinstance(again, SkipReason)
 
 
-# ---- schedules -------------------------------------------------------------------------------
+# ---- automation (cron conditions instead of schedules) ---------------------------------------
 
 
-def test_schedules_follow_each_table_policy(maintained):
+def test_cron_conditions_follow_each_table_policy_without_schedules(maintained):
+    """Issue 16: no schedule per table; VACUUM and metadata cleanup carry a cron
+    AutomationCondition evaluated by one stopped-by-default sensor."""
     defs = maintained["defs"]
-    names = {s.name: s for s in defs.schedules}
-    assert "ckpt_vacuum" not in names  # cron: null
-    assert names["ckpt_metadata_cleanup"].cron_schedule == "30 4 * * *"
-    assert names["dv_vacuum"].cron_schedule == "0 3 * * 0"
-    assert len(names) == 2 * 7 - 1
-    assert all(s.default_status.value == "STOPPED" for s in names.values())
-    when = dt.datetime(2024, 1, 7, 3, 0, tzinfo=dt.timezone.utc)
-    tick = names["dv_vacuum"].evaluate_tick(
-        build_schedule_context(instance=maintained["instance"], scheduled_execution_time=when))
-    (req,) = tick.run_requests
-    assert req.asset_selection == [AssetKey(["dv", "vacuum"])]
-    assert req.run_key == "dv:vacuum:2024-01-07T03:00:00+00:00"
+    assert not list(defs.schedules or [])
+    graph = defs.resolve_asset_graph()
+    conditions = {
+        tuple(k.path): graph.get(k).automation_condition for k in graph.get_all_asset_keys()
+        if graph.get(k).automation_condition is not None
+    }
+    names = ["ckpt", "stats", "dv", "coll", "short", "crc", "missing"]
+    expected = {(t, c) for t in names for c in ("vacuum", "metadata_cleanup")} - {
+        ("ckpt", "vacuum")}  # cron: null
+    assert set(conditions) == expected
+    assert "30 4 * * *" in conditions[("ckpt", "metadata_cleanup")].get_label()
+    assert "0 3 * * 0" in conditions[("dv", "vacuum")].get_label()
+    (sensor,) = [s for s in defs.sensors if s.name == "delta_tables_automation"]
+    assert sensor.default_status.value == "STOPPED"
 
 
-def test_a_schedule_run_materializes_only_its_asset(maintained):
-    defs, instance = maintained["defs"], maintained["instance"]
-    when = dt.datetime(2024, 1, 8, 4, 30, tzinfo=dt.timezone.utc)
-    tick = defs.resolve_schedule_def("short_metadata_cleanup").evaluate_tick(
-        build_schedule_context(instance=instance, scheduled_execution_time=when))
-    (req,) = tick.run_requests
+def test_cron_condition_requests_only_its_asset_once_per_tick(maintained):
+    defs, instance = maintained["defs"], DagsterInstance.ephemeral()
+    selection = AssetSelection.assets(AssetKey(["short", "metadata_cleanup"]),
+                                      AssetKey(["dv", "vacuum"]))
+    before = dt.datetime(2024, 1, 8, 4, 0, tzinfo=dt.timezone.utc)
+    first = evaluate_automation_conditions(
+        defs, instance, asset_selection=selection, evaluation_time=before)
+    assert first.total_requested == 0
+    after = dt.datetime(2024, 1, 8, 4, 31, tzinfo=dt.timezone.utc)
+    second = evaluate_automation_conditions(
+        defs, instance, asset_selection=selection, evaluation_time=after, cursor=first.cursor)
+    assert second.total_requested == 1
+    assert second.get_num_requested(AssetKey(["short", "metadata_cleanup"])) == 1
+    third = evaluate_automation_conditions(
+        defs, instance, asset_selection=selection,
+        evaluation_time=after + dt.timedelta(minutes=5), cursor=second.cursor)
+    assert third.total_requested == 0  # once per cron tick
     result = defs.resolve_job_def("maintenance").execute_in_process(
-        instance=instance, asset_selection=req.asset_selection, tags=req.tags)
+        instance=instance, asset_selection=[AssetKey(["short", "metadata_cleanup"])])
     keys = [e.event_specific_data.materialization.asset_key
             for e in result.get_asset_materialization_events()]
     assert keys == [AssetKey(["short", "metadata_cleanup"])]

@@ -1,13 +1,15 @@
-"""The Dagster layer: per-table assets, checks, sensors, schedules and jobs built from the
-table registry. `delta_ops.definitions` is the code location entry point.
+"""The Dagster layer: per-table assets and checks, sensors, automation and jobs built from
+the table registry. `delta_ops.definitions` is the code location entry point.
 
 Modules: `registry` (the YAML file, validated; no dagster) with `policy` (its maintenance
 policies) and `secrets` (environment references, redaction); `resources` (registry and
-Spark); `keys` (asset keys and lineage), `assets` (+ `metadata`: Results as Dagster
-metadata, `failures`: errors as `dagster.Failure`), `checks`, `sensors`, `schedules`,
-`jobs`. What a table needs now is decided in `delta_ops.maintenance.due` from the cheap log
-reads of `delta_ops.log.state`, as the CLI's `delta-ops due` does. Loading the definitions
-reads only the registry file: no table is opened, no pyspark imported, no JVM started.
+Spark); `keys` (asset keys and lineage), `assets` (what each component does, + `metadata`:
+Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
+(two steps per table holding its assets and checks), `engines` (engine per table, pools),
+`sensors`, `schedules` (the cron automation), `jobs`. What a table needs now is decided in
+`delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
+`delta-ops due` does. Loading the definitions reads only the registry file: no table is
+opened, no pyspark imported, no JVM started.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from typing import Any
 
 from dagster import in_process_executor
 
-from delta_ops.defs.assets import table_assets
-from delta_ops.defs.checks import table_checks
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.defs.schedules import all_schedules
+from delta_ops.defs.schedules import automation_sensor
 from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_sensor
 from delta_ops.defs.sources import RegistrySource, assemble_registry
+from delta_ops.defs.tables import table_assets
 
 
 def definitions_kwargs(
@@ -58,17 +59,17 @@ def definitions_kwargs(
             )
         registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
     maintenance = maintenance_job(registry)
-    sensors = [watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job)]
+    sensors = [
+        watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
+        automation_sensor(),
+    ]
     if source is not None and source.discover:
         sensors.append(discovery_sensor(source))
     assets = [a for t in registry.tables for a in table_assets(t)]
-    checks = [c for t in registry.tables for c in table_checks(t)]
     return {
         "assets": assets,
-        "asset_checks": checks,
         "jobs": [maintenance, row_tracking_backfill_job],
         "sensors": sensors,
-        "schedules": all_schedules(registry, maintenance),
         # Runs the UI launches from an asset selection also share one process (and one
         # Spark session), like `maintenance`.
         "executor": in_process_executor,

@@ -1,39 +1,40 @@
-"""Per-table assets: the observed log and one materializable asset per maintenance operation.
+"""What the per-table assets do: observe the log, and run one maintenance component.
 
-Each registered table `t` gets the keys `[t, <component>]` (`delta_ops.defs.keys`: the
+Each registered table `t` has the keys `[t, <component>]` (`delta_ops.defs.keys`: the
 observed `delta_log`, then checkpoint -> metadata_cleanup, version_checksum, log_compaction,
-vacuum and row_tracking).
+vacuum and row_tracking); `delta_ops.defs.tables` builds the Dagster definitions that call
+the functions here.
 
-Asset bodies are thin: resolve the table from the registry resource, call the operation in
+The functions are thin: resolve the table from the registry resource, call the operation in
 `delta_ops.maintenance`, and turn its frozen Result into metadata with `result_metadata`
 (`delta_ops.defs.metadata`: numbers stay numbers, so the UI plots them over time). A
-`DeltaOpsError` becomes a `dagster.Failure` carrying table, version, file and reason
-(`delta_ops.defs.failures`), so a refused operation (unsupported feature, retention too
-short, missing table) fails that asset only. Whether a checkpoint is due is decided by
-`delta_ops.maintenance.due`, as for the sensor and `delta-ops due`.
+component with nothing to do (not due, off, report only) returns an observation of its
+asset, not a materialization. A `DeltaOpsError` becomes a `dagster.Failure` carrying table,
+version, file and reason (`delta_ops.defs.failures`). Whether a checkpoint is due is decided
+by `delta_ops.maintenance.due`, as for the sensor and `delta-ops due`.
 
 Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
 """
 
 
+import json
+import re
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from dagster import (
-    AssetExecutionContext,
-    AssetsDefinition,
-    AssetSpec,
+    AssetObservation,
     Config,
     DataVersion,
     MaterializeResult,
     MetadataValue,
     ObserveResult,
-    asset,
-    multi_observable_source_asset,
+    TableColumn,
+    TableColumnConstraints,
+    TableSchema,
 )
 from pydantic import Field
 
@@ -133,10 +134,59 @@ def table_run(
     return TableRun(table, component, spark, int(time.time() * 1000))
 
 
+def table_shape(snap: Any) -> dict[str, Any]:
+    """`dagster/column_schema` from the Delta schema and `dagster/row_count` when every live
+    file's stats give `numRecords` (less the rows its deletion vector removes)."""
+    out: dict[str, Any] = {}
+    if snap.metadata.schema_string:
+        schema = json.loads(snap.metadata.schema_string)
+        out["dagster/column_schema"] = TableSchema(columns=[
+            TableColumn(
+                name=f["name"],
+                type=f["type"] if isinstance(f["type"], str) else f["type"].get("type", "?"),
+                constraints=TableColumnConstraints(nullable=bool(f.get("nullable", True))),
+            )
+            for f in schema.get("fields", [])
+        ])
+    stats = snap.files.column("stats").to_pylist() if snap.num_files else []
+    counts = [_NUM_RECORDS.search(s) if s else None for s in stats]
+    if all(counts):
+        rows = sum(int(m.group(1)) for m in counts)
+        if snap.num_files and "deletionVector" in snap.files.column_names:
+            for dv in snap.files.column("deletionVector").to_pylist():
+                rows -= (dv or {}).get("cardinality") or 0
+        out["dagster/row_count"] = rows
+    return out
+
+
+_NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.monotonic()
     out = fn()
     return out, time.monotonic() - start
+
+
+def noop(
+    run: TableRun, component: str, version: int | None, reason: str, **extra: Any
+) -> AssetObservation:
+    """What a component that had nothing to do reports: an observation of its asset (no new
+    materialization), with the reason."""
+    return AssetObservation(
+        asset_key=asset_key(run.name, component),
+        metadata=result_metadata(
+            None, skipped=True, reason=reason,
+            version=version if version is not None else MetadataValue.null(), **extra,
+        ),
+    )
+
+
+def _cutoff(result: Any) -> dict[str, Any]:
+    """`cutoff_timestamp` (ms since the epoch in the Result) as timestamp metadata."""
+    ms = getattr(result, "cutoff_timestamp", None)
+    return {"cutoff_timestamp": MetadataValue.timestamp(ms / 1000) if ms is not None
+            else MetadataValue.null()}
 
 
 # ---- operations (one function per component, called by the asset bodies) -----------------
@@ -149,6 +199,8 @@ def observe_log(run: TableRun) -> ObserveResult:
         unsupported = snap.unsupported_features("vacuum")
         metadata = {
             "dagster/uri": MetadataValue.path(snap.table),
+            "dagster/table_name": run.name,
+            **table_shape(snap),
             "uri": snap.table,
             "version": snap.version,
             "num_files": snap.num_files,
@@ -205,19 +257,18 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
             "interval": checkpoint_interval(run.policy.checkpoint.interval, settings),
         }
         if not need.due and not force:
-            return MaterializeResult(metadata=result_metadata(
-                None, duration_s=time.monotonic() - start_time,
-                skipped=True, version=state.version,
-                checkpoint_version=state.checkpoint_version, **report,
-                reason=f"not due: {need.reason} (config force: true checkpoints anyway)",
-            ))
+            return noop(run, CHECKPOINT, state.version, (
+                f"not due: {need.reason} (config checkpoint: {{force: true}} checkpoints "
+                "anyway)"), checkpoint_version=state.checkpoint_version, **report)
         if checkpoint_current(state, settings):
             result = current_checkpoint(state)
         else:
             result = write_checkpoint(run.storage, now_ms=run.now_ms, engine=run.engine())
         duration = time.monotonic() - start_time
     return MaterializeResult(
-        metadata=result_metadata(result, duration_s=duration, skipped=False, **report),
+        asset_key=asset_key(run.name, CHECKPOINT),
+        metadata=result_metadata(
+            result, duration_s=duration, checkpoint_version=result.version, **report),
         data_version=DataVersion(str(result.version)),
     )
 
@@ -247,9 +298,7 @@ def run_checksum(run: TableRun) -> MaterializeResult:
     """Write the missing `.crc` files from the newest existing one (or the latest version)
     up to the latest version, each derived incrementally from the previous one."""
     if not run.policy.checksum.enabled:
-        return MaterializeResult(metadata={
-            "skipped": True, "reason": "checksums are off in this table's policy",
-        })
+        return noop(run, VERSION_CHECKSUM, None, "checksums are off in this table's policy")
     with refusals(run.name, VERSION_CHECKSUM):
         start_time = time.monotonic()
         state, _settings = run.inspect("checksum")
@@ -274,6 +323,7 @@ def run_checksum(run: TableRun) -> MaterializeResult:
                 )
         duration = time.monotonic() - start_time
     return MaterializeResult(
+        asset_key=asset_key(run.name, VERSION_CHECKSUM),
         metadata=result_metadata(result, duration_s=duration, **extra),
         data_version=DataVersion(str(state.version)),
     )
@@ -285,14 +335,15 @@ def run_compaction(run: TableRun) -> MaterializeResult:
         state, settings = run.inspect("compaction")
         interval = compaction_interval(settings, run.policy.compaction.interval)
         if interval is None:
-            return MaterializeResult(metadata={
-                "skipped": True, "version": state.version,
-                "reason": "log compaction is off for this table (set compaction.interval in "
-                "the registry, or delta.logCompactionInterval on the table)",
-            })
+            return noop(
+                run, LOG_COMPACTION, state.version,
+                "log compaction is off for this table (set compaction.interval in the "
+                "registry, or delta.logCompactionInterval on the table)",
+            )
         results = compact_by_policy(run.storage, interval=interval)
         duration = time.monotonic() - start_time
-    return MaterializeResult(metadata=result_metadata(
+    key = asset_key(run.name, LOG_COMPACTION)
+    return MaterializeResult(asset_key=key, metadata=result_metadata(
         None, duration_s=duration,
         version=state.version,
         interval=interval,
@@ -315,7 +366,10 @@ def run_cleanup(run: TableRun) -> MaterializeResult:
             ensure_checkpoint=policy.ensure_checkpoint,
             now_ms=run.now_ms,
         ))
-    return MaterializeResult(metadata=result_metadata(result, duration_s=duration))
+    return MaterializeResult(
+        asset_key=asset_key(run.name, METADATA_CLEANUP),
+        metadata=result_metadata(result, duration_s=duration, **_cutoff(result)),
+    )
 
 
 def run_vacuum(run: TableRun) -> MaterializeResult:
@@ -331,8 +385,9 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
             now_ms=run.now_ms,
             engine=run.engine(),
         ))
-    return MaterializeResult(metadata=result_metadata(
+    return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
+        **_cutoff(result),
     ))
 
 
@@ -391,124 +446,43 @@ def run_row_tracking(
     return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size)
 
 
-# ---- asset definitions ----------------------------------------------------------------------
+# ---- what the asset bodies call per component -----------------------------------------------
 
 
-_DESCRIPTIONS = {
-    DELTA_LOG: "The table's transaction log, observed: version, live files, bytes, protocol "
-    "and a file-size histogram. Its data version is the table version.",
-    CHECKPOINT: "A checkpoint of the latest version once the checkpoint interval is reached "
-    "(classic, or V2 when the table's delta.checkpointPolicy asks for it) and "
-    "`_last_checkpoint`.",
-    VERSION_CHECKSUM: "Version checksums (`N.crc`) up to the latest version, derived "
-    "incrementally from the previous one.",
-    LOG_COMPACTION: "Log compaction files (`x.y.compacted.json`) per the compaction policy "
-    "(off unless the registry or the table sets an interval).",
-    METADATA_CLEANUP: "Expired log files deleted (commits, checkpoints, checksums, "
-    "compactions, sidecars) per the log retention.",
-    VACUUM: "Unreferenced data files older than the retention deleted (VACUUM, with the "
-    "protocol check).",
-    ROW_TRACKING: "Row-tracking state: files lacking row IDs; the backfill assigns them and "
-    "enables delta.enableRowTracking.",
-}
+class MaintenanceConfig(Config):
+    """Run config of a table's maintenance step (`<table>__maintenance`)."""
 
-
-#: Components whose work runs on the table's engine (Spark when the policy says so);
-#: the others only read and write log files from the run's process.
-ENGINE_COMPONENTS = frozenset({CHECKPOINT, VERSION_CHECKSUM, VACUUM, ROW_TRACKING})
-
-
-def _spec_metadata(table: RegisteredTable) -> dict[str, Any]:
-    return {
-        "dagster/uri": MetadataValue.path(table.uri),
-        "uri": table.uri,
-        "storage_options": MetadataValue.json(table.redacted_storage_options()),
-        "engine": table.policy.engine,
-    }
-
-
-def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
-    """The observable `[t, delta_log]` asset."""
-    name = table.name
-    spec = AssetSpec(
-        asset_key(name, DELTA_LOG),
-        group_name=table.group,
-        description=table.description or _DESCRIPTIONS[DELTA_LOG],
-        metadata=_spec_metadata(table),
-        kinds={"delta"},
-        tags={"delta_ops/component": DELTA_LOG},
+    checkpoint: CheckpointConfig = Field(
+        default_factory=CheckpointConfig, description="The checkpoint component."
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the decorator is marked beta
-
-        @multi_observable_source_asset(specs=[spec], name=f"{name}__{DELTA_LOG}")
-        def _observe(registry: RegistryResource, spark: SparkResource):
-            yield observe_log(table_run(name, DELTA_LOG, registry, spark))
-
-    return _observe
+    row_tracking: RowTrackingConfig = Field(
+        default_factory=RowTrackingConfig, description="The row_tracking component."
+    )
 
 
-def _asset_options(table: RegisteredTable, component: str) -> dict[str, Any]:
-    """The `@asset` arguments every maintenance component of a table shares."""
-    return {
-        "key": asset_key(table.name, component),
-        "deps": [asset_key(table.name, UPSTREAM[component])],
-        "group_name": table.group,
-        "description": _DESCRIPTIONS[component],
-        "metadata": _spec_metadata(table),
-        "kinds": {"delta", "spark"}
-        if table.policy.engine == "spark" and component in ENGINE_COMPONENTS else {"delta"},
-        "tags": {"delta_ops/component": component},
-        "op_tags": {"delta_ops/table": table.name},
-    }
+def run_component(
+    run: TableRun, component: str, config: MaintenanceConfig, log: Callable[[str], None]
+) -> MaterializeResult | AssetObservation:
+    """One maintenance component of a table: a materialization when it did something, an
+    observation of its asset when it had nothing to do (not due, off, report only).
+
+    Raises:
+        dagster.Failure: the operation was refused or failed.
+    """
+    if component == CHECKPOINT:
+        return run_checkpoint(run, config.checkpoint)
+    if component == ROW_TRACKING:
+        metadata = run_row_tracking(run, config.row_tracking, log)
+        if metadata.get("backfilled") is False:
+            return AssetObservation(
+                asset_key=asset_key(run.name, ROW_TRACKING),
+                metadata={**metadata, "skipped": True},
+            )
+        return MaterializeResult(asset_key=asset_key(run.name, ROW_TRACKING), metadata=metadata)
+    return _BODIES[component](run)
 
 
-def _component_asset(
-    table: RegisteredTable, component: str, body: Callable[[TableRun], MaterializeResult]
-) -> AssetsDefinition:
-    name = table.name
-
-    @asset(**_asset_options(table, component))
-    def _materialize(
-        context: AssetExecutionContext, registry: RegistryResource, spark: SparkResource
-    ) -> MaterializeResult:
-        return body(table_run(name, component, registry, spark))
-
-    return _materialize
-
-
-def checkpoint_asset(table: RegisteredTable) -> AssetsDefinition:
-    name = table.name
-
-    @asset(**_asset_options(table, CHECKPOINT))
-    def _checkpoint(
-        context: AssetExecutionContext,
-        config: CheckpointConfig,
-        registry: RegistryResource,
-        spark: SparkResource,
-    ) -> MaterializeResult:
-        return run_checkpoint(table_run(name, CHECKPOINT, registry, spark), config)
-
-    return _checkpoint
-
-
-def row_tracking_asset(table: RegisteredTable) -> AssetsDefinition:
-    name = table.name
-
-    @asset(**_asset_options(table, ROW_TRACKING))
-    def _row_tracking(
-        context: AssetExecutionContext,
-        config: RowTrackingConfig,
-        registry: RegistryResource,
-        spark: SparkResource,
-    ) -> MaterializeResult:
-        run = table_run(name, ROW_TRACKING, registry, spark)
-        return MaterializeResult(metadata=run_row_tracking(run, config, context.log.info))
-
-    return _row_tracking
-
-
-_BODIES: dict[str, Callable[[TableRun], MaterializeResult]] = {
+_BODIES: dict[str, Callable[[TableRun], MaterializeResult | AssetObservation]] = {
     VERSION_CHECKSUM: run_checksum,
     LOG_COMPACTION: run_compaction,
     METADATA_CLEANUP: run_cleanup,
@@ -516,29 +490,22 @@ _BODIES: dict[str, Callable[[TableRun], MaterializeResult]] = {
 }
 
 
-def table_assets(table: RegisteredTable) -> list[AssetsDefinition]:
-    """Every asset of one registered table, upstream first."""
-    return [
-        delta_log_asset(table),
-        checkpoint_asset(table),
-        *(_component_asset(table, c, body) for c, body in _BODIES.items()),
-        row_tracking_asset(table),
-    ]
-
-
 __all__ = [
     "COMPONENTS",
     "UPSTREAM",
     "CheckpointConfig",
+    "MaintenanceConfig",
     "RowTrackingConfig",
     "TableRun",
     "as_failure",
     "asset_key",
     "histogram_markdown",
+    "noop",
+    "observe_log",
     "refusals",
     "result_metadata",
+    "run_component",
     "run_row_tracking",
     "size_histogram",
-    "table_assets",
     "table_run",
 ]

@@ -4,26 +4,28 @@
   table's protocol (spec "Protocol Evolution", "Table Features"; the `ensure_supported` gate).
 - `checksum_matches` on `[t, version_checksum]`: the newest `.crc` agrees with the state
   recomputed from the log (spec "Version Checksum File").
+- `files_exist` on `[t, delta_log]`: every data file the latest version references is in a
+  listing of the table directory (a cheap FSCK; files outside the table root are counted,
+  not checked).
 - `checkpoint_fresh` on `[t, checkpoint]`: commits since the last checkpoint are within the
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
   sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
 
 A table that does not exist yet fails its checks with a warning rather than an error; a table
 a run cannot resolve (invalid registry entry, missing secret) fails them naming why. A check
-always returns a result.
+always returns a result. The checks are part of the table's steps
+(`delta_ops.defs.tables`): `run_check` gives one check's result.
 """
 
 
 from collections.abc import Callable
 
 from dagster import (
-    AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetChecksDefinition,
     AssetCheckSeverity,
+    AssetCheckSpec,
     Failure,
     MetadataValue,
-    asset_check,
 )
 
 from delta_ops.defs.assets import (
@@ -34,13 +36,16 @@ from delta_ops.defs.assets import (
     asset_key,
     table_run,
 )
+from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.errors import DeltaOpsError, NotATableError
+from delta_ops.log.snapshot import load_snapshot
 from delta_ops.log.state import inspect_log, read_settings
 from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
+from delta_ops.protocol.actions import relative_key
 
 #: Operations `protocol_supported` checks (everything delta_ops does to a table).
 MAINTENANCE_OPERATIONS = (
@@ -90,6 +95,42 @@ def protocol_supported_result(run: TableRun) -> AssetCheckResult:
             "reader_features": MetadataValue.json(sorted(features.reader_features(protocol))),
             "writer_features": MetadataValue.json(sorted(features.writer_features(protocol))),
             "blocked_operations": MetadataValue.json(blocked),
+        },
+    )
+
+
+def files_exist_result(run: TableRun) -> AssetCheckResult:
+    """A cheap FSCK: the table directory is listed once and every live file of the latest
+    version inside it must be there; the failing result names the missing paths."""
+    try:
+        snap = load_snapshot(run.storage)
+        listed = {f.path for f in run.storage.walk()}
+    except DeltaOpsError as exc:
+        return _unavailable(run, exc)
+    root = run.storage.root
+    missing: list[str] = []
+    outside = 0
+    for path in snap.files.column("path").to_pylist():
+        key = relative_key(path, root)
+        if key is None:
+            outside += 1
+        elif key not in listed:
+            missing.append(key)
+    return AssetCheckResult(
+        passed=not missing,
+        severity=AssetCheckSeverity.ERROR,
+        description=(
+            f"all {snap.num_files - outside} data files of version {snap.version} exist"
+            if not missing else
+            f"{len(missing)} of {snap.num_files} data files of version {snap.version} are "
+            f"missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+        ),
+        metadata={
+            "version": snap.version,
+            "num_files": snap.num_files,
+            "num_missing": len(missing),
+            "missing_files": markdown_list(missing),
+            "num_outside_table": outside,
         },
     )
 
@@ -179,47 +220,56 @@ def check_result(
     return body(run)
 
 
-def table_checks(table: RegisteredTable) -> list[AssetChecksDefinition]:
-    """The three checks of one registered table."""
-    name = table.name
+#: Check name -> (the component whose asset it checks, its description, its body).
+CHECKS: dict[str, tuple[str, str, Callable[[TableRun], AssetCheckResult]]] = {
+    "protocol_supported": (
+        DELTA_LOG, "Every maintenance operation may run on the table's protocol.",
+        protocol_supported_result,
+    ),
+    "files_exist": (
+        DELTA_LOG, "Every data file the latest version references exists (a listing of the "
+        "table directory compared with the snapshot's live files).",
+        files_exist_result,
+    ),
+    "checksum_matches": (
+        VERSION_CHECKSUM,
+        "The newest version checksum (.crc) matches the recomputed table state.",
+        checksum_matches_result,
+    ),
+    "checkpoint_fresh": (
+        CHECKPOINT, "Commits since the last checkpoint are within the checkpoint interval.",
+        checkpoint_fresh_result,
+    ),
+}
 
-    @asset_check(
-        asset=asset_key(name, DELTA_LOG),
-        name="protocol_supported",
-        description="Every maintenance operation may run on the table's protocol.",
+
+def check_specs(table: RegisteredTable, component: str) -> list[AssetCheckSpec]:
+    """The specs of the checks on the asset `[table, component]`."""
+    return [
+        AssetCheckSpec(name, asset=asset_key(table.name, on), description=description)
+        for name, (on, description, _body) in CHECKS.items() if on == component
+    ]
+
+
+def run_check(
+    name: str, table: str, registry: RegistryResource, spark: SparkResource
+) -> AssetCheckResult:
+    """The result of the check `name` of `table` (always a result, see `check_result`)."""
+    component, _description, body = CHECKS[name]
+    result = check_result(table, component, registry, spark, body)
+    return AssetCheckResult(
+        passed=result.passed, asset_key=asset_key(table, component), check_name=name,
+        severity=result.severity, description=result.description, metadata=result.metadata,
     )
-    def protocol_supported(
-        context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
-    ) -> AssetCheckResult:
-        return check_result(name, DELTA_LOG, registry, spark, protocol_supported_result)
-
-    @asset_check(
-        asset=asset_key(name, VERSION_CHECKSUM),
-        name="checksum_matches",
-        description="The newest version checksum (.crc) matches the recomputed table state.",
-    )
-    def checksum_matches(
-        context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
-    ) -> AssetCheckResult:
-        return check_result(name, VERSION_CHECKSUM, registry, spark, checksum_matches_result)
-
-    @asset_check(
-        asset=asset_key(name, CHECKPOINT),
-        name="checkpoint_fresh",
-        description="Commits since the last checkpoint are within the checkpoint interval.",
-    )
-    def checkpoint_fresh(
-        context: AssetCheckExecutionContext, registry: RegistryResource, spark: SparkResource
-    ) -> AssetCheckResult:
-        return check_result(name, CHECKPOINT, registry, spark, checkpoint_fresh_result)
-
-    return [protocol_supported, checksum_matches, checkpoint_fresh]
 
 
 __all__ = [
+    "CHECKS",
     "MAINTENANCE_OPERATIONS",
+    "check_specs",
     "checkpoint_fresh_result",
     "checksum_matches_result",
+    "files_exist_result",
     "protocol_supported_result",
-    "table_checks",
+    "run_check",
 ]

@@ -50,7 +50,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,8 @@ class TableEntry(PolicyOverride):
     group: str | None = None
     description: str | None = None
     storage_options: dict[str, str | int | float | bool | EnvRef] = Field(default_factory=dict)
+    owners: list[str] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name", "group")
     @classmethod
@@ -202,6 +204,8 @@ class RegisteredTable:
         problems: why the entry is invalid (empty for a valid one). An invalid entry of a
             registry the `DeltaMaintenanceComponent` assembles still gets its assets, and
             they fail naming these problems; the other tables are unaffected.
+        owners, tags: the entry's `owners` (emails or `team:` names) and `tags`, put on
+            every asset of the table.
     """
 
     name: str
@@ -211,6 +215,8 @@ class RegisteredTable:
     storage_options: Mapping[str, Any]
     description: str | None = None
     problems: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
 
     def resolved_storage_options(self) -> dict[str, Any]:
         """Storage options with environment references replaced by their values.
@@ -387,6 +393,8 @@ def registered_table(
         storage_options=dict(entry.storage_options),
         description=entry.description,
         problems=tuple(problems),
+        owners=tuple(entry.owners),
+        tags=dict(entry.tags),
     )
 
 

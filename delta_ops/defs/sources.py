@@ -19,6 +19,7 @@ that only its assets fail.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
 import json
@@ -320,11 +321,9 @@ def assemble_registry(source: RegistrySource) -> Registry:
     unique: dict[str, RegisteredTable] = {}
     for t in tables:
         if counts[t.name] > 1 and t.name not in unique:
-            t = RegisteredTable(
-                name=t.name, uri=t.uri, group=t.group, policy=t.policy,
-                storage_options=t.storage_options, description=t.description,
-                problems=(*t.problems, f"table name {t.name!r} is given {counts[t.name]} "
-                          "times (registry file, defs.yaml tables, discovery)"),
+            t = dataclasses.replace(
+                t, problems=(*t.problems, f"table name {t.name!r} is given {counts[t.name]} "
+                             "times (registry file, defs.yaml tables, discovery)"),
             )
         unique.setdefault(t.name, t)
     return Registry(path=path, defaults=defaults, tables=tuple(unique.values()), spark=spark)

@@ -1,0 +1,296 @@
+"""The Dagster definitions of one registered table: two steps, seven assets, four checks.
+
+Each table `t` gets:
+
+- `t__delta_log`: an observable source asset `[t, delta_log]` (data version = table
+  version) with the checks `protocol_supported` and `files_exist`;
+- `t__maintenance`: one subsettable multi-asset holding the six maintenance components
+  (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
+  `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
+  selected components in that order in one step, so a table's checkpoint and checksums
+  come from one process and one engine. A component with nothing to do (not due, off,
+  report only) records an observation of its asset, not a materialization. A component
+  that fails is logged and the others still run (metadata cleanup is not run after a
+  checkpoint that failed); the step then fails naming every failed component (one failure
+  keeps its own table/component/version/reason metadata). A table that does not exist yet
+  fails only its `delta_log` step ("does not exist yet"); its maintenance step logs it and
+  does nothing.
+
+Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
+VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
+evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`); the step's
+`pool` is the table's engine (`delta_ops.defs.engines`), so a deployment bounds how many
+Spark sessions start at once. Owners and tags of the registry entry go on every asset.
+"""
+
+
+import functools
+import warnings
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetObservation,
+    AssetsDefinition,
+    AssetSpec,
+    AutomationCondition,
+    BetaWarning,
+    Failure,
+    MetadataValue,
+    multi_asset,
+    multi_observable_source_asset,
+)
+
+from delta_ops.defs.assets import (
+    MaintenanceConfig,
+    observe_log,
+    run_component,
+    table_run,
+)
+from delta_ops.defs.checks import CHECKS, check_specs, run_check
+from delta_ops.defs.engines import ENGINE_COMPONENTS, engine_pool
+from delta_ops.defs.keys import (
+    CHECKPOINT,
+    COMPONENTS,
+    DELTA_LOG,
+    LOG_COMPACTION,
+    METADATA_CLEANUP,
+    ROW_TRACKING,
+    UPSTREAM,
+    VACUUM,
+    VERSION_CHECKSUM,
+    asset_key,
+)
+from delta_ops.defs.policy import Policy
+from delta_ops.defs.registry import RegisteredTable
+from delta_ops.defs.resources import RegistryResource, SparkResource
+
+#: The materializable components, in the order a maintenance step runs them.
+MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
+#: Components whose policy section holds a cron (their AutomationCondition).
+CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup"}
+
+DESCRIPTIONS = {
+    DELTA_LOG: "The table's transaction log, observed: version, live files, bytes, protocol, "
+    "schema and a file-size histogram. Its data version is the table version.",
+    CHECKPOINT: "A checkpoint of the latest version once the checkpoint interval is reached "
+    "(classic, or V2 when the table's delta.checkpointPolicy asks for it) and "
+    "`_last_checkpoint`.",
+    VERSION_CHECKSUM: "Version checksums (`N.crc`) up to the latest version, derived "
+    "incrementally from the previous one.",
+    LOG_COMPACTION: "Log compaction files (`x.y.compacted.json`) per the compaction policy "
+    "(off unless the registry or the table sets an interval).",
+    METADATA_CLEANUP: "Expired log files deleted (commits, checkpoints, checksums, "
+    "compactions, sidecars) per the log retention.",
+    VACUUM: "Unreferenced data files older than the retention deleted (VACUUM, with the "
+    "protocol check).",
+    ROW_TRACKING: "Row-tracking state: files lacking row IDs; the backfill assigns them and "
+    "enables delta.enableRowTracking.",
+}
+
+
+def spec_metadata(table: RegisteredTable) -> dict[str, Any]:
+    return {
+        "dagster/uri": MetadataValue.path(table.uri),
+        "dagster/table_name": table.name,
+        "uri": table.uri,
+        "storage_options": MetadataValue.json(table.redacted_storage_options()),
+        "engine": table.policy.engine,
+    }
+
+
+def cron_condition(table: RegisteredTable, component: str) -> AutomationCondition | None:
+    """Once per tick of the policy's cron (UTC), unless a run of it is in progress."""
+    section = CRON_SECTIONS.get(component)
+    cron = getattr(table.policy, section).cron if section else None
+    if cron is None:
+        return None
+    return (
+        AutomationCondition.cron_tick_passed(cron, "UTC") & ~AutomationCondition.in_progress()
+    ).with_label(f"{component} on {cron} (UTC)")
+
+
+def component_spec(table: RegisteredTable, component: str) -> AssetSpec:
+    engine = table.policy.engine
+    return AssetSpec(
+        asset_key(table.name, component),
+        deps=[asset_key(table.name, UPSTREAM[component])] if component in UPSTREAM else [],
+        group_name=table.group,
+        description=(table.description or DESCRIPTIONS[component])
+        if component == DELTA_LOG else DESCRIPTIONS[component],
+        metadata=spec_metadata(table),
+        kinds={"delta", "spark"}
+        if engine == "spark" and component in ENGINE_COMPONENTS else {"delta"},
+        tags={**table.tags, "delta_ops/component": component},
+        owners=list(table.owners),
+        automation_condition=cron_condition(table, component),
+        skippable=component != DELTA_LOG,
+    )
+
+
+def _table_of(context) -> str:
+    """The table a step belongs to: its op is named `<table>__<step>`."""
+    return context.op_def.name.rsplit("__", 1)[0]
+
+
+def _observe_body(context, registry: RegistryResource, spark: SparkResource):
+    name = _table_of(context)
+    selected = {k.name for k in context.selected_asset_check_keys}
+    failure: Failure | None = None
+    if context.selected_asset_keys:
+        try:
+            yield observe_log(table_run(name, DELTA_LOG, registry, spark))
+        except Failure as exc:
+            failure = exc
+    for check in CHECKS:
+        if check in selected:
+            yield run_check(check, name, registry, spark)
+    if failure is not None:
+        raise failure
+
+
+def _maintain_body(
+    context: AssetExecutionContext,
+    config: MaintenanceConfig,
+    registry: RegistryResource,
+    spark: SparkResource,
+):
+    name = _table_of(context)
+    selected = {k.path[1] for k in context.selected_asset_keys}
+    failed: dict[str, Failure] = {}
+    for component in MAINTAINED:
+        if component not in selected:
+            continue
+        if component == METADATA_CLEANUP and CHECKPOINT in failed:
+            context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
+            continue
+        try:
+            out = run_component(
+                table_run(name, component, registry, spark), component, config, context.log.info
+            )
+        except Failure as exc:
+            error = exc.metadata.get("error")
+            if error is not None and error.value == "NotATableError":
+                # One clear "does not exist yet" (the delta_log step's), not six failures.
+                context.log.warning(f"{exc.description}: nothing to maintain")
+                break
+            context.log.error(exc.description or f"{name} {component} failed")
+            failed[component] = exc
+            continue
+        if isinstance(out, AssetObservation):
+            context.log.info(f"{name} {component}: {out.metadata['reason'].value}")
+            context.log_event(out)
+        else:
+            yield out
+    for check in CHECKS:
+        if any(k.name == check for k in context.selected_asset_check_keys):
+            yield run_check(check, name, registry, spark)
+    if failed:
+        raise combined_failure(name, failed)
+
+
+_TEMPLATE = RegisteredTable(name="table", uri="", group="t", policy=Policy(),
+                            storage_options={})
+
+
+@functools.cache
+def _template(step: str, pool: str | None) -> AssetsDefinition:
+    """The step's op, built once (the decorators inspect the function, which is what costs
+    at 1,000 tables); each table's step is this op renamed, with the table's specs."""
+    if step == DELTA_LOG:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the decorator is marked beta
+            return multi_observable_source_asset(
+                specs=[component_spec(_TEMPLATE, DELTA_LOG)],
+                check_specs=check_specs(_TEMPLATE, DELTA_LOG),
+                name=f"{_TEMPLATE.name}__{DELTA_LOG}", can_subset=True,
+            )(_observe_body)
+    return multi_asset(
+        specs=[component_spec(_TEMPLATE, c) for c in MAINTAINED],
+        check_specs=[s for c in MAINTAINED for s in check_specs(_TEMPLATE, c)],
+        name=f"{_TEMPLATE.name}__maintenance", can_subset=True, pool=pool,
+    )(_maintain_body)
+
+
+def _from_template(
+    template: AssetsDefinition, table: RegisteredTable, step: str, components: tuple[str, ...],
+    description: str | None = None,
+) -> AssetsDefinition:
+    specs = {c: component_spec(table, c) for c in components}
+    checks = {s.name: s for c in components for s in check_specs(table, c)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)  # execution_type (observable) is beta
+        return _assets_definition(template, table, step, specs, checks, description)
+
+
+def _assets_definition(template, table, step, specs, checks, description) -> AssetsDefinition:
+    return AssetsDefinition(
+        keys_by_input_name={},
+        keys_by_output_name={
+            out: specs[key.path[1]].key for out, key in template.keys_by_output_name.items()
+        },
+        node_def=template.op.with_replaced_properties(
+            name=f"{table.name}__{step}", description=description
+        ),
+        can_subset=True,
+        specs=list(specs.values()),
+        check_specs_by_output_name={
+            out: checks[spec.name] for out, spec in template.check_specs_by_output_name.items()
+        },
+        execution_type=template.execution_type,
+    )
+
+
+def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
+    """`t__delta_log`: the observed `[t, delta_log]` and its checks."""
+    return _from_template(_template(DELTA_LOG, None), table, DELTA_LOG, (DELTA_LOG,))
+
+
+def maintenance_asset(table: RegisteredTable) -> AssetsDefinition:
+    """`t__maintenance`: the six maintenance components of `t` and their checks, in the
+    pool of the table's engine."""
+    return _from_template(
+        _template("maintenance", engine_pool(table.policy.engine)), table, "maintenance",
+        MAINTAINED,
+        description=f"Maintenance of {table.name}: the selected components, in order, in one "
+        "step.",
+    )
+
+
+def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
+    """One Failure for the step: the component's own when one failed, else one naming each,
+    with every failure's metadata under `failures`."""
+    if len(failed) == 1:
+        (only,) = failed.values()
+        return only
+    details = {
+        c: {"description": f.description, **{k: v.value for k, v in f.metadata.items()}}
+        for c, f in failed.items()
+    }
+    return Failure(
+        description=f"{table}: {len(failed)} components failed: "
+        + "; ".join(f"{c}: {f.description}" for c, f in failed.items()),
+        metadata={
+            "table": table,
+            "failed_components": MetadataValue.json(list(failed)),
+            "failures": MetadataValue.json(details),
+        },
+        allow_retries=False,
+    )
+
+
+def table_assets(table: RegisteredTable) -> list[AssetsDefinition]:
+    """Every asset and check of one registered table (two steps)."""
+    return [delta_log_asset(table), maintenance_asset(table)]
+
+
+__all__ = [
+    "CHECKS",
+    "CRON_SECTIONS",
+    "DESCRIPTIONS",
+    "MAINTAINED",
+    "combined_failure",
+    "component_spec",
+    "cron_condition",
+    "table_assets",
+]
