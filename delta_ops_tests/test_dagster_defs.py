@@ -1023,7 +1023,7 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
         asset_selection=[AssetKey(["t", "delta_log"]), AssetKey(["t", "vacuum"])],
     )
     assert result.success
-    (mat,) = result.asset_materializations_for_node("t__vacuum")
+    (mat,) = result.asset_materializations_for_node("t__maintenance")
     assert mat.metadata["num_files"].value == len(before - data_files(root)) > 0
     # A session the run started is stopped when the run ends; one it joined is left running.
     assert SparkContext._active_spark_context is already
