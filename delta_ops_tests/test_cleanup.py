@@ -207,6 +207,9 @@ class RawHistory:
         return sorted(n for n in log_names(self.root) if n.startswith(prefix))[0]
 
 
+# One commit's file actions. The spec allows at most one action of each type (add/remove)
+# per path in a version ("a valid version is restricted to contain at most one file action
+# of the same type ... for any path"), so draws are unique by (type, file, partition).
 ops = st.lists(
     st.tuples(
         st.sampled_from(["add", "add", "remove"]),
@@ -217,6 +220,7 @@ ops = st.lists(
     ),
     min_size=1,
     max_size=4,
+    unique_by=lambda op: (op[0], op[1], op[3]),
 )
 
 
