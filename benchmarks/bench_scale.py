@@ -18,7 +18,8 @@ wall times, the largest peak RSS. Before timing, delta_ops and deltalake load th
 (in a child) and must agree on its live files.
 
 Sizes: `BENCH_SCALE_SIZES` (comma-separated, `1M,3M,10M` or plain numbers; default `1M`, so
-`make bench` stays reasonable); `BENCH_SCALE_REPEATS` (default 3); placeholder files for
+`make bench` stays reasonable); `BENCH_SCALE_OPS` (default `checkpoint,vacuum,crc`);
+`BENCH_SCALE_REPEATS` (default 3); placeholder files for
 sizes up to `BENCH_SCALE_FILES_MAX` (default 3M). Generating a table takes about 25 s per
 million files with placeholders (once; kept under benchmarks/data/).
 """
@@ -29,7 +30,7 @@ import os
 import statistics
 
 from benchmarks.bench_startup import _CHECKPOINT, _VACUUM, delta_ops, deltalake
-from benchmarks.big_tables import big_table, check_same, log_files, restore_log
+from benchmarks.big_tables import big_table, check_same, restore_log
 from benchmarks.harness import compare_processes, measure_process, print_rows
 
 
@@ -68,37 +69,39 @@ def _ours_only(name: str, argv: list[str], repeats: int) -> dict:
 def main(repeats: int | None = None) -> list[dict]:
     repeats = repeats or int(os.environ.get("BENCH_SCALE_REPEATS", "3"))
     files_max = _count(os.environ.get("BENCH_SCALE_FILES_MAX", "3M"))
+    ops = os.environ.get("BENCH_SCALE_OPS", "checkpoint,vacuum,crc").split(",")
     rows = []
     for n in sizes():
         with_files = n <= files_max
         root = big_table(n, with_files=with_files)
+        restore_log(root, n)  # also after an interrupted run
         check_same(root, n)
         p = str(root)
         label = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else str(n)
-        original = log_files(root)
-        last_checkpoint = (root / "_delta_log" / "_last_checkpoint").read_bytes()
 
-        def restore(root=root, original=original, last_checkpoint=last_checkpoint) -> None:
-            restore_log(root, original, last_checkpoint)
+        def restore(root=root, n=n) -> None:
+            restore_log(root, n)
 
-        try:
-            rows.append(_per_file(compare_processes(
-                f"checkpoint {label}", delta_ops("checkpoint", p), deltalake(_CHECKPOINT, p),
-                repeats=repeats, goal_time_ratio=0.5, before_each=restore,
-            ), n))
-        finally:
-            restore()
-        if with_files:
+        if "checkpoint" in ops:
+            try:
+                rows.append(_per_file(compare_processes(
+                    f"checkpoint {label}", delta_ops("checkpoint", p),
+                    deltalake(_CHECKPOINT, p), repeats=repeats, goal_time_ratio=0.5,
+                    before_each=restore,
+                ), n))
+            finally:
+                restore()
+        if with_files and "vacuum" in ops:
             rows.append(_per_file(compare_processes(
                 f"vacuum dry run {label}",
                 delta_ops("vacuum", p, "--retention-hours", "0", "--force-retention",
                           "--dry-run"),
                 deltalake(_VACUUM, p), repeats=repeats,
             ), n))
-        rows.append(_per_file(_ours_only(
-            f"crc compute {label}", delta_ops("crc", "compute", "--full", p), repeats
-        ), n))
-        print_rows(rows[-3:] if with_files else rows[-2:])
+        if "crc" in ops:
+            rows.append(_per_file(_ours_only(
+                f"crc compute {label}", delta_ops("crc", "compute", "--full", p), repeats
+            ), n))
     print_rows(rows)
     return rows
 

@@ -96,7 +96,7 @@ def _add_batch(start: int, stop: int, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _write_checkpoint(path: Path, n: int) -> int:
+def _write_checkpoint(path: Path, n: int) -> None:
     schema = checkpoint_schema()
     with pq.ParquetWriter(path, schema, compression="snappy") as writer:
         md = dict(_metadata(True), name=None, description=None)
@@ -107,7 +107,6 @@ def _write_checkpoint(path: Path, n: int) -> int:
         for start in range(0, n, ROW_GROUP):
             batch = _add_batch(start, min(n, start + ROW_GROUP), schema)
             writer.write_table(pa.Table.from_batches([batch]), row_group_size=ROW_GROUP)
-    return path.stat().st_size
 
 
 def _commit_lines(commit: int, n: int) -> list[str]:
@@ -158,11 +157,8 @@ def big_table(n: int, *, with_files: bool = False) -> Path:
     log = root / "_delta_log"
     log.mkdir(parents=True)
     cp = log / f"{CHECKPOINT_VERSION:020d}.checkpoint.parquet"
-    size = _write_checkpoint(cp, n)
-    lc = build_last_checkpoint(
-        version=CHECKPOINT_VERSION, size=n + 2, size_in_bytes=size, num_of_add_files=n
-    )
-    (log / "_last_checkpoint").write_bytes(lc.to_json_bytes())
+    _write_checkpoint(cp, n)
+    (log / "_last_checkpoint").write_bytes(_last_checkpoint(log, n))
     ts = T0 + CHECKPOINT_VERSION * 1000
     (log / f"{CHECKPOINT_VERSION:020d}.json").write_text(
         json.dumps({"commitInfo": {"timestamp": ts, "operation": "WRITE"}}) + "\n"
@@ -179,22 +175,28 @@ def big_table(n: int, *, with_files: bool = False) -> Path:
     return root
 
 
-def log_files(root: Path) -> set[str]:
-    """Names in the table's `_delta_log` (to restore it between runs that write there)."""
-    return {e.name for e in (root / "_delta_log").iterdir()}
+def _last_checkpoint(log: Path, n: int) -> bytes:
+    size = (log / f"{CHECKPOINT_VERSION:020d}.checkpoint.parquet").stat().st_size
+    lc = build_last_checkpoint(
+        version=CHECKPOINT_VERSION, size=n + 2, size_in_bytes=size, num_of_add_files=n
+    )
+    return lc.to_json_bytes()
 
 
-def restore_log(root: Path, original: set[str], last_checkpoint: bytes) -> None:
-    """Delete what runs wrote to `_delta_log` (checkpoints, .crc files, temporary files) and
-    put the original `_last_checkpoint` back."""
+def restore_log(root: Path, n: int) -> None:
+    """Put `_delta_log` back as generated: delete what runs wrote there (checkpoints,
+    .crc files, temporary files), also after an interrupted run, and rewrite
+    `_last_checkpoint`."""
     log = root / "_delta_log"
+    generated = {"_last_checkpoint", f"{CHECKPOINT_VERSION:020d}.checkpoint.parquet"}
+    generated |= {f"{v:020d}.json" for v in range(CHECKPOINT_VERSION, LATEST_VERSION + 1)}
     for e in log.iterdir():
-        if e.name not in original:
+        if e.name not in generated:
             if e.is_dir():
                 shutil.rmtree(e)
             else:
                 e.unlink()
-    (log / "_last_checkpoint").write_bytes(last_checkpoint)
+    (log / "_last_checkpoint").write_bytes(_last_checkpoint(log, n))
 
 
 _CHECK = """
