@@ -200,25 +200,38 @@ def restore_log(root: Path, n: int) -> None:
 
 
 _CHECK = """
-import json, random, sys
-from deltalake import DeltaTable
+import gc, json, random, sys
+import pyarrow as pa
+import pyarrow.compute as pc
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.storage import Storage
+from benchmarks.big_tables import COMMITS, PER_COMMIT, LATEST_VERSION, _path, removed_index
 root, n = sys.argv[1], int(sys.argv[2])
+
+def sorted_paths(col):
+    col = pa.chunked_array(col).combine_chunks()  # pyarrow, or arro3 (deltalake)
+    return col.take(pc.array_sort_indices(col))
+
+# One side at a time, paths kept as sorted Arrow arrays: 10M files fit beside one table.
 snap = load_snapshot(Storage.for_uri(root))
-ours = snap.files.column("path").to_pylist()
+version = snap.version
+ours = sorted_paths(snap.files.column("path"))
+del snap
+gc.collect()
+from deltalake import DeltaTable
 dt = DeltaTable(root)
-theirs = dt.get_add_actions(flatten=True).column("path").to_pylist()
-from benchmarks.big_tables import COMMITS, PER_COMMIT, _path, removed_index
+version_deltalake = dt.version()
+theirs = sorted_paths(dt.get_add_actions(flatten=True).column("path"))
+del dt
 removed = {removed_index(c, j, n) for c in range(COMMITS) for j in range(PER_COMMIT)}
-live = set(ours)
 sample = random.Random(15).sample(range(n + COMMITS * PER_COMMIT), 1000) + sorted(removed)[:100]
+live = pc.is_in(pa.array([_path(i) for i in sample]), value_set=ours).to_pylist()
 print(json.dumps({
-    "sample_as_generated": all((_path(i) in live) == (i not in removed) for i in sample),
-    "version": snap.version, "version_deltalake": dt.version(),
+    "sample_as_generated": all(hit == (i not in removed) for i, hit in zip(sample, live)),
+    "version": version, "version_deltalake": version_deltalake,
     "files": len(ours), "files_deltalake": len(theirs),
-    "same_paths": set(ours) == set(theirs),
-    "sample": ours[:3],
+    "same_paths": ours.equals(theirs),
+    "sample": ours.slice(0, 3).to_pylist(),
 }))
 """
 
