@@ -115,15 +115,9 @@ def table_m(*, with_files: bool = False, commits: int = 1000, per_commit: int = 
     return root
 
 
-def table_l(*, files: int = 1_000_000) -> Path:
-    """The L table (created once; returns its root)."""
-    root = DATA / f"L_{files}"
-    if (root / "_delta_log" / "00000000000000000002.json").exists():
-        return root
-    shutil.rmtree(root, ignore_errors=True)
-    log = root / "_delta_log"
-    log.mkdir(parents=True)
-    batch = 100_000
+def checkpoint_schema() -> pa.Schema:
+    """The top-level columns of a classic checkpoint as Spark writes it (txn, add, remove,
+    metaData, protocol), for generators that write checkpoints directly."""
     proto_t = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
     fmt_t = pa.struct([("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))])
     md_t = pa.struct(
@@ -141,7 +135,7 @@ def table_l(*, files: int = 1_000_000) -> Path:
     txn_t = pa.struct(
         [("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]
     )
-    schema = pa.schema(
+    return pa.schema(
         [
             ("txn", txn_t),
             ("add", ADD_TYPE),
@@ -150,6 +144,18 @@ def table_l(*, files: int = 1_000_000) -> Path:
             ("protocol", proto_t),
         ]
     )
+
+
+def table_l(*, files: int = 1_000_000) -> Path:
+    """The L table (created once; returns its root)."""
+    root = DATA / f"L_{files}"
+    if (root / "_delta_log" / "00000000000000000002.json").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    batch = 100_000
+    schema = checkpoint_schema()
     path = log / "00000000000000000001.checkpoint.parquet"
     with pq.ParquetWriter(path, schema, compression="snappy") as writer:
         md = dict(_metadata(False), name=None, description=None)

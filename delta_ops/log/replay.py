@@ -305,10 +305,11 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
             state.domains.setdefault(domain, dm)
         state.checkpoint_sidecars = cp.sidecars
         state.checkpoint_metadata = cp.checkpoint_metadata
-        cp_adds, cp_removes = cp.adds, cp.removes
         if keys is not None and len(keys):
-            cp_adds = _drop_superseded(cp_adds, keys, table)
-            cp_removes = _drop_superseded(cp_removes, keys, table)
+            cp_adds = _drop_superseded(*_take_batches(cp, "adds"), keys, table)
+            cp_removes = _drop_superseded(*_take_batches(cp, "removes"), keys, table)
+        else:
+            cp_adds, cp_removes = cp.adds, cp.removes
         adds = pa.concat_tables([cp_adds, adds]) if adds.num_rows else cp_adds
         removes = pa.concat_tables([cp_removes, removes]) if removes.num_rows else cp_removes
     state.adds = adds
@@ -316,13 +317,29 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
     return state
 
 
-def _drop_superseded(actions: pa.Table, value_set: pa.Array, root: str) -> pa.Table:
+def _take_batches(
+    cp: CheckpointContent, attr: str
+) -> tuple[list[pa.RecordBatch], pa.Schema]:
+    """The record batches of the checkpoint's `adds` or `removes`, which `cp` then no longer
+    holds: the caller owns the only reference to the checkpoint's file actions."""
+    actions = getattr(cp, attr)
+    setattr(cp, attr, None)
+    return actions.to_batches(), actions.schema
+
+
+def _drop_superseded(
+    batches: list[pa.RecordBatch], schema: pa.Schema, value_set: pa.Array, root: str
+) -> pa.Table:
     """Checkpoint actions minus those whose key a later commit touched. Only record
-    batches that hold such a key are filtered (copied); the others are kept as they are."""
-    if not actions.num_rows:
-        return actions
-    batches = []
-    for batch in actions.to_batches():
+    batches that hold such a key are filtered (copied); the others are kept as they are.
+
+    Consumes `batches` (empties the list): a batch is released as soon as its filtered copy
+    exists, so when later commits touch every row group (removes spread over the table)
+    the peak is the filtered table plus one batch, not the checkpoint's actions twice."""
+    batches.reverse()
+    out = []
+    while batches:
+        batch = batches.pop()
         keys = file_keys(
             pa.StructArray.from_arrays(
                 [batch.column("path"), batch.column("deletionVector")],
@@ -331,5 +348,6 @@ def _drop_superseded(actions: pa.Table, value_set: pa.Array, root: str) -> pa.Ta
             root,
         )
         hit = pc.is_in(keys, value_set=value_set)
-        batches.append(batch.filter(pc.invert(hit)) if pc.any(hit).as_py() else batch)
-    return pa.Table.from_batches(batches, schema=actions.schema)
+        out.append(batch.filter(pc.invert(hit)) if pc.any(hit).as_py() else batch)
+        del batch, keys, hit
+    return pa.Table.from_batches(out, schema=schema)
