@@ -978,11 +978,27 @@ def test_row_tracking_backfill_job_by_partition(tmp_path):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["t", "gone"])
     job = defs.resolve_job_def("row_tracking_backfill")
-    result = job.execute_in_process(
-        instance=instance, partition_key="t",
+    # The table's protocol lacks rowTracking: without the confirmation nothing is committed.
+    log_before = sorted(p.name for p in (root / "_delta_log").iterdir())
+    refused = job.execute_in_process(
+        instance=instance, partition_key="t", raise_on_error=False,
         run_config={"ops": {"backfill_row_tracking": {"config": {"batch_size": 6}}}},
     )
+    assert not refused.success
+    (failure,) = refused.get_step_failure_events()
+    description = failure.step_failure_data.user_failure_data.description
+    assert "rowTracking" in description and "deltalake" in description
+    assert "confirm_protocol_upgrade: true" in description
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
+    config = {"batch_size": 6, "confirm_protocol_upgrade": True}
+    result = job.execute_in_process(
+        instance=instance, partition_key="t",
+        run_config={"ops": {"backfill_row_tracking": {"config": config}}},
+    )
     assert result.success
+    warned = [r.user_message for r in instance.all_logs(result.run_id)
+              if "can no longer write it" in (r.user_message or "")]
+    assert len(warned) == 1 and "delta-rs" in warned[0]
     (mat,) = [e.event_specific_data.materialization
               for e in result.get_asset_materialization_events()]
     assert mat.asset_key == AssetKey(["t", "row_tracking"])

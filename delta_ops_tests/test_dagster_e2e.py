@@ -245,7 +245,8 @@ def test_dagster_dev_end_to_end(dagster_dev):
     wait_for_partitions(dagit, set(roots), timeout=60)
     run_id = dagit.launch(
         "row_tracking_backfill",
-        {"ops": {"backfill_row_tracking": {"config": {"batch_size": 5}}}},
+        {"ops": {"backfill_row_tracking": {"config": {"batch_size": 5,
+                                                      "confirm_protocol_upgrade": True}}}},
         partition="dv",
     )
     assert dagit.wait(run_id, timeout=60) == "SUCCESS"
