@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
@@ -1043,3 +1044,30 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
     assert mat.metadata["num_files"].value == len(before - data_files(root)) > 0
     # A session the run started is stopped when the run ends; one it joined is left running.
     assert SparkContext._active_spark_context is already
+
+
+def test_files_exist_check_names_a_deleted_data_file(tmp_path):
+    root = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "t")
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
+                                    "tables": [{"name": "t", "uri": str(root)}]})
+    defs = build_definitions(reg)
+    job = defs.resolve_job_def("maintenance")
+
+    def files_exist():
+        result = job.execute_in_process(
+            instance=DagsterInstance.ephemeral(), raise_on_error=False,
+            asset_selection=[AssetKey(["t", "delta_log"])],
+        )
+        (evaluation,) = [e for e in result.get_asset_check_evaluations()
+                         if e.check_name == "files_exist"]
+        return evaluation
+
+    intact = files_exist()
+    assert intact.passed and intact.metadata["num_missing"].value == 0
+    live = load_snapshot(Storage.for_uri(str(root))).files.column("path").to_pylist()
+    gone = sorted(live)[0]
+    (root / unquote(gone)).unlink()
+    broken = files_exist()
+    assert not broken.passed
+    assert broken.metadata["num_missing"].value == 1
+    assert unquote(gone) in broken.description or gone in broken.description
