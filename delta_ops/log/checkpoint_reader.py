@@ -21,13 +21,12 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import (
     CorruptLogError,
-    SidecarMissingError,
     StorageError,
     UnusableCheckpointError,
 )
 from delta_ops.log.json_actions import parse_json_actions
 from delta_ops.log.segment import CheckpointFiles
-from delta_ops.log.sidecars import sidecar_file_path
+from delta_ops.log.sidecars import require_sidecar, sidecar_files
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -125,19 +124,10 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
             sidecars.append(sc["path"])
         elif (cm := obj.get("checkpointMetadata")) is not None:
             checkpoint_metadata = cm
-    sidecar_paths = [
-        sidecar_file_path(name, table, version=checkpoint.version, file=checkpoint.files[0].path)
-        for name in sidecars
-    ]
+    sidecar_paths = sidecar_files(sidecars, table, checkpoint.version, checkpoint.files[0].path)
 
     def read_sidecar(path: str) -> _ParquetActions:
-        if not storage.exists(path):
-            raise SidecarMissingError(
-                "V2 checkpoint references a sidecar that does not exist",
-                table=table,
-                version=checkpoint.version,
-                file=path,
-            )
+        require_sidecar(storage, path, checkpoint.version)
         return _read_parquet_actions(storage, path, checkpoint.version)
 
     if len(sidecar_paths) > 1:

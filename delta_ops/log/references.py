@@ -41,7 +41,6 @@ from delta_ops.log.commits import (
 )
 from delta_ops.log.commits import reconcile as reconcile_commits
 from delta_ops.log.replay import (
-    SidecarMissingError,
     _read_parquet_actions,
     _Reconciler,
     delta_lines_oldest_first,
@@ -49,7 +48,7 @@ from delta_ops.log.replay import (
     read_log_files,
 )
 from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.log.sidecars import sidecar_file_path
+from delta_ops.log.sidecars import require_sidecar, sidecar_files
 from delta_ops.protocol.actions import READER_PATTERN, file_keys, reader_key_array, relative_key
 from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
@@ -269,17 +268,10 @@ def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) ->
             found = _read_parquet_refs(storage, info.path, lf.version)
             parts += [found.adds, found.removes]
             sidecars += found.sidecars
-    paths = [
-        sidecar_file_path(name, table, version=checkpoint.version, file=checkpoint.files[0].path)
-        for name in sidecars
-    ]
+    paths = sidecar_files(sidecars, table, checkpoint.version, checkpoint.files[0].path)
 
     def read_sidecar(path: str) -> _ParquetRefs:
-        if not storage.exists(path):
-            raise SidecarMissingError(
-                "V2 checkpoint references a sidecar that does not exist",
-                table=table, version=checkpoint.version, file=path,
-            )
+        require_sidecar(storage, path, checkpoint.version)
         return _read_parquet_refs(storage, path, checkpoint.version)
 
     if len(paths) > 1:

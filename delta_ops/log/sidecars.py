@@ -7,7 +7,9 @@ references, the checkpoint-file inspector that cleanup relies on) resolves sidec
 
 from __future__ import annotations
 
-from delta_ops.errors import CorruptLogError
+from collections.abc import Iterable
+
+from delta_ops.errors import CorruptLogError, SidecarMissingError
 from delta_ops.protocol.actions import is_absolute, relative_key
 from delta_ops.protocol.filenames import LOG_DIR, SIDECAR_DIR
 
@@ -40,4 +42,20 @@ def sidecar_file_path(
     return key
 
 
-__all__ = ["SIDECARS", "sidecar_file_path"]
+def sidecar_files(names: Iterable[str], table: str, version: int, file: str) -> list[str]:
+    """`sidecar_file_path` of each `sidecar` action path of the checkpoint at `version`
+    (`file`: its first file, named in errors)."""
+    return [sidecar_file_path(name, table, version=version, file=file) for name in names]
+
+
+def require_sidecar(storage, path: str, version: int) -> None:
+    """Raise `SidecarMissingError` (the checkpoint at `version` is unusable) unless the
+    sidecar file `path` exists."""
+    if not storage.exists(path):
+        raise SidecarMissingError(
+            "V2 checkpoint references a sidecar that does not exist",
+            table=storage.root, version=version, file=path,
+        )
+
+
+__all__ = ["SIDECARS", "require_sidecar", "sidecar_file_path", "sidecar_files"]
