@@ -29,6 +29,7 @@ def read_with_usable_checkpoint(
     read: Callable[[LogSegment], T],
     *,
     version: int | None = None,
+    use_compactions: bool = True,
 ) -> tuple[LogSegment, T]:
     """`read(segment)` for the log segment of `version` (latest when None), built again
     without each checkpoint `read` finds unusable.
@@ -38,6 +39,7 @@ def read_with_usable_checkpoint(
         read: Reads what the caller needs from a segment; raises `UnusableCheckpointError`
             (or a subclass) when the segment's checkpoint cannot be read.
         version: The version to read (latest when None).
+        use_compactions: False builds segments from commits only (see `build_log_segment`).
 
     Returns:
         The segment that was read and what `read` returned for it.
@@ -52,7 +54,12 @@ def read_with_usable_checkpoint(
     unusable: UnusableCheckpointError | None = None
     while True:
         try:
-            segment = build_log_segment(storage, version, exclude_checkpoints=frozenset(excluded))
+            segment = build_log_segment(
+                storage,
+                version,
+                exclude_checkpoints=frozenset(excluded),
+                use_compactions=use_compactions,
+            )
         except DeltaOpsError as exc:
             if unusable is None:
                 raise

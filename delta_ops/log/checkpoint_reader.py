@@ -93,30 +93,60 @@ class CheckpointContent:
     sidecars: list[str]
     checkpoint_metadata: dict | None
     num_actions: int
+    #: The files holding the checkpoint's file actions, in reading order: every part (or
+    #: the V2 top-level file) as (path, "parquet" | "json"), then every sidecar.
+    file_sources: tuple[tuple[str, str], ...] = ()
+    #: Bytes of those files (sidecars by their `sizeInBytes`), to size the state cheaply.
+    source_bytes: int = 0
 
 
-def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> CheckpointContent:
-    """Read every action of a checkpoint: V1 (classic, multi-part) or V2 (with sidecars)."""
+#: Empty targets: reading a checkpoint's header only (no add or remove column is decoded).
+_NO_FIELDS = pa.struct([])
+
+
+def read_checkpoint(
+    storage: Storage, checkpoint: CheckpointFiles, *, file_actions: bool = True
+) -> CheckpointContent:
+    """Read every action of a checkpoint: V1 (classic, multi-part) or V2 (with sidecars).
+
+    Args:
+        storage: the table's storage.
+        checkpoint: the checkpoint's files.
+        file_actions: False reads the non-file actions only (protocol, metadata, txns,
+            domains, sidecar and checkpointMetadata actions): no add or remove column of a
+            Parquet file is decoded and no sidecar is read (sidecars hold file actions
+            only). `adds`/`removes` are then empty, and `file_sources` says where the file
+            actions are, for `log.stream` to read them one row group at a time.
+    """
     table = storage.root
+    sources: list[tuple[str, str]] = []
+    source_bytes = 0
     non_file: list[dict] = []
     add_tables: list[pa.Table] = []
     remove_tables: list[pa.Table] = []
     sidecars: list[str] = []
     num_actions = 0
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
+        sources.append((info.path, lf.format))
+        source_bytes += info.size
         if lf.format == "json":
             actions = read_json_part(storage, lf.version, info.path)
             num_actions += len(actions)
             rows_add = [a["add"] for a in actions if a.get("add") is not None]
             rows_rm = [a["remove"] for a in actions if a.get("remove") is not None]
-            add_tables.append(pa.Table.from_struct_array(_struct_array(rows_add, ADD_TYPE)))
-            remove_tables.append(pa.Table.from_struct_array(_struct_array(rows_rm, REMOVE_TYPE)))
+            if file_actions:
+                add_tables.append(pa.Table.from_struct_array(_struct_array(rows_add, ADD_TYPE)))
+                remove_tables.append(
+                    pa.Table.from_struct_array(_struct_array(rows_rm, REMOVE_TYPE))
+                )
             non_file.extend(a for a in actions if a.get("add") is None and a.get("remove") is None)
         else:
-            part = _read_parquet_actions(storage, info.path, lf.version)
+            kinds = {} if file_actions else {"add_type": _NO_FIELDS, "remove_type": _NO_FIELDS}
+            part = _read_parquet_actions(storage, info.path, lf.version, **kinds)
             num_actions += part.num_actions
-            add_tables.append(part.adds)
-            remove_tables.append(part.removes)
+            if file_actions:
+                add_tables.append(part.adds)
+                remove_tables.append(part.removes)
             non_file.extend(part.non_file)
     checkpoint_metadata = None
     for obj in non_file:
@@ -125,12 +155,20 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
         elif (cm := obj.get("checkpointMetadata")) is not None:
             checkpoint_metadata = cm
     sidecar_paths = sidecar_files(sidecars, table, checkpoint.version, checkpoint.files[0].path)
+    for obj in non_file:
+        if (sc := obj.get("sidecar")) is not None:
+            source_bytes += int(sc.get("sizeInBytes") or 0)
+    sources.extend((p, "parquet") for p in sidecar_paths)
 
     def read_sidecar(path: str) -> _ParquetActions:
         require_sidecar(storage, path, checkpoint.version)
         return _read_parquet_actions(storage, path, checkpoint.version)
 
-    if len(sidecar_paths) > 1:
+    if not file_actions:
+        for path in sidecar_paths:
+            require_sidecar(storage, path, checkpoint.version)
+        parts: list[_ParquetActions] = []
+    elif len(sidecar_paths) > 1:
         # Sidecars are independent files: decode them side by side (results in order).
         with ThreadPoolExecutor(min(len(sidecar_paths), max(2, os.cpu_count() or 2))) as pool:
             parts = list(pool.map(read_sidecar, sidecar_paths))
@@ -164,6 +202,8 @@ def read_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpoint
         sidecars=sidecars,
         checkpoint_metadata=checkpoint_metadata,
         num_actions=num_actions,
+        file_sources=tuple(sources),
+        source_bytes=source_bytes,
     )
 
 

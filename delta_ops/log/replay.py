@@ -40,6 +40,7 @@ from delta_ops.log.commits import CommitFile
 from delta_ops.log.commits import reconcile as reconcile_commits
 from delta_ops.log.json_actions import parse_json_actions
 from delta_ops.log.segment import LogSegment
+from delta_ops.log.stream import StreamedActions
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
@@ -110,8 +111,8 @@ class ReplayState:
     Attributes:
         protocol: the latest protocol action as in the log, or None.
         metadata: the latest metaData action, or None.
-        adds: live add actions (ADD_SCHEMA).
-        removes: remove tombstones (REMOVE_SCHEMA), expired or not.
+        adds: live add actions (ADD_SCHEMA), or `StreamedActions` from `replay(stream=True)`.
+        removes: remove tombstones (REMOVE_SCHEMA), expired or not (or `StreamedActions`).
         txns: latest txn per appId.
         domains: latest domainMetadata per domain, removed ones included.
         commit_infos: commitInfo of each commit read (not those inside a checkpoint).
@@ -121,8 +122,10 @@ class ReplayState:
 
     protocol: dict | None = None
     metadata: Metadata | None = None
-    adds: pa.Table = field(default_factory=lambda: empty_table(ADD_SCHEMA))
-    removes: pa.Table = field(default_factory=lambda: empty_table(REMOVE_SCHEMA))
+    adds: pa.Table | StreamedActions = field(default_factory=lambda: empty_table(ADD_SCHEMA))
+    removes: pa.Table | StreamedActions = field(
+        default_factory=lambda: empty_table(REMOVE_SCHEMA)
+    )
     txns: dict[str, Txn] = field(default_factory=dict)
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
     commit_infos: dict[int, CommitInfo] = field(default_factory=dict)
@@ -274,8 +277,16 @@ def _replay_commits(
     return adds, removes, keys
 
 
-def replay(storage: Storage, segment: LogSegment) -> ReplayState:
+def replay(storage: Storage, segment: LogSegment, *, stream: bool = False) -> ReplayState:
     """Reconcile the actions of `segment` into the state of `segment.version`.
+
+    Args:
+        storage: the table's storage.
+        segment: the log files to read.
+        stream: leave the checkpoint's file actions where they are: `adds` and `removes`
+            are then `log.stream.StreamedActions`, which read the checkpoint again, one row
+            group at a time, each time they are iterated (memory bounded by a row group and
+            the commits after the checkpoint, whatever the size of the table).
 
     Raises:
         CorruptLogError: unparsable files, or file actions without a path.
@@ -285,7 +296,11 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
     rec = _Reconciler(table)
     # The checkpoint first: its partition columns tell the commits' reader how to type
     # partition values (as strings, whatever they look like).
-    cp = None if segment.checkpoint is None else read_checkpoint(storage, segment.checkpoint)
+    cp = (
+        None
+        if segment.checkpoint is None
+        else read_checkpoint(storage, segment.checkpoint, file_actions=not stream)
+    )
     hint = () if cp is None or cp.metadata is None else tuple(cp.metadata.partition_columns)
     deltas = list(segment.deltas)
     keys = None
@@ -305,6 +320,17 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
             state.domains.setdefault(domain, dm)
         state.checkpoint_sidecars = cp.sidecars
         state.checkpoint_metadata = cp.checkpoint_metadata
+        if stream:
+            assert segment.checkpoint is not None
+            superseded = keys if keys is not None and len(keys) else None
+            version = segment.checkpoint.version
+            state.adds = StreamedActions(
+                storage, "add", cp.file_sources, version, superseded, adds
+            )
+            state.removes = StreamedActions(
+                storage, "remove", cp.file_sources, version, superseded, removes
+            )
+            return state
         if keys is not None and len(keys):
             cp_adds = _drop_superseded(*_take_batches(cp, "adds"), keys, table)
             cp_removes = _drop_superseded(*_take_batches(cp, "removes"), keys, table)
@@ -312,6 +338,11 @@ def replay(storage: Storage, segment: LogSegment) -> ReplayState:
             cp_adds, cp_removes = cp.adds, cp.removes
         adds = pa.concat_tables([cp_adds, adds]) if adds.num_rows else cp_adds
         removes = pa.concat_tables([cp_removes, removes]) if removes.num_rows else cp_removes
+    if stream:
+        # No checkpoint: the commits' winners are the whole state (held, as they are read).
+        state.adds = StreamedActions(storage, "add", (), segment.version, None, adds)
+        state.removes = StreamedActions(storage, "remove", (), segment.version, None, removes)
+        return state
     state.adds = adds
     state.removes = removes
     return state

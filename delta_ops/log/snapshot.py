@@ -18,6 +18,7 @@ from delta_ops.errors import CorruptLogError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay import ReplayState, replay
 from delta_ops.log.segment import LogSegment
+from delta_ops.log.stream import StreamedActions
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
@@ -35,9 +36,11 @@ class Snapshot:
         segment: the log files this snapshot was built from.
         protocol: the protocol action as in the log.
         metadata: the metaData action.
-        files: live add actions (pyarrow Table, ADD_SCHEMA).
-        tombstones: remove actions still in the state (pyarrow Table, REMOVE_SCHEMA),
-            expired ones included; `unexpired_tombstones(now)` filters them.
+        files: live add actions (pyarrow Table, ADD_SCHEMA); in a streamed snapshot
+            (`load_snapshot(stream=True)`) a `log.stream.StreamedActions` read on demand.
+        tombstones: remove actions still in the state (pyarrow Table, REMOVE_SCHEMA, or
+            `StreamedActions`), expired ones included; `unexpired_tombstones(now)` filters
+            them.
         txns: latest transaction identifier per appId.
         all_domains: latest domainMetadata per domain, removed ones included.
         commit_infos: commitInfo actions of the commits read, by version.
@@ -47,8 +50,8 @@ class Snapshot:
     segment: LogSegment
     protocol: dict
     metadata: Metadata
-    files: pa.Table
-    tombstones: pa.Table
+    files: pa.Table | StreamedActions
+    tombstones: pa.Table | StreamedActions
     txns: dict[str, Txn]
     all_domains: dict[str, DomainMetadata]
     commit_infos: dict[int, CommitInfo]
@@ -95,11 +98,18 @@ class Snapshot:
         return TableProperties.from_configuration(self.metadata.configuration)
 
     @property
+    def streamed(self) -> bool:
+        """Whether the file actions are read on demand (`load_snapshot(stream=True)`)."""
+        return isinstance(self.files, StreamedActions)
+
+    @property
     def num_files(self) -> int:
         return self.files.num_rows
 
-    @property
+    @cached_property
     def size_bytes(self) -> int:
+        if isinstance(self.files, StreamedActions):
+            return self.files.sum("size")
         if not self.files.num_rows:
             return 0
         return int(pc.sum(self.files.column("size")).as_py() or 0)
@@ -146,13 +156,19 @@ class Snapshot:
         assert self.segment.checkpoint is not None
         return self.segment.checkpoint.files[0].modification_time
 
-    def unexpired_tombstones(self, now_ms: int) -> pa.Table:
+    def unexpired_tombstones(self, now_ms: int) -> pa.Table | StreamedActions:
         """Tombstones younger than `delta.deletedFileRetentionDuration` at `now_ms`."""
+        cutoff = now_ms - int(self.properties.deleted_file_retention.total_seconds() * 1000)
+
+        def unexpired(t: pa.Table) -> pa.Array:
+            ts, valid = int_values(t.column("deletionTimestamp"))
+            return from_numpy(valid & (ts > cutoff))
+
+        if isinstance(self.tombstones, StreamedActions):
+            return self.tombstones.where(unexpired)
         if not self.tombstones.num_rows:
             return self.tombstones
-        cutoff = now_ms - int(self.properties.deleted_file_retention.total_seconds() * 1000)
-        ts, valid = int_values(self.tombstones.column("deletionTimestamp"))
-        return self.tombstones.filter(from_numpy(valid & (ts > cutoff)))
+        return self.tombstones.filter(unexpired(self.tombstones))
 
     def commit_info(self, version: int | None = None) -> CommitInfo | None:
         return self.commit_infos.get(self.version if version is None else version)
@@ -163,6 +179,7 @@ def load_snapshot(
     version: int | None = None,
     *,
     timestamp: datetime | int | None = None,
+    stream: bool = False,
 ) -> Snapshot:
     """Load the snapshot of `version` (latest when None), or of the version current at
     `timestamp` (a datetime, or milliseconds since the epoch).
@@ -173,6 +190,12 @@ def load_snapshot(
         UnsupportedFeatureError: the table cannot be read: a reader version beyond what
             delta_ops implements (e.g. reader version 99) or a reader feature it does not
             know (the writer side is checked by the operations that write).
+
+    With `stream=True` the checkpoint's file actions are not loaded: `files` and
+    `tombstones` are `StreamedActions`, read again (one row group at a time) each time they
+    are iterated, so memory does not grow with the table. The segment is then read from
+    commits only when they are all there (no compaction files): a streamed state is its own
+    independent replay, and publishing operations need no second one held in memory.
     """
     if version is not None and timestamp is not None:
         raise ValueError("give either a version or a timestamp, not both")
@@ -184,9 +207,19 @@ def load_snapshot(
         if version == latest.version:
             return latest
     # A corrupt checkpoint, or a V2 one missing a sidecar: an older one (or the commits).
-    segment, state = read_with_usable_checkpoint(
-        storage, lambda segment: replay(storage, segment), version=version
-    )
+    def read(segment: LogSegment) -> ReplayState:
+        return replay(storage, segment, stream=stream)
+
+    if stream:
+        try:
+            segment, state = read_with_usable_checkpoint(
+                storage, read, version=version, use_compactions=False
+            )
+        except CorruptLogError:
+            # Commits were cleaned up and only compaction files cover them.
+            segment, state = read_with_usable_checkpoint(storage, read, version=version)
+    else:
+        segment, state = read_with_usable_checkpoint(storage, read, version=version)
     return _snapshot_from_state(storage, segment, state)
 
 

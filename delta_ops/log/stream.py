@@ -1,0 +1,272 @@
+"""Live files and tombstones read on demand, for tables too large to hold in memory.
+
+Spec sections: "Action Reconciliation", "Checkpoints". A state is the checkpoint's file
+actions minus the keys the later commits touch, plus the commits' winners
+(`log.replay`). The checkpoint is reconciled already (one action per file key), so the
+subtraction needs only the commits' keys: a `StreamedActions` holds those keys and the
+commits' winners (their size follows the commits since the checkpoint, not the table) and
+reads the checkpoint's file actions again each time it is iterated, one row group (at
+most `BATCH_ROWS` rows) at a time. Memory then depends on the row group, not on the table;
+every iteration reads the checkpoint again, which is what it costs.
+
+`log.replay.replay(..., stream=True)` builds them; operations that handle a streamed state
+(the checkpoint writer, the checksum) ask for one when the table is large
+(`stream_threshold_bytes`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.errors import StorageError, UnusableCheckpointError
+from delta_ops.log.checkpoint_reader import (
+    _action_columns,
+    _columns_with_values,
+    _file_action_table,
+    _struct_array,
+    read_json_part,
+)
+from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, file_keys
+from delta_ops.storage import Storage
+
+#: Most rows decoded at once from a checkpoint file (a row group is read in batches of it).
+BATCH_ROWS = 131_072
+#: Row groups read ahead of the one being consumed (each on its own thread).
+READ_AHEAD = 2
+#: Environment variable overriding `DEFAULT_STREAM_THRESHOLD_BYTES` (0 streams every table).
+THRESHOLD_ENV = "DELTA_OPS_STREAM_THRESHOLD_BYTES"
+#: Checkpoint bytes (parts, V2 top-level file and sidecars) from which maintenance streams
+#: the state instead of loading it: 48 MiB is about a million live files with short
+#: statistics (Spark's checkpoint of such a table takes 40 to 60 bytes per file).
+DEFAULT_STREAM_THRESHOLD_BYTES = 48 * 1024 * 1024
+
+#: A filter on a table of actions: the rows to keep.
+Predicate = Callable[[pa.Table], pa.Array]
+
+
+def stream_threshold_bytes(value: int | None = None) -> int:
+    """The checkpoint size from which the state is streamed: `value` when given, else
+    `$DELTA_OPS_STREAM_THRESHOLD_BYTES`, else the default."""
+    if value is not None:
+        return int(value)
+    env = os.environ.get(THRESHOLD_ENV)
+    if env:
+        try:
+            return int(env)
+        except ValueError:
+            raise ValueError(f"{THRESHOLD_ENV} must be a number of bytes, not {env!r}") from None
+    return DEFAULT_STREAM_THRESHOLD_BYTES
+
+
+class StreamedActions:
+    """The live adds (or the tombstones) of one version, read on demand.
+
+    Iterating (`tables`) reads the checkpoint's file actions file by file and row group by
+    row group, drops those whose key a later commit touched, and then yields the commits'
+    own winners. The rows come in the order the in-memory state has them (checkpoint order,
+    then the commits'), so a streamed state and a loaded one write the same checkpoint.
+
+    Attributes:
+        storage: the table's storage.
+        kind: "add" or "remove".
+        schema: the schema of the tables yielded (ADD_SCHEMA or REMOVE_SCHEMA).
+        version: the checkpoint's version (for error messages).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        kind: str,
+        sources: Sequence[tuple[str, str]],
+        version: int,
+        superseded: pa.Array | None,
+        tail: pa.Table,
+        predicates: tuple[Predicate, ...] = (),
+    ) -> None:
+        self.storage = storage
+        self.kind = kind
+        self.version = version
+        self.schema = tail.schema
+        self._sources = tuple(sources)
+        self._superseded = superseded if superseded is not None and len(superseded) else None
+        self._tail = tail
+        self._predicates = predicates
+        self._target = ADD_TYPE if kind == "add" else REMOVE_TYPE
+
+    def where(self, predicate: Predicate) -> StreamedActions:
+        """These actions, keeping only the rows `predicate` selects (a full-row table in,
+        a boolean array out)."""
+        return StreamedActions(
+            self.storage,
+            self.kind,
+            self._sources,
+            self.version,
+            self._superseded,
+            self._tail,
+            self._predicates + (predicate,),
+        )
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def tables(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+        """The actions, a table of at most `BATCH_ROWS` rows at a time (never empty).
+
+        Args:
+            columns: the columns wanted (all of `schema` when None). With filters, every
+                column is read, and the selection made after filtering.
+        """
+        wanted = list(columns) if columns is not None else None
+        read_all = wanted is None or bool(self._predicates)
+        fields = (
+            list(self._target)
+            if read_all
+            else [f for f in self._target if f.name in set(wanted) | {"path", "deletionVector"}]
+        )
+        target = pa.struct(fields)
+        for path, fmt in self._sources:
+            for t in self._read_source(path, fmt, target):
+                t = self._kept(t)
+                if t.num_rows:
+                    yield t if wanted is None else t.select(wanted)
+        tail = self._tail
+        for p in self._predicates:
+            if tail.num_rows:
+                tail = tail.filter(p(tail))
+        for start in range(0, tail.num_rows, BATCH_ROWS):
+            part = tail.slice(start, BATCH_ROWS)
+            yield part if wanted is None else part.select(wanted)
+
+    def _kept(self, t: pa.Table) -> pa.Table:
+        if self._superseded is not None and t.num_rows:
+            keys = file_keys(
+                pa.StructArray.from_arrays(
+                    [_contiguous(t.column("path")), _dv_column(t)],
+                    names=["path", "deletionVector"],
+                ),
+                self.storage.root,
+            )
+            hit = pc.is_in(keys, value_set=self._superseded)
+            if pc.any(hit).as_py():
+                t = t.filter(pc.invert(hit))
+        for p in self._predicates:
+            if t.num_rows:
+                t = t.filter(p(t))
+        return t
+
+    def _read_source(self, path: str, fmt: str, target: pa.StructType) -> Iterator[pa.Table]:
+        if fmt == "json":
+            actions = read_json_part(self.storage, self.version, path)
+            rows = [a[self.kind] for a in actions if a.get(self.kind) is not None]
+            if rows:
+                full = pa.Table.from_struct_array(_struct_array(rows, self._target))
+                yield full.select([f.name for f in target])
+            return
+        yield from _parquet_groups(self.storage, path, self.version, self.kind, target)
+
+    # ---- summaries -------------------------------------------------------------------------
+
+    @cached_property
+    def num_rows(self) -> int:
+        """How many actions (one pass over the checkpoint's paths)."""
+        return sum(t.num_rows for t in self.tables(["path"]))
+
+    def sum(self, column: str) -> int:
+        """The sum of an integer column (one pass reading that column)."""
+        total = 0
+        for t in self.tables([column]):
+            s = pc.sum(t.column(column)).as_py()
+            total += int(s or 0)
+        return total
+
+
+def _contiguous(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def _dv_column(t: pa.Table) -> pa.Array:
+    if "deletionVector" in t.column_names:
+        return _contiguous(t.column("deletionVector"))
+    dv_type = ADD_TYPE.field("deletionVector").type
+    return pa.nulls(t.num_rows, dv_type)
+
+
+def _parquet_groups(
+    storage: Storage, path: str, version: int, kind: str, target: pa.StructType
+) -> Iterator[pa.Table]:
+    """The `kind` actions of one Parquet checkpoint file as `target`, row group by row group
+    (in batches of at most BATCH_ROWS rows), reading up to READ_AHEAD groups ahead."""
+    import pyarrow.parquet as pq
+
+    table = storage.root
+    try:
+        with storage.open_input(path) as fh:
+            pf = pq.ParquetFile(fh)
+            meta = pf.metadata
+            schema = pf.schema_arrow
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise UnusableCheckpointError(
+            f"checkpoint file cannot be read as Parquet: {exc}",
+            table=table,
+            version=version,
+            file=path,
+        ) from exc
+    columns = _action_columns(schema, kind, target)
+    if not columns:
+        return
+
+    def read_group(i: int) -> list[pa.Table]:
+        cols = _columns_with_values(meta.row_group(i), columns)
+        if not cols:
+            return []
+        out = []
+        try:
+            with storage.open_input(path) as handle:
+                reader = pq.ParquetFile(handle, metadata=meta)
+                for batch in reader.iter_batches(
+                    batch_size=BATCH_ROWS, row_groups=[i], columns=cols, use_threads=False
+                ):
+                    t = _file_action_table([pa.Table.from_batches([batch])], kind, target)
+                    if t.num_rows:
+                        out.append(t)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise UnusableCheckpointError(
+                f"row group {i} of the checkpoint file cannot be read: {exc}",
+                table=table,
+                version=version,
+                file=path,
+            ) from exc
+        return out
+
+    n = meta.num_row_groups
+    with ThreadPoolExecutor(max(1, min(READ_AHEAD, n))) as pool:
+        pending: list[Future[list[pa.Table]]] = []
+        nxt = 0
+        while nxt < n or pending:
+            while nxt < n and len(pending) < READ_AHEAD:
+                pending.append(pool.submit(read_group, nxt))
+                nxt += 1
+            try:
+                tables = pending.pop(0).result()
+            except StorageError:
+                for f in pending:
+                    f.cancel()
+                raise
+            yield from tables
+            del tables
+
+
+__all__ = [
+    "BATCH_ROWS",
+    "DEFAULT_STREAM_THRESHOLD_BYTES",
+    "StreamedActions",
+    "THRESHOLD_ENV",
+    "stream_threshold_bytes",
+]
