@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from delta_ops.errors import AtomicityUnsupportedError
-from delta_ops.storage.backend import _Backend
+from delta_ops.storage.backend import NAMES_PAGE, _Backend
 
 # Errno values meaning "this file system cannot make hard links".
 _NO_LINK_ERRNOS = frozenset(
@@ -130,6 +130,26 @@ class _LocalBackend(_Backend):
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def list_name_pages(self, native_dir: str) -> Iterator[list[str]]:
+        # `list_names` without a start, NAMES_PAGE names at a time.
+        if self._linked_top(native_dir):
+            return
+        follow = self.follow
+        try:
+            entries = os.scandir(native_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        names: list[str] = []
+        with entries:
+            for e in entries:
+                if e.is_file(follow_symlinks=follow):
+                    names.append(e.name)
+                    if len(names) >= NAMES_PAGE:
+                        yield names
+                        names = []
+        if names:
+            yield names
+
     def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
         # The same tree as `walk` (os.walk without following symlinked directories), but
         # a file is told apart by its d_type instead of a stat: `is_file()` follows
@@ -152,6 +172,9 @@ class _LocalBackend(_Backend):
                 for entry in entries:
                     if entry.is_file(follow_symlinks=follow):
                         names.append(entry.name)
+                        if len(names) >= NAMES_PAGE:
+                            yield rel_dir, names
+                            names = []
                         continue
                     try:
                         is_dir = entry.is_dir()
