@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from delta_ops.engine.spill import KeyBuckets
 from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    from delta_ops.engine.spill import KeyBuckets
 
 LISTING_SCHEMA = pa.schema(
     [
