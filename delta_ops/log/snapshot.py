@@ -14,10 +14,11 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import CorruptLogError, UnusableCheckpointError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.checkpoint_reader import read_checkpoint
 from delta_ops.log.replay import ReplayState, replay
-from delta_ops.log.segment import LogSegment
+from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.stream import StreamedActions
 from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
 from delta_ops.protocol import features
@@ -221,6 +222,28 @@ def load_snapshot(
     else:
         segment, state = read_with_usable_checkpoint(storage, read, version=version)
     return _snapshot_from_state(storage, segment, state)
+
+
+def large_state(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
+    """Whether the state of `version` is large enough to stream (`load_snapshot(stream=True)`):
+    its checkpoint's files (parts, or the V2 top-level file and its sidecars) hold at least
+    `threshold_bytes` bytes. A log without a checkpoint is not: its commits are replayed in
+    memory either way. 0 streams every table (tests use it to run the streamed path on the
+    whole corpus)."""
+    if threshold_bytes <= 0:
+        return True
+    segment = build_log_segment(storage, version)
+    if segment.checkpoint is None:
+        return False
+    size = sum(info.size for info in segment.checkpoint.files)
+    if size >= threshold_bytes:
+        return True
+    # A small top-level file may name large V2 sidecars: their sizes are in its header.
+    try:
+        content = read_checkpoint(storage, segment.checkpoint, file_actions=False)
+    except UnusableCheckpointError:
+        return False  # the loader falls back to an older checkpoint and says why
+    return content.source_bytes >= threshold_bytes
 
 
 def _to_ms(ts: datetime | int) -> int:

@@ -171,6 +171,11 @@ class StreamedActions:
 
     # ---- summaries -------------------------------------------------------------------------
 
+    def held_without_path(self) -> bool:
+        """Whether an action held in memory (the commits' winners) lacks a path. Rows read
+        from the checkpoint always have one: a row without a path holds no action."""
+        return bool(self._tail.num_rows and self._tail.column("path").null_count)
+
     @cached_property
     def num_rows(self) -> int:
         """How many actions (one pass over the checkpoint's paths)."""

@@ -11,12 +11,13 @@ an S3 storage is built.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
-from delta_ops.storage.backend import _Backend, _ms
+from delta_ops.storage.backend import _Backend, _ms, content_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
 
 
 class _S3Backend(_Backend):
+    streams_files = True
     """S3 through s3fs, calling the S3 API directly where semantics matter."""
 
     atomic_put_if_absent = True
@@ -146,7 +148,12 @@ class _S3Backend(_Backend):
     def open_input(self, native: str) -> BinaryIO:
         return self.fs.open(native, "rb")
 
-    def put_if_absent(self, native: str, data: bytes, accept_non_atomic: bool) -> bool:
+    def put_if_absent(
+        self, native: str, data: bytes | os.PathLike, accept_non_atomic: bool
+    ) -> bool:
+        # One conditional PUT of the whole content (files put this way are small: commits,
+        # UUID-named checkpoint top-level files).
+        data = content_bytes(data)
         bucket, key = self._split(native)
         for attempt in range(self.conflict_attempts):
             try:
@@ -172,9 +179,13 @@ class _S3Backend(_Backend):
             file=f"s3://{native}",
         )
 
-    def put_atomic(self, native: str, data: bytes) -> None:
-        # An S3 PUT (or a completed multipart upload) becomes visible all at once.
-        self.fs.pipe_file(native, bytes(data))
+    def put_atomic(self, native: str, data: bytes | os.PathLike) -> None:
+        # An S3 PUT (or a completed multipart upload) becomes visible all at once; a local
+        # file is uploaded from disk (in parts when large), never held in memory whole.
+        if isinstance(data, os.PathLike):
+            self.fs.put_file(os.fspath(data), native)
+        else:
+            self.fs.pipe_file(native, bytes(data))
 
     def delete(self, native: str) -> bool:
         if self._head(native) is None:

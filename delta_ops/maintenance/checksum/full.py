@@ -5,7 +5,7 @@ where the files are.
 Spec section: "Version Checksum File" (every field, from the reconstructed state).
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import read_commit
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.log.stream import StreamedActions
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumPolicy,
@@ -65,15 +66,36 @@ def checksum_from_snapshot(
     files = snapshot.files
     protocol = action_dict(snapshot.protocol)
     metadata = action_dict(snapshot.metadata.raw)
-    sizes = files.column("size") if files.num_rows else pa.array([], pa.int64())
-    sizes_arr = sizes.combine_chunks() if isinstance(sizes, pa.ChunkedArray) else sizes
-    counts, totals = _engine(engine).size_histogram(sizes_arr, policy.boundaries)
-    histogram = FileSizeHistogram(tuple(policy.boundaries), tuple(counts), tuple(totals))
-    table_size = int(pc.sum(sizes_arr).as_py() or 0) if len(sizes_arr) else 0
-
-    num_dv = num_deleted = drc = None
-    if _dv_readable(protocol, metadata):
-        num_dv, num_deleted, drc = _dv_metrics(files)
+    dv_readable = _dv_readable(protocol, metadata)
+    # One pass over the live files, a bounded table at a time (the whole table when it is
+    # loaded; a row group at a time when the snapshot is streamed): partial aggregates
+    # added up, so memory does not grow with the table.
+    boundaries = policy.boundaries
+    counts = [0] * len(boundaries)
+    totals = [0] * len(boundaries)
+    table_size = num_files = 0
+    num_dv = num_deleted = 0
+    dv_counts = [0] * len(DELETED_RECORD_COUNT_BIN_STARTS)
+    for part in _file_parts(files):
+        num_files += part.num_rows
+        sizes = _contiguous(part.column("size"))
+        c, t = _engine(engine).size_histogram(sizes, boundaries)
+        counts = [a + b for a, b in zip(counts, c, strict=True)]
+        totals = [a + b for a, b in zip(totals, t, strict=True)]
+        table_size += int(pc.sum(sizes).as_py() or 0)
+        if dv_readable:
+            n_dv, n_del, hist = _dv_metrics(part)
+            num_dv += n_dv
+            num_deleted += n_del
+            dv_counts = [
+                a + b for a, b in zip(dv_counts, hist.deleted_record_counts, strict=True)
+            ]
+    histogram = FileSizeHistogram(tuple(boundaries), tuple(counts), tuple(totals))
+    drc = None
+    if dv_readable:
+        drc = DeletedRecordCountsHistogram(tuple(dv_counts))
+    else:
+        num_dv = num_deleted = None
 
     if _txn_retention_configured(metadata):
         txns = None
@@ -87,11 +109,11 @@ def checksum_from_snapshot(
         policy.max_domain_metadata,
     )
     all_files = None
-    if policy.include_all_files(files.num_rows):
-        all_files = tuple(_clean_add(a) for a in files.to_pylist())
+    if policy.include_all_files(num_files):
+        all_files = tuple(_clean_add(a) for part in _file_parts(files) for a in part.to_pylist())
     return VersionChecksum(
         table_size_bytes=table_size,
-        num_files=files.num_rows,
+        num_files=num_files,
         txn_id=(commit_info or {}).get("txnId"),
         in_commit_timestamp=_ict(metadata, version, commit_info),
         set_transactions=txns,
@@ -105,6 +127,20 @@ def checksum_from_snapshot(
         all_files=all_files,
         histogram_field=policy.histogram_field,
     )
+
+
+def _file_parts(files: pa.Table | StreamedActions) -> Iterator[pa.Table]:
+    """The live files: a loaded table as it is, a streamed one a row group at a time."""
+    if isinstance(files, StreamedActions):
+        yield from files.tables()
+    elif files.num_rows:
+        yield files
+
+
+def _contiguous(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
 
 
 def _dv_metrics(files: pa.Table) -> tuple[int, int, DeletedRecordCountsHistogram]:
