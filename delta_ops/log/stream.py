@@ -42,9 +42,10 @@ READ_AHEAD = 2
 #: Environment variable overriding `DEFAULT_STREAM_THRESHOLD_BYTES` (0 streams every table).
 THRESHOLD_ENV = "DELTA_OPS_STREAM_THRESHOLD_BYTES"
 #: Checkpoint bytes (parts, V2 top-level file and sidecars) from which maintenance streams
-#: the state instead of loading it: 48 MiB is about a million live files with short
-#: statistics (Spark's checkpoint of such a table takes 40 to 60 bytes per file).
-DEFAULT_STREAM_THRESHOLD_BYTES = 48 * 1024 * 1024
+#: the state instead of loading it: 16 MiB is about 500,000 live files with short
+#: statistics (30 to 60 bytes per file in a snappy checkpoint), whose loaded state takes
+#: about 400 MB; with wide statistics it is fewer files and the same memory.
+DEFAULT_STREAM_THRESHOLD_BYTES = 16 * 1024 * 1024
 
 #: A filter on a table of actions: the rows to keep.
 Predicate = Callable[[pa.Table], pa.Array]

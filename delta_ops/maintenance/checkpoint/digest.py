@@ -3,21 +3,21 @@ meant, without holding either in memory.
 
 A checkpoint written from a streamed state (`log.stream`) is too large to compare row by
 row in memory the way `verify.py` does. Instead both sides are reduced, one batch at a
-time, to a `Digest`: per action kind the number of actions and a 64-bit sum of a per-row
-hash of the fields verification compares (add: path, size, deletion vector; remove: path,
-deletion vector), two Murmur3 hashes with different seeds side by side. The sum does not
-depend on the order of the rows, so it also verifies a multi-part checkpoint part or a
-sidecar whatever the row order, and a lost, doubled or altered action changes it (two
-different multisets of rows give the same digest with a probability of about 2^-64 per
-difference). Non-file actions are few: they are read back and compared exactly, as in
-`verify.py`. The file is read back from where it was written, through its own Parquet
-reader (`_read_back`), independent of how it was serialized.
+time, to a `Digest`: per action kind the number of actions and a SHA-256 of each field
+verification compares (add: path, size, deletion vector; remove: path, deletion vector),
+fed with the values in the order they were written (string lengths and bytes, integers as
+8 little-endian bytes, nulls as a value no field holds). A file is read back in the order
+it was written, so the two digests are equal exactly when the same values came back in
+the same order, whatever the batch boundaries on either side; a lost, doubled, reordered
+or altered action changes them. Non-file actions are few: they are read back and compared
+exactly, as in `verify.py`. The file is read back from where it was written, through its
+own Parquet reader (`read_back`), independent of how it was serialized.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,15 +27,12 @@ import pyarrow.compute as pc
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.maintenance.checkpoint.verify import NON_FILE_COLUMNS, _key, normalize
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
-from delta_ops.protocol.checkpoint_schema import spark_hash
 
-_SEEDS = (42, 0x2545F491)
-_SEP = "\x1f"
 _DV_FIELDS = [f.name for f in DELETION_VECTOR_TYPE]
-
-
-def _as_text(arr: pa.Array) -> pa.Array:
-    return pc.fill_null(pc.cast(arr, pa.string()), "")
+#: Stands for a null string (no path or deletion vector field holds a NUL character).
+_NULL_TEXT = "\x00"
+#: Stands for a null integer (sizes, offsets and cardinalities are never negative).
+_NULL_INT = -1
 
 
 def _contiguous(col: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -44,64 +41,120 @@ def _contiguous(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return col
 
 
-def row_hashes(path: pa.Array, size: pa.Array | None, dv: pa.Array | None) -> np.ndarray:
-    """One 64-bit hash per row of the fields verification compares."""
-    n = len(path)
-    parts = [_as_text(path)]
-    if size is not None:
-        parts.append(_as_text(size))
-    # The deletion vector's fields always take part (empty without one), so a row hashes
-    # the same whichever batch it is read in.
-    if dv is None or dv.null_count == len(dv):
-        empty = pa.repeat(pa.scalar("", pa.string()), n)
-        parts.extend([empty] * len(_DV_FIELDS))
-    else:
-        if dv.type != DELETION_VECTOR_TYPE:
-            dv = conform(dv, DELETION_VECTOR_TYPE)
-        flat = dv.flatten()
+class _Field:
+    """The running hash of one field's values, in order."""
+
+    def __init__(self) -> None:
+        self.lengths = hashlib.sha256()
+        self.data = hashlib.sha256()
+
+    def strings(self, arr: pa.Array) -> None:
+        arr = _contiguous(arr)
+        if not len(arr):
+            return
+        if arr.null_count:
+            arr = pc.fill_null(arr, _NULL_TEXT)
+        if pa.types.is_large_string(arr.type):
+            width, dtype = 8, np.int64
+        else:
+            if not pa.types.is_string(arr.type):
+                arr = pc.cast(arr, pa.string())
+            width, dtype = 4, np.int32
+        bufs = arr.buffers()
+        offsets = np.frombuffer(bufs[1], dtype, count=len(arr) + 1, offset=arr.offset * width)
+        self.lengths.update(np.diff(offsets).astype("<i8").tobytes())
+        if bufs[2] is not None and offsets[-1] > offsets[0]:
+            self.data.update(memoryview(bufs[2])[int(offsets[0]) : int(offsets[-1])])
+
+    def ints(self, arr: pa.Array) -> None:
+        arr = _contiguous(arr)
+        if not len(arr):
+            return
+        if arr.null_count:
+            arr = pc.fill_null(arr, _NULL_INT)
+        values = arr.to_numpy(zero_copy_only=False).astype("<i8")
+        self.data.update(values.tobytes())
+
+    def value(self) -> bytes:
+        return self.lengths.digest() + self.data.digest()
+
+
+class _Kind:
+    """Count and field hashes of the add (or remove) actions of one file."""
+
+    def __init__(self, with_size: bool) -> None:
+        self.count = 0
+        self.path = _Field()
+        self.size = _Field() if with_size else None
+        self.dv = {name: _Field() for name in _DV_FIELDS}
+
+    def feed(self, path: pa.Array, size: pa.Array | None, dv: pa.Array | None) -> None:
+        n = len(path)
+        self.count += n
+        self.path.strings(path)
+        if self.size is not None:
+            self.size.ints(size if size is not None else pa.nulls(n, pa.int64()))
+        if dv is None:
+            dv = pa.nulls(n, DELETION_VECTOR_TYPE)
+        elif dv.type != DELETION_VECTOR_TYPE:
+            dv = conform(_contiguous(dv), DELETION_VECTOR_TYPE)
+        dv = _contiguous(dv)
+        # A null deletion vector hashes as all its fields null, whatever its children hold.
         present = pc.is_valid(dv)
-        for i in range(len(_DV_FIELDS)):
-            parts.append(pc.if_else(present, _as_text(flat[i]), pa.scalar("", pa.string())))
-    text = pc.binary_join_element_wise(*parts, pa.scalar(_SEP, pa.string()))
-    hi = spark_hash(text, _SEEDS[0]).view(np.uint32).astype(np.uint64)
-    lo = spark_hash(text, _SEEDS[1]).view(np.uint32).astype(np.uint64)
-    return (hi << np.uint64(32)) | lo
+        for i, f in enumerate(DELETION_VECTOR_TYPE):
+            child = dv.field(i)
+            child = pc.if_else(present, child, pa.scalar(None, f.type))
+            if pa.types.is_string(f.type):
+                self.dv[f.name].strings(child)
+            else:
+                self.dv[f.name].ints(child)
+
+    def value(self) -> tuple:
+        fields = [self.path.value()]
+        if self.size is not None:
+            fields.append(self.size.value())
+        fields += [self.dv[name].value() for name in _DV_FIELDS]
+        return (self.count, tuple(fields))
 
 
-@dataclass
 class Digest:
-    """Counts and hash sums of the add and remove actions of one file."""
+    """Counts and ordered field hashes of the add and remove actions of one file, and the
+    non-file actions read back (`read_back`)."""
 
-    adds: int = 0
-    removes: int = 0
-    add_sum: int = 0
-    remove_sum: int = 0
-    rows: int = 0
-    non_file: dict[str, list[Any]] = field(default_factory=dict)
+    def __init__(self, rows: int = 0) -> None:
+        self.rows = rows
+        self._adds = _Kind(with_size=True)
+        self._removes = _Kind(with_size=False)
+        self.non_file: dict[str, list[Any]] = {}
 
-    def add_files(self, path: pa.Array, size: pa.Array, dv: pa.Array | None) -> None:
-        self.adds += len(path)
-        self.add_sum = (self.add_sum + _sum(row_hashes(path, size, dv))) & _MASK
+    @property
+    def adds(self) -> int:
+        return self._adds.count
+
+    @property
+    def removes(self) -> int:
+        return self._removes.count
+
+    def add_files(self, path: pa.Array, size: pa.Array | None, dv: pa.Array | None) -> None:
+        self._adds.feed(path, size, dv)
 
     def add_tombstones(self, path: pa.Array, dv: pa.Array | None) -> None:
-        self.removes += len(path)
-        self.remove_sum = (self.remove_sum + _sum(row_hashes(path, None, dv))) & _MASK
+        self._removes.feed(path, None, dv)
 
     def add_table(self, kind: str, t: pa.Table) -> None:
-        """Count a table of file actions (ADD_SCHEMA or REMOVE_SCHEMA columns)."""
-        path = _contiguous(t.column("path"))
-        dv = _contiguous(t.column("deletionVector")) if "deletionVector" in t.column_names else None
+        """Feed a table of file actions (ADD_SCHEMA or REMOVE_SCHEMA columns)."""
+        path = t.column("path")
+        dv = t.column("deletionVector") if "deletionVector" in t.column_names else None
         if kind == "add":
-            self.add_files(path, _contiguous(t.column("size")), dv)
+            self.add_files(path, t.column("size"), dv)
         else:
             self.add_tombstones(path, dv)
 
+    def same_adds(self, other: Digest) -> bool:
+        return self._adds.value() == other._adds.value()
 
-_MASK = (1 << 64) - 1
-
-
-def _sum(h: np.ndarray) -> int:
-    return int(h.sum(dtype=np.uint64)) if len(h) else 0
+    def same_removes(self, other: Digest) -> bool:
+        return self._removes.value() == other._removes.value()
 
 
 def _struct_children(col: pa.Array, names: Iterable[str]) -> dict[str, pa.Array]:
@@ -157,9 +210,9 @@ def compare(got: Digest, expected: Digest, non_file: dict[str, list[Any]], *, ta
         problem = f"holds {got.adds} add actions, expected {expected.adds}"
     elif got.removes != expected.removes:
         problem = f"holds {got.removes} remove actions, expected {expected.removes}"
-    elif got.add_sum != expected.add_sum:
+    elif not got.same_adds(expected):
         problem = "the add actions read back (path, size, deletion vector) differ from the state's"
-    elif got.remove_sum != expected.remove_sum:
+    elif not got.same_removes(expected):
         problem = "the remove actions read back (path, deletion vector) differ from the state's"
     else:
         want = {k: sorted(map(_key, v)) for k, v in non_file.items() if v}
@@ -182,4 +235,4 @@ def compare(got: Digest, expected: Digest, non_file: dict[str, list[Any]], *, ta
     return got.rows
 
 
-__all__ = ["Digest", "compare", "read_back", "row_hashes"]
+__all__ = ["Digest", "compare", "read_back"]

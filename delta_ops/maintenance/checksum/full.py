@@ -76,7 +76,7 @@ def checksum_from_snapshot(
     table_size = num_files = 0
     num_dv = num_deleted = 0
     dv_counts = [0] * len(DELETED_RECORD_COUNT_BIN_STARTS)
-    for part in _file_parts(files):
+    for part in _file_parts(files, ["size", "deletionVector"]):
         num_files += part.num_rows
         sizes = _contiguous(part.column("size"))
         c, t = _engine(engine).size_histogram(sizes, boundaries)
@@ -129,10 +129,13 @@ def checksum_from_snapshot(
     )
 
 
-def _file_parts(files: pa.Table | StreamedActions) -> Iterator[pa.Table]:
-    """The live files: a loaded table as it is, a streamed one a row group at a time."""
+def _file_parts(
+    files: pa.Table | StreamedActions, columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    """The live files: a loaded table as it is, a streamed one a row group at a time (only
+    `columns` read from the checkpoint when given)."""
     if isinstance(files, StreamedActions):
-        yield from files.tables()
+        yield from files.tables(columns)
     elif files.num_rows:
         yield files
 
