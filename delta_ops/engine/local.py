@@ -140,6 +140,9 @@ class LocalEngine(Engine):
     ) -> tuple[list[int], list[int]]:
         return histogram(sizes, boundaries)
 
+    def map_tasks(self, storage: Storage, fn, items):  # type: ignore[no-untyped-def]
+        return self._map(lambda item: fn(storage, item), items)
+
 
 def histogram(sizes: pa.Array, boundaries: Sequence[int]) -> tuple[list[int], list[int]]:
     """Counts and byte totals of `sizes` per bin of `boundaries` (last bin open-ended)."""

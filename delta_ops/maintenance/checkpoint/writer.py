@@ -32,6 +32,8 @@ A crash at any point leaves the table readable: readers find checkpoints by list
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -72,7 +74,7 @@ from delta_ops.protocol.checkpoint_schema import (
     null_key_partition,
 )
 from delta_ops.protocol.filenames import LOG_DIR
-from delta_ops.protocol.last_checkpoint import build_last_checkpoint
+from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
 from delta_ops.storage import Storage
 
 
@@ -277,7 +279,10 @@ def write_checkpoint(
         now_ms: the time (ms since the epoch) for tombstone expiry, instead of `clock`.
         clock: the clock (`delta_ops.clock`) read once for tombstone expiry; default: the
             system clock. Give `clock` or `now_ms`, not both.
-        engine: where sidecars are written (default `LocalEngine()`).
+        engine: where sidecars are written (default `LocalEngine()`). On a distributed
+            engine (Spark), a table large enough to stream is checkpointed by one worker
+            task running the streamed writer; this process only advances
+            `_last_checkpoint`.
         storage_options: options of the table's storage when it is given by URI.
         stream_threshold: checkpoint bytes from which the state is streamed (0: always).
 
@@ -301,45 +306,93 @@ def write_checkpoint(
         large_state(storage, version, stream_threshold_bytes(stream_threshold))
         and not (fmt == "json" and sidecar_actions == 0)
     )
-    snapshot = load_snapshot(storage, version, stream=stream)
+    options = _Options(version, kind, fmt, sidecar_actions, parts, started)
+    if stream and engine is not None and engine.distributed:
+        # A large table on a distributed engine: the streamed writer runs in one worker
+        # (temp file, verification and put there, as Delta on Spark writes a classic
+        # checkpoint from one task); this process receives the summary only.
+        task = functools.partial(_write_remotely, options)
+        result, lc, replace = engine.map_tasks(storage, task, [None])[0]
+    else:
+        if engine is None:
+            from delta_ops.engine.local import LocalEngine
+
+            engine = LocalEngine()
+        result, lc, replace = write_checkpoint_files(storage, options, engine, stream=stream)
+    updated = advance_last_checkpoint(storage, lc, replace_same_version=replace)
+    return dataclasses.replace(result, last_checkpoint_updated=updated)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What `write_checkpoint` was asked for, the clock already read (`now_ms`)."""
+
+    version: int | None
+    kind: CheckpointKind | str | None
+    fmt: str
+    sidecar_actions: int | None
+    parts: int | None
+    now_ms: int
+
+
+def write_checkpoint_files(
+    storage: Storage, options: _Options, engine: Engine, *, stream: bool
+) -> tuple[CheckpointResult, LastCheckpoint, bool]:
+    """Everything `write_checkpoint` does before `_last_checkpoint`: load (streamed when
+    `stream`), check, plan, cross-check, then find an existing checkpoint or write one.
+
+    Returns the result (with `last_checkpoint_updated` False), the `_last_checkpoint`
+    content to advance to, and whether it may replace one of the same version (not for a
+    checkpoint that was already there)."""
+    started = options.now_ms
+    snapshot = load_snapshot(storage, options.version, stream=stream)
     snapshot.ensure_supported("checkpoint")
     plan = plan_checkpoint(
-        snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=started
+        snapshot,
+        kind=options.kind,
+        fmt=options.fmt,
+        sidecar_actions=options.sidecar_actions,
+        parts=options.parts,
+        now_ms=started,
     )
     cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=started)
-    existing = find_existing(storage, plan.version, plan.kind, parts=parts)
+    existing = find_existing(storage, plan.version, plan.kind, parts=options.parts)
     if existing is not None:
-        updated = advance_last_checkpoint(
-            storage, last_checkpoint_of(existing, plan.version), replace_same_version=False
-        )
-        return CheckpointResult(
+        result = CheckpointResult(
             version=plan.version,
             kind=plan.kind.value,
             files=existing.names,
             num_actions=existing.num_actions,
             num_add_files=existing.num_add_files,
             size_in_bytes=existing.size_in_bytes,
-            last_checkpoint_updated=updated,
+            last_checkpoint_updated=False,
             already_existed=True,
             cross_check=cross.note,
         )
-    if engine is None:
-        from delta_ops.engine.local import LocalEngine
-
-        engine = LocalEngine()
+        return result, last_checkpoint_of(existing, plan.version), False
     written = apply_checkpoint(storage, snapshot, plan, engine)
-    updated = advance_last_checkpoint(storage, written.last_checkpoint)
-    return CheckpointResult(
+    result = CheckpointResult(
         version=plan.version,
         kind=plan.kind.value,
         files=tuple(written.names),
         num_actions=written.num_actions,
         num_add_files=plan.num_adds,
         size_in_bytes=written.size_in_bytes,
-        last_checkpoint_updated=updated,
+        last_checkpoint_updated=False,
         already_existed=False,
         cross_check=cross.note,
     )
+    return result, written.last_checkpoint, True
 
 
-__all__ = ["CheckpointResult", "apply_checkpoint", "write_checkpoint"]
+def _write_remotely(
+    options: _Options, storage: Storage, _item: object
+) -> tuple[CheckpointResult, LastCheckpoint, bool]:
+    """On a worker: `write_checkpoint_files` from a streamed state, sidecars written by a
+    local engine there."""
+    from delta_ops.engine.local import LocalEngine
+
+    return write_checkpoint_files(storage, options, LocalEngine(), stream=True)
+
+
+__all__ = ["CheckpointResult", "apply_checkpoint", "write_checkpoint", "write_checkpoint_files"]
