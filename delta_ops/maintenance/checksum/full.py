@@ -221,8 +221,8 @@ def _file_parts(
     `columns` read from the checkpoint when given)."""
     if isinstance(files, StreamedActions):
         yield from files.tables(columns)
-    elif files.num_rows:
-        yield files
+    else:
+        yield files  # even empty: the engine aggregates the (empty) histogram, as always
 
 
 def _contiguous(col: pa.ChunkedArray | pa.Array) -> pa.Array:
