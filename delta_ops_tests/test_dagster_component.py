@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from dagster import (
 
 from delta_ops.defs.sources import RegistrySource, assemble_registry, read_cache
 from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.dg_project import new_project, write_component
 
 pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
 
@@ -52,33 +52,6 @@ def make_project(monkeypatch):
     return make
 
 
-def new_project(root: Path, name: str) -> Path:
-    """An empty dg project `name` at `root` (pyproject, package, defs folder, definitions)."""
-    (root / name / "defs").mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
-    (root / name / "defs" / "__init__.py").write_text("")
-    (root / name / "definitions.py").write_text(textwrap.dedent("""
-        from pathlib import Path
-
-        from dagster import load_from_defs_folder
-
-        defs = load_from_defs_folder(path_within_project=Path(__file__).parent)
-    """))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [project]
-        name = "{name}"
-        version = "0.0.1"
-
-        [tool.dg]
-        directory_type = "project"
-
-        [tool.dg.project]
-        root_module = "{name}"
-        registry_modules = ["delta_ops.defs.component"]
-    """))
-    return root
-
-
 def dg_env(*paths: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -86,17 +59,6 @@ def dg_env(*paths: Path) -> dict[str, str]:
     )
     env.pop("DELTA_OPS_REGISTRY", None)
     return env
-
-
-def write_component(project: Path, name: str, attributes: dict) -> Path:
-    folder = project / name / "defs" / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "defs.yaml"
-    path.write_text(yaml.safe_dump({
-        "type": "delta_ops.defs.component.DeltaMaintenanceComponent",
-        "attributes": attributes,
-    }, sort_keys=False))
-    return path
 
 
 def load(project: Path) -> Definitions:
@@ -196,12 +158,14 @@ def test_tables_are_discovered_through_the_cache_the_sensor_refreshes(tmp_path, 
             "policies": [{"match": "hr/*", "group": "hr", "vacuum": {"dry_run": True}}],
         }],
         "discovery_cache": "state/discovered.json",
+        "discovery_interval_seconds": 120,
     })
     defs = load(project)
     # Nothing scanned yet: only the listed table; loading never lists the prefix.
     assert {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()} == {"listed"}
     assert not (project / "state").exists()
     sensor = defs.resolve_sensor_def("delta_tables_discovery")
+    assert sensor.minimum_interval_seconds == 120
     tick = sensor(build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs))
     assert isinstance(tick, SkipReason) or tick.skip_message
     cache = read_cache(project / "state" / "discovered.json")

@@ -50,6 +50,8 @@ from delta_ops.errors import RegistryError
 CACHE_FORMAT = 1
 #: Where the discovery cache lives, relative to the project root, unless configured.
 DEFAULT_CACHE = ".delta_ops/discovered_tables.json"
+#: How often the discovery sensor rescans the prefixes, unless configured.
+DEFAULT_DISCOVERY_INTERVAL_S = 600
 #: Directory names a scan never enters (the log itself, hidden and underscore folders).
 _SKIP_PREFIXES = (".", "_")
 
@@ -103,6 +105,7 @@ class RegistrySource(StrictModel):
     tables: list[dict[str, Any]] = Field(default_factory=list)
     discover: list[DiscoverySpec] = Field(default_factory=list)
     discovery_cache: str = DEFAULT_CACHE
+    discovery_interval_seconds: int = Field(default=DEFAULT_DISCOVERY_INTERVAL_S, ge=1)
 
     @property
     def cache_path(self) -> Path:
@@ -358,6 +361,7 @@ def load_registry_shell(path: Path) -> tuple[Policy, SparkSettings, list[Any]]:
 
 __all__ = [
     "DEFAULT_CACHE",
+    "DEFAULT_DISCOVERY_INTERVAL_S",
     "DiscoverySpec",
     "PatternPolicy",
     "RegistrySource",
