@@ -129,6 +129,10 @@ def test_an_invalid_entry_fails_only_its_own_assets(tmp_path, make_project):
     bad = failed[("bad_cron", "delta_log")]
     assert "defs.yaml tables[1].vacuum.cron" in bad.description
     assert "expected 5 fields" in bad.description
+    assert f"{project / 'broken_proj' / 'defs' / 'tables' / 'defs.yaml'}: " in bad.description
+    # The maintenance step fails once with the same reason, not once per component.
+    maintained = failed[("bad_cron", "maintenance")].description
+    assert maintained.count("vacuum.cron") == 1 and "components failed" not in maintained
     assert "given 2 times" in failed[("twice", "delta_log")].description
     assert "not a valid name" in failed[("invalid_defs_yaml_tables_4", "delta_log")].description
     # The watch sensor logs the invalid entries and goes on with the valid one.

@@ -232,19 +232,21 @@ def refresh_discovery(source: RegistrySource) -> dict[str, Any]:
 
 
 def _entry(
-    data: Any, where: str, defaults: Policy, base: Path
+    data: Any, where: str, defaults: Policy, base: Path, origin: str
 ) -> RegisteredTable:
     try:
         entry = TableEntry.model_validate(data)
     except ValidationError as exc:
-        return broken_table(data, where, entry_problems(exc, where), defaults)
-    return registered_table(entry, defaults, base)
+        return broken_table(data, where, entry_problems(exc, where), defaults, origin)
+    return dataclasses.replace(registered_table(entry, defaults, base), origin=origin)
 
 
 def broken_table(
-    data: Any, where: str, problems: Sequence[str], defaults: Policy
+    data: Any, where: str, problems: Sequence[str], defaults: Policy,
+    origin: str | None = None,
 ) -> RegisteredTable:
-    """A placeholder for an invalid entry, named by its name if usable, else by `where`."""
+    """A placeholder for an invalid entry, named by its name if usable, else by `where`;
+    `origin` is the file the entry was written in."""
     raw = data.get("name") if isinstance(data, Mapping) else None
     name = raw if isinstance(raw, str) and NAME_RE.match(raw) else (
         "invalid_" + re.sub(r"[^A-Za-z0-9]+", "_", where).strip("_")
@@ -253,7 +255,7 @@ def broken_table(
     return RegisteredTable(
         name=name, uri=uri if isinstance(uri, str) else "", group=name, policy=defaults,
         storage_options={}, description=f"invalid registry entry {where}",
-        problems=tuple(problems),
+        problems=tuple(problems), origin=origin,
     )
 
 
@@ -284,7 +286,8 @@ def discovered_tables(source: RegistrySource, defaults: Policy | None = None) ->
                 data["group"] = group
             if rule is not None:
                 data.update(rule.model_dump(exclude_unset=True, exclude={"match", "group"}))
-            out.append(_entry(data, f"discover[{i}]:{relative}", defaults, Path(source.base_dir)))
+            out.append(_entry(data, f"discover[{i}]:{relative}", defaults,
+                              Path(source.base_dir), source.origin))
     return out
 
 
@@ -312,9 +315,11 @@ def assemble_registry(source: RegistrySource) -> Registry:
         defaults = defaults.merged(source.defaults)
     if source.spark is not None:
         spark = source.spark
-    tables = [_entry(t, f"tables[{i}]", defaults, file_base) for i, t in enumerate(file_tables)]
+    tables = [
+        _entry(t, f"tables[{i}]", defaults, file_base, path) for i, t in enumerate(file_tables)
+    ]
     tables += [
-        _entry(t, f"defs.yaml tables[{i}]", defaults, Path(source.base_dir))
+        _entry(t, f"defs.yaml tables[{i}]", defaults, Path(source.base_dir), source.origin)
         for i, t in enumerate(source.tables)
     ]
     tables += discovered_tables(source, defaults)

@@ -14,7 +14,8 @@ Each table `t` gets:
   checkpoint that failed); the step then fails naming every failed component (one failure
   keeps its own table/component/version/reason metadata). A table that does not exist yet
   fails only its `delta_log` step ("does not exist yet"); its maintenance step logs it and
-  does nothing.
+  does nothing. A table the run cannot resolve (invalid registry entry, missing secret)
+  fails both steps, each once, naming the problem.
 
 Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
@@ -158,6 +159,15 @@ def _maintain_body(
     name = _table_of(context)
     selected = {k.path[1] for k in context.selected_asset_keys}
     failed: dict[str, Failure] = {}
+    try:
+        # A table the run cannot resolve (invalid entry, missing secret) fails the step once,
+        # naming why, instead of once per component.
+        table_run(name, "maintenance", registry, spark)
+    except Failure as exc:
+        unresolved: Failure | None = exc
+        selected = set()
+    else:
+        unresolved = None
     for component in MAINTAINED:
         if component not in selected:
             continue
@@ -185,6 +195,8 @@ def _maintain_body(
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
             yield run_check(check, name, registry, spark)
+    if unresolved is not None:
+        raise unresolved
     if failed:
         raise combined_failure(name, failed)
 
