@@ -240,3 +240,44 @@ def test_spark_kind_only_where_spark_runs_and_standard_uri_metadata(tmp_path, ma
     node = graph.get(AssetKey(["t", "metadata_cleanup"]))
     assert node.kinds == {"delta"}
     assert node.metadata["dagster/uri"].value == "s3://bucket/t"
+
+
+def test_one_run_derives_the_checksums_from_the_previous_one_before_checkpointing(
+    tmp_path, make_project
+):
+    """What the watch sensor asks for when a table's log moved past the checkpoint interval:
+    checkpoint and version checksum in one run. The checksums of the new versions come from
+    the previous `.crc`, not from a fresh computation at the new checkpoint."""
+    from deltalake import DeltaTable, write_deltalake
+
+    project = make_project(tmp_path / "proj", "order_proj")
+    root = copy_corpus_table("basic_append", tmp_path / "tables" / "t")
+    write_component(project, "order_proj", {
+        "defaults": {"engine": "local"},
+        "tables": [{"name": "t", "uri": str(root), "checkpoint": {"interval": 2}}],
+    })
+    defs = load(project)
+    instance = DagsterInstance.ephemeral()
+    _, done, failed = materialize_all(defs, instance)
+    assert not failed and ("t", "version_checksum") in done
+    log = root / "_delta_log"
+    assert (log / "00000000000000000001.crc").exists()
+    rows = DeltaTable(str(root)).to_pyarrow_table().slice(0, 1)
+    for _ in range(2):
+        write_deltalake(str(root), rows, mode="append")
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance,
+        asset_selection=[AssetKey(["t", "checkpoint"]), AssetKey(["t", "version_checksum"])],
+    )
+    assert result.success
+    metadata = {
+        e.event_specific_data.materialization.asset_key.path[1]:
+            {k: v.value for k, v in e.event_specific_data.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    assert set(metadata) == {"checkpoint", "version_checksum"}
+    assert metadata["version_checksum"]["written"] == [2, 3]
+    assert metadata["version_checksum"]["incremental_computations"] == 2
+    assert metadata["version_checksum"]["full_computations"] == 0
+    assert metadata["checkpoint"]["version"] == 3
+    assert (log / "00000000000000000003.checkpoint.parquet").exists()
