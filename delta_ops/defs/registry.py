@@ -206,6 +206,8 @@ class RegisteredTable:
             they fail naming these problems; the other tables are unaffected.
         owners, tags: the entry's `owners` (emails or `team:` names) and `tags`, put on
             every asset of the table.
+        origin: the file the entry was written in, when that is not the registry's own
+            (a table listed or discovered in a component's `defs.yaml`): errors name it.
     """
 
     name: str
@@ -217,6 +219,7 @@ class RegisteredTable:
     problems: tuple[str, ...] = ()
     owners: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    origin: str | None = None
 
     def resolved_storage_options(self) -> dict[str, Any]:
         """Storage options with environment references replaced by their values.
@@ -282,7 +285,7 @@ class Registry:
                 file=self.path,
             ) from None
         if table.problems:
-            raise RegistryError(list(table.problems), file=self.path)
+            raise RegistryError(list(table.problems), file=table.origin or self.path)
         return table
 
 

@@ -21,8 +21,9 @@ tick.
 registered table and removes those of tables no longer registered, so the backfill launcher
 of `row_tracking_backfill` offers exactly the registered tables.
 
-`delta_tables_discovery` (running by default, every 10 minutes; only where the component
-has `discover` specs) lists the discovery prefixes and rewrites the discovery cache
+`delta_tables_discovery` (running by default, every 10 minutes unless the component's
+`discovery_interval_seconds` says otherwise; only where the component has `discover`
+specs) lists the discovery prefixes and rewrites the discovery cache
 (`delta_ops.defs.sources.refresh_discovery`): loading the definitions reads the cache and
 never lists a bucket. Tables it adds or removes change the assets at the next reload of
 the code location.
@@ -213,7 +214,7 @@ def discovery_sensor(source: RegistrySource):
 
     @sensor(
         name=DISCOVERY_SENSOR,
-        minimum_interval_seconds=600,
+        minimum_interval_seconds=source.discovery_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description="Lists the discovery prefixes for Delta tables and rewrites the "
         "discovery cache; new tables get their assets when the code location reloads.",

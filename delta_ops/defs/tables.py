@@ -7,14 +7,16 @@ Each table `t` gets:
 - `t__maintenance`: one subsettable multi-asset holding the six maintenance components
   (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
   `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
-  selected components in that order in one step, so a table's checkpoint and checksums
-  come from one process and one engine. A component with nothing to do (not due, off,
-  report only) records an observation of its asset, not a materialization. A component
+  selected components in one step (`RUN_ORDER`: checksums first, then the order above), so
+  a table's checkpoint and checksums come from one process and one engine. A component
+  with nothing to do (not due, off, report only) records an observation of its asset, not
+  a materialization. A component
   that fails is logged and the others still run (metadata cleanup is not run after a
   checkpoint that failed); the step then fails naming every failed component (one failure
   keeps its own table/component/version/reason metadata). A table that does not exist yet
   fails only its `delta_log` step ("does not exist yet"); its maintenance step logs it and
-  does nothing.
+  does nothing. A table the run cannot resolve (invalid registry entry, missing secret)
+  fails both steps, each once, naming the problem.
 
 Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
@@ -65,8 +67,14 @@ from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
-#: The materializable components, in the order a maintenance step runs them.
+#: The materializable components.
 MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
+#: The order a maintenance step runs them in: version checksums before the checkpoint, so
+#: that the new `.crc` files are derived from the previous one (a checkpoint written first
+#: would start the log listing after it, and the checksum would be computed afresh at the
+#: latest version, skipping the versions in between); metadata cleanup after the checkpoint.
+RUN_ORDER = (VERSION_CHECKSUM, CHECKPOINT, LOG_COMPACTION, METADATA_CLEANUP, VACUUM,
+             ROW_TRACKING)
 #: Components whose policy section holds a cron (their AutomationCondition).
 CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup"}
 
@@ -158,7 +166,16 @@ def _maintain_body(
     name = _table_of(context)
     selected = {k.path[1] for k in context.selected_asset_keys}
     failed: dict[str, Failure] = {}
-    for component in MAINTAINED:
+    try:
+        # A table the run cannot resolve (invalid entry, missing secret) fails the step once,
+        # naming why, instead of once per component.
+        table_run(name, "maintenance", registry, spark)
+    except Failure as exc:
+        unresolved: Failure | None = exc
+        selected = set()
+    else:
+        unresolved = None
+    for component in RUN_ORDER:
         if component not in selected:
             continue
         if component == METADATA_CLEANUP and CHECKPOINT in failed:
@@ -185,6 +202,8 @@ def _maintain_body(
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
             yield run_check(check, name, registry, spark)
+    if unresolved is not None:
+        raise unresolved
     if failed:
         raise combined_failure(name, failed)
 
@@ -289,6 +308,7 @@ __all__ = [
     "CRON_SECTIONS",
     "DESCRIPTIONS",
     "MAINTAINED",
+    "RUN_ORDER",
     "combined_failure",
     "component_spec",
     "cron_condition",
