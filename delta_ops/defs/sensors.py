@@ -12,10 +12,10 @@ without a run), and it requests one `maintenance` run per table holding every co
 has no `.crc`), log compaction (a window of the compaction policy has no file). A component
 the table's protocol forbids is logged, never requested; an invalid registry entry is
 logged and skipped. Run keys are `table:version:components`, so a table is handled once
-per version whatever the tick rate. The cursor (JSON, persisted by Dagster across
-restarts) keeps per table the version last seen and the protocol and properties learned
-(`TableSettings.to_json`), so a quiet table costs one small read and one short listing per
-tick.
+per version whatever the tick rate. The cursor (persisted by Dagster across restarts,
+packed by `delta_ops.defs.watch_cursor`: about 8 KB at 1,000 tables) keeps per table the
+version last seen and the protocol and the table properties the due rules read, so a quiet
+table costs one small read and one short listing per tick.
 
 `delta_tables_partitions` (running by default) adds a `delta_tables` partition for each
 registered table and removes those of tables no longer registered, so the backfill launcher
@@ -31,7 +31,6 @@ Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 """
 
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from delta_ops.defs.keys import DELTA_LOG, asset_key
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource
 from delta_ops.defs.sources import RegistrySource, refresh_discovery
+from delta_ops.defs.watch_cursor import due_settings, dump_cursor, load_cursor
 from delta_ops.errors import DeltaOpsError, NotATableError
 from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import due
@@ -61,25 +61,6 @@ PARTITIONS_SENSOR = "delta_tables_partitions"
 DISCOVERY_SENSOR = "delta_tables_discovery"
 #: The tag Dagster reads an observation's data version from.
 DATA_VERSION_TAG = "dagster/data_version"
-CURSOR_FORMAT = 1
-
-
-def load_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
-    """Per-table cursor entries; an absent or unreadable cursor starts afresh."""
-    if not cursor:
-        return {}
-    try:
-        obj = json.loads(cursor)
-    except ValueError:
-        return {}
-    if not isinstance(obj, dict) or obj.get("format") != CURSOR_FORMAT:
-        return {}
-    tables = obj.get("tables")
-    return tables if isinstance(tables, dict) else {}
-
-
-def dump_cursor(tables: dict[str, dict[str, Any]]) -> str:
-    return json.dumps({"format": CURSOR_FORMAT, "tables": tables}, sort_keys=True)
 
 
 @dataclass
@@ -149,7 +130,7 @@ def watch_tick(registry: Registry, cursor: str | None, log: Callable[[str], None
         entries[table.name] = {
             "status": "ok",
             "version": state.version,
-            "settings": settings.to_json(),
+            "settings": due_settings(settings).to_json(),
         }
     tick.cursor = dump_cursor(entries)
     return tick
