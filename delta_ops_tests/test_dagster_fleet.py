@@ -138,3 +138,26 @@ def test_cursor_round_trip_and_older_or_broken_cursors():
     for garbage in ("", "not json", CURSOR_PREFIX + "!!!", CURSOR_PREFIX + "eJzLSM3JBwAGLAIW",
                     json.dumps({"format": 7, "tables": entries})):
         assert load_cursor(garbage) == {}
+
+
+@pytest.mark.parametrize("step", ["delta_log", "maintenance"])
+def test_a_table_step_is_its_template_op_renamed(step):
+    """Each table's step is the template op copied under the table's name (loading 1,000
+    tables validates the op once): the same op Dagster's own renaming gives."""
+    from delta_ops.defs.engines import engine_pool
+    from delta_ops.defs.tables import _template, renamed_op
+
+    template = _template(step, engine_pool("local") if step == "maintenance" else None).op
+    ours = renamed_op(template, f"sales__{step}", "Maintenance of sales")
+    theirs = template.with_replaced_properties(name=f"sales__{step}",
+                                               description="Maintenance of sales")
+    assert template.name == f"table__{step}"
+    for attribute in ("name", "description", "pool", "tags", "required_resource_keys",
+                      "compute_fn", "positional_inputs", "retry_policy"):
+        assert getattr(ours, attribute) == getattr(theirs, attribute), attribute
+    for ours_defs, theirs_defs in ((ours.input_defs, theirs.input_defs),
+                                   (ours.output_defs, theirs.output_defs)):
+        assert [(d.name, d.dagster_type.key) for d in ours_defs] == [
+            (d.name, d.dagster_type.key) for d in theirs_defs]
+    assert [o.is_required for o in ours.output_defs] == [o.is_required for o in theirs.output_defs]
+    assert ours.config_schema.config_type.key == theirs.config_schema.config_type.key
