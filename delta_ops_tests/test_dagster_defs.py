@@ -1029,7 +1029,8 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
                              tmp_path / "t")
     age_files(root, 30 * DAY)
     before = data_files(root)
-    reg = write_registry(tmp_path, {"defaults": {"engine": "spark"},
+    # No size threshold: every table of engine spark runs on Spark.
+    reg = write_registry(tmp_path, {"defaults": {"engine": "spark", "spark_above_files": None},
                                     "tables": [{"name": "t", "uri": str(root)}]})
     spark = SparkResource(master="local[2]", local_ip=LOCAL_IP, python=sys.executable,
                           conf=dict(TEST_CONF))
@@ -1042,6 +1043,7 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
     assert result.success
     (mat,) = result.asset_materializations_for_node("t__maintenance")
     assert mat.metadata["num_files"].value == len(before - data_files(root)) > 0
+    assert mat.metadata["engine"].value == "spark"
     # A session the run started is stopped when the run ends; one it joined is left running.
     assert SparkContext._active_spark_context is already
 

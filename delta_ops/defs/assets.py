@@ -38,6 +38,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from delta_ops.defs.engines import EngineChoice, choose_engine, needs_size
 from delta_ops.defs.failures import as_failure, refusals
 from delta_ops.defs.keys import (
     CHECKPOINT,
@@ -76,6 +77,7 @@ from delta_ops.maintenance.due import (
     compaction_interval,
 )
 from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
+from delta_ops.maintenance.sizing import table_size
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol import features
 from delta_ops.protocol.crc import InvalidChecksumError
@@ -93,6 +95,8 @@ class TableRun:
     component: str
     spark: SparkResource
     now_ms: int
+    #: The engine this run uses for the table, once `engine()` was asked for it.
+    engine_choice: EngineChoice | None = None
 
     @property
     def name(self) -> str:
@@ -107,8 +111,26 @@ class TableRun:
         return self.table.storage()
 
     def engine(self) -> Engine:
-        """The engine the table's policy names (one per run; Spark starts on first use)."""
-        return self.spark.engine(self.table.policy.engine)
+        """The engine for this table: its policy's, by its size when the policy sets a
+        threshold (`delta_ops.defs.engines`; one per run; Spark starts on first use).
+
+        Raises:
+            EngineError: Spark does not start (`dagster.Failure` through `refusals`).
+            DeltaOpsError: the cheap reads of the table's size failed.
+        """
+        if self.engine_choice is None:
+            size = table_size(self.storage, inspect_log(self.storage)) if needs_size(
+                self.policy) else None
+            self.engine_choice = choose_engine(self.policy, size)
+        return self.spark.engine(self.engine_choice.name)
+
+    def engine_metadata(self) -> dict[str, str]:
+        """`engine` and `engine_reason` of a component that may use the engine (`none` when
+        it had nothing to compute), the same keys whether or not it did."""
+        choice = self.engine_choice
+        if choice is None:
+            return {"engine": "none", "engine_reason": "nothing was computed on an engine"}
+        return {"engine": choice.name, "engine_reason": choice.reason}
 
     def inspect(self, operation: str | None = None) -> tuple[LogState, TableSettings]:
         """The cheap log state and table settings (one `_last_checkpoint` read, one
@@ -268,7 +290,8 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     return MaterializeResult(
         asset_key=asset_key(run.name, CHECKPOINT),
         metadata=result_metadata(
-            result, duration_s=duration, checkpoint_version=result.version, **report),
+            result, duration_s=duration, checkpoint_version=result.version, **report,
+            **run.engine_metadata()),
         data_version=DataVersion(str(result.version)),
     )
 
@@ -324,7 +347,8 @@ def run_checksum(run: TableRun) -> MaterializeResult:
         duration = time.monotonic() - start_time
     return MaterializeResult(
         asset_key=asset_key(run.name, VERSION_CHECKSUM),
-        metadata=result_metadata(result, duration_s=duration, **extra),
+        metadata=result_metadata(result, duration_s=duration, **extra,
+                                 **run.engine_metadata()),
         data_version=DataVersion(str(state.version)),
     )
 
@@ -387,7 +411,7 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
-        **_cutoff(result),
+        **_cutoff(result), **run.engine_metadata(),
     ))
 
 
@@ -443,7 +467,8 @@ def run_row_tracking(
             run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
             progress=progress,
         ))
-    return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size)
+    return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size,
+                           **run.engine_metadata())
 
 
 # ---- what the asset bodies call per component -----------------------------------------------

@@ -7,6 +7,8 @@ section:
 ```yaml
 defaults:
   engine: spark                  # spark | local: where heavy work runs in jobs
+  spark_above_files: 100000      # engine spark: Spark only above this many live files
+  spark_above_bytes: null        # ... or above this many bytes (null: no such threshold)
   checkpoint: {interval: null}   # commits between checkpoints; null: delta.checkpointInterval (10)
   checksum: {enabled: true}      # write N.crc files
   compaction: {interval: null}   # commits per compaction file; null: delta.logCompactionInterval

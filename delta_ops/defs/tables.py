@@ -50,7 +50,7 @@ from delta_ops.defs.assets import (
     table_run,
 )
 from delta_ops.defs.checks import CHECKS, check_specs, run_check
-from delta_ops.defs.engines import ENGINE_COMPONENTS, engine_pool
+from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine, engine_pool
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -97,7 +97,7 @@ def spec_metadata(table: RegisteredTable) -> dict[str, Any]:
         "dagster/table_name": table.name,
         "uri": table.uri,
         "storage_options": MetadataValue.json(table.redacted_storage_options()),
-        "engine": table.policy.engine,
+        "engine": describe_engine(table.policy),
     }
 
 

@@ -1,0 +1,146 @@
+"""The engine per table in the Dagster layer: a table's size, read cheaply, picks the local
+engine or Spark under `engine: spark` and the `spark_above_files`/`spark_above_bytes`
+thresholds; a Spark that does not start fails a step quickly with a short `dagster.Failure`
+naming the master, and every check still returns a result with a reason (issue 16).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance
+
+from delta_ops.defs import build_definitions
+from delta_ops.defs.engines import choose_engine, describe_engine, needs_size
+from delta_ops.defs.policy import Policy
+from delta_ops.defs.resources import SparkResource
+from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.state import inspect_log
+from delta_ops.maintenance.checksum.operations import write_checksums
+from delta_ops.maintenance.sizing import TableSize, table_size
+from delta_ops.storage import Storage
+from delta_ops_tests.conftest import copy_corpus_table
+from delta_ops_tests.corpus import corpus_path
+from delta_ops_tests.spark_fixtures import LOCAL_IP, TEST_CONF
+
+pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
+
+DAY = 86_400
+
+
+@pytest.fixture(autouse=True)
+def _dagster_home(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+
+
+def write_registry(directory, data):
+    path = directory / "tables.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def metadata_of(result, node: str) -> dict:
+    return {
+        tuple(m.asset_key.path): {k: getattr(v, "value", v) for k, v in m.metadata.items()}
+        for m in result.asset_materializations_for_node(node)
+    }
+
+
+# ---- the size of a table, read cheaply ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [
+    "basic_append",                                   # commits only
+    "golden__checkpoint",                             # _last_checkpoint + commits
+    "golden__dv-partitioned-with-checkpoint",         # deletion vectors after a checkpoint
+    "golden__basic-with-inserts-deletes-checkpoint",  # removes after the checkpoint
+    "golden__commit-info-containing-arbitrary-operationParams-types",  # .crc at the latest
+    "golden__snapshot-data3",                         # a remove without a size
+])
+def test_table_size_agrees_with_the_snapshot(name):
+    storage = Storage.for_uri(str(corpus_path(name)))
+    size = table_size(storage, inspect_log(storage))
+    snap = load_snapshot(storage)
+    assert size.version == snap.version
+    assert size.num_files == snap.num_files, size
+    assert size.size_bytes in (None, snap.size_bytes), size
+
+
+def test_table_size_starts_from_the_newest_crc(tmp_path):
+    root = copy_corpus_table("golden__basic-with-inserts-deletes-checkpoint", tmp_path / "t")
+    storage = Storage.for_uri(str(root))
+    write_checksums(storage, start=11, end=11)
+    size = table_size(storage, inspect_log(storage))
+    snap = load_snapshot(storage)
+    assert size.source == "11.crc + 2 commits"
+    assert (size.num_files, size.size_bytes) == (snap.num_files, snap.size_bytes)
+
+
+def test_engine_choice_follows_the_policy_and_the_size():
+    small = TableSize(7, 40, 4_000, "7.crc")
+    big = TableSize(7, 400, 4_000, "7.crc")
+    heavy = TableSize(7, 40, 9_000_000, "7.crc")
+    unknown = TableSize(7, None, None, "unknown: checkpoint 5 without a file count, no .crc")
+    policy = Policy(engine="spark", spark_above_files=100, spark_above_bytes=1_000_000)
+    assert needs_size(policy)
+    assert choose_engine(policy, small).name == "local"
+    assert choose_engine(policy, big).name == "spark"
+    assert choose_engine(policy, heavy).name == "spark"
+    assert "above spark_above_bytes (1000000)" in choose_engine(policy, heavy).reason
+    assert choose_engine(policy, unknown).name == "spark"
+    assert choose_engine(policy, small).reason == (
+        "40 live files, 4000 bytes at version 7 (7.crc): not above spark_above_files (100) "
+        "or spark_above_bytes (1000000)")
+    assert describe_engine(policy) == "spark above 100 files or 1000000 bytes, else local"
+    always = Policy(engine="spark", spark_above_files=None)
+    assert not needs_size(always) and choose_engine(always, None).name == "spark"
+    local = Policy(engine="local", spark_above_files=0)
+    assert not needs_size(local) and choose_engine(local, big).name == "local"
+    assert Policy().spark_above_files == 100_000  # the default: Spark only for big tables
+
+
+@pytest.mark.spark
+def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
+    """Threshold set low: 2 live files stay local, 3 go to a real local Spark session."""
+    small = copy_corpus_table("basic_append", tmp_path / "small")  # 2 files
+    large = copy_corpus_table("golden__data-skipping-change-stats-collected-across-versions",
+                              tmp_path / "large")  # 3 files
+    old = time.time() - 30 * DAY
+    for root in (small, large):
+        for path in root.rglob("*.parquet"):
+            os.utime(path, (old, old))
+    reg = write_registry(tmp_path, {
+        "defaults": {"engine": "spark", "spark_above_files": 2},
+        "tables": [{"name": "small", "uri": str(small)}, {"name": "large", "uri": str(large)}],
+    })
+    spark = SparkResource(master="local[2]", local_ip=LOCAL_IP, python=sys.executable,
+                          conf=dict(TEST_CONF))
+    defs = build_definitions(reg, spark=spark)
+    graph = defs.resolve_asset_graph()
+    engine_md = graph.get(AssetKey(["small", "vacuum"])).metadata["engine"]
+    assert getattr(engine_md, "value", engine_md) == "spark above 2 files, else local"
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=DagsterInstance.ephemeral(),
+        asset_selection=[AssetKey([t, c]) for t in ("small", "large")
+                         for c in ("vacuum", "version_checksum")],
+    )
+    assert result.success
+    small_md = metadata_of(result, "small__maintenance")
+    large_md = metadata_of(result, "large__maintenance")
+    for component in ("vacuum", "version_checksum"):
+        assert small_md[("small", component)]["engine"] == "local"
+        assert large_md[("large", component)]["engine"] == "spark"
+    # (vacuum runs after the checksum, whose 1.crc it then reads the size from)
+    assert small_md[("small", "vacuum")]["engine_reason"] == (
+        "2 live files, 1980 bytes at version 1 (1.crc): not above spark_above_files (2)")
+    assert large_md[("large", "vacuum")]["engine_reason"].startswith("3 live files")
+    assert "above spark_above_files (2)" in large_md[("large", "vacuum")]["engine_reason"]
+    # The runs did their work: VACUUM found the old unreferenced files of the large table on
+    # Spark (the session starts on the engine's first job).
+    assert large_md[("large", "vacuum")]["num_files"] > 0
