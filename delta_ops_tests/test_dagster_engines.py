@@ -7,6 +7,7 @@ naming the master, and every check still returns a result with a reason (issue 1
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 
@@ -144,3 +145,77 @@ def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
     # The runs did their work: VACUUM found the old unreferenced files of the large table on
     # Spark (the session starts on the engine's first job).
     assert large_md[("large", "vacuum")]["num_files"] > 0
+
+
+# ---- Spark that does not start -----------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind((LOCAL_IP, 0))
+        return sock.getsockname()[1]
+
+
+#: Seconds a run against a dead master may take. The start-up check is one refused TCP
+#: connection to 127.0.0.1 (milliseconds); the rest of the run is local reads of a small
+#: table, a few seconds on a busy machine. Without the check a standalone master that
+#: never answers costs the JVM start and Spark's registration retries, three of 20 s each,
+#: before anything fails (the 77 s of the issue): a run under this bound did not go there.
+DEAD_MASTER_BOUND_S = 45
+
+
+def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
+    master = f"spark://{LOCAL_IP}:{free_port()}"
+    # Version checksums up to the latest version exist: checksum_matches needs the engine.
+    root = copy_corpus_table(
+        "golden__commit-info-containing-arbitrary-operationParams-types", tmp_path / "t")
+    reg = write_registry(tmp_path, {
+        "defaults": {"engine": "spark", "spark_above_files": None},
+        "tables": [{"name": "t", "uri": str(root)}],
+    })
+    defs = build_definitions(reg, spark=SparkResource(master=master, local_ip=LOCAL_IP))
+    start = time.monotonic()
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    elapsed = time.monotonic() - start
+    assert elapsed < DEAD_MASTER_BOUND_S, elapsed
+
+    (failure,) = result.get_step_failure_events()
+    assert failure.step_key == "t__maintenance"
+    data = failure.step_failure_data
+    description = data.user_failure_data.description
+    # The components that need the engine (checksums, VACUUM) fail, each in one line that
+    # names the master and the cause; no Py4J in sight.
+    assert description.startswith(
+        f"t: 2 components failed: version_checksum: cannot reach Spark master {master} (")
+    assert description.count(f"cannot reach Spark master {master}") == 2
+    assert "Connection refused" in description
+    assert "py4j" not in str(data.error).lower() and len(description) < 600
+    failures = data.user_failure_data.metadata["failures"].value
+    assert {c: f["error"] for c, f in failures.items()} == {
+        "version_checksum": "EngineError", "vacuum": "EngineError"}
+    # The components that needed no engine still ran, and every check returned a result
+    # with a reason: checksum_matches names the master instead of crashing the step.
+    done = {tuple(m.asset_key.path) for m in result.asset_materializations_for_node(
+        "t__maintenance")}
+    assert ("t", "metadata_cleanup") in done
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(checks) == {"protocol_supported", "files_exist", "checkpoint_fresh",
+                           "checksum_matches"}
+    matches = checks["checksum_matches"]
+    assert matches.passed is False
+    assert f"cannot reach Spark master {master}" in matches.description
+    assert matches.metadata["error"].value == "EngineError"
+
+
+def test_malformed_spark_settings_are_an_engine_error():
+    from delta_ops.errors import EngineError
+
+    resource = SparkResource(remote="http://connect-host:15002")
+    with pytest.raises(EngineError, match="invalid Spark settings: a Spark Connect URL starts "
+                       "with 'sc://', got 'http://connect-host:15002'"):
+        resource.engine("spark")
+    # Remembered for the run: a second component fails at once with the same error.
+    with pytest.raises(EngineError, match="invalid Spark settings"):
+        resource.engine("spark")

@@ -288,7 +288,8 @@ def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
     }
     return Failure(
         description=f"{table}: {len(failed)} components failed: "
-        + "; ".join(f"{c}: {f.description}" for c, f in failed.items()),
+        + "; ".join(f"{c}: {(f.description or '').removeprefix(f'{table} {c}: ')}"
+                    for c, f in failed.items()),
         metadata={
             "table": table,
             "failed_components": MetadataValue.json(list(failed)),
