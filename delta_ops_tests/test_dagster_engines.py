@@ -28,8 +28,6 @@ from delta_ops_tests.conftest import copy_corpus_table
 from delta_ops_tests.corpus import corpus_path
 from delta_ops_tests.spark_fixtures import LOCAL_IP, TEST_CONF
 
-pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
-
 DAY = 86_400
 
 
