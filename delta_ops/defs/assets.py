@@ -32,9 +32,6 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     ObserveResult,
-    TableColumn,
-    TableColumnConstraints,
-    TableSchema,
 )
 from pydantic import Field
 
@@ -53,6 +50,7 @@ from delta_ops.defs.keys import (
     asset_key,
 )
 from delta_ops.defs.metadata import (
+    column_schema,
     histogram_markdown,
     markdown_list,
     metadata_value,
@@ -161,15 +159,7 @@ def table_shape(snap: Any) -> dict[str, Any]:
     file's stats give `numRecords` (less the rows its deletion vector removes)."""
     out: dict[str, Any] = {}
     if snap.metadata.schema_string:
-        schema = json.loads(snap.metadata.schema_string)
-        out["dagster/column_schema"] = TableSchema(columns=[
-            TableColumn(
-                name=f["name"],
-                type=f["type"] if isinstance(f["type"], str) else f["type"].get("type", "?"),
-                constraints=TableColumnConstraints(nullable=bool(f.get("nullable", True))),
-            )
-            for f in schema.get("fields", [])
-        ])
+        out["dagster/column_schema"] = column_schema(json.loads(snap.metadata.schema_string))
     stats = snap.files.column("stats").to_pylist() if snap.num_files else []
     counts = [_NUM_RECORDS.search(s) if s else None for s in stats]
     if all(counts):
@@ -204,9 +194,14 @@ def noop(
     )
 
 
-def _cutoff(result: Any) -> dict[str, Any]:
-    """`cutoff_timestamp` (ms since the epoch in the Result) as timestamp metadata."""
+def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
+    """`cutoff_timestamp` as timestamp metadata: the Result's (ms since the epoch; metadata
+    cleanup's `cutOffTimestamp`), else `now_ms` less the Result's `retention_hours` (what
+    VACUUM deleted files older than); null when neither applies (cleanup disabled)."""
     ms = getattr(result, "cutoff_timestamp", None)
+    hours = getattr(result, "retention_hours", None)
+    if ms is None and now_ms is not None and hours is not None:
+        ms = now_ms - hours * 3_600_000
     return {"cutoff_timestamp": MetadataValue.timestamp(ms / 1000) if ms is not None
             else MetadataValue.null()}
 
@@ -411,7 +406,7 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
-        **_cutoff(result), **run.engine_metadata(),
+        **_cutoff(result, run.now_ms), **run.engine_metadata(),
     ))
 
 
@@ -467,8 +462,15 @@ def run_row_tracking(
             run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
             progress=progress,
         ))
-    return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size,
-                           **run.engine_metadata())
+        # The keys the report-only observation has, read again after the backfill.
+        after = load_snapshot(run.storage)
+        left = plan_backfill(after, batch_size=batch_size)
+    return result_metadata(
+        result, duration_s=duration, backfilled=True, batch_size=batch_size,
+        version=after.version, files_missing_row_ids=left.files_missing,
+        unsupported_features=MetadataValue.json(after.unsupported_features(
+            "row_tracking_backfill")),
+        **run.engine_metadata())
 
 
 # ---- what the asset bodies call per component -----------------------------------------------

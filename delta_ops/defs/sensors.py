@@ -143,6 +143,7 @@ def log_observation(name: str, uri: str, state: LogState) -> AssetObservation:
         asset_key=asset_key(name, DELTA_LOG),
         metadata={
             "dagster/uri": MetadataValue.path(uri),
+            "dagster/table_name": name,
             "version": state.version,
             "checkpoint_version": (
                 state.checkpoint_version if state.checkpoint_version is not None
