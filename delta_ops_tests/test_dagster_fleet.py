@@ -161,3 +161,19 @@ def test_a_table_step_is_its_template_op_renamed(step):
             (d.name, d.dagster_type.key) for d in theirs_defs]
     assert [o.is_required for o in ours.output_defs] == [o.is_required for o in theirs.output_defs]
     assert ours.config_schema.config_type.key == theirs.config_schema.config_type.key
+
+
+def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
+    import copy
+
+    from delta_ops.defs.engines import engine_pool
+    from delta_ops.defs.tables import _template, renamed_op
+
+    template = _template("maintenance", engine_pool("local")).op
+    cached = copy.copy(template)
+    cached._some_cache = {"name": "table__maintenance"}  # what a Dagster upgrade might add
+    renamed = renamed_op(cached, "sales__maintenance", None)
+    assert renamed.name == "sales__maintenance"
+    assert not hasattr(renamed, "_some_cache")  # rebuilt by with_replaced_properties
+    plain = renamed_op(template, "sales__maintenance", None)
+    assert plain._compute_fn is template._compute_fn and plain.name == "sales__maintenance"

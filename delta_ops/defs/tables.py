@@ -243,16 +243,25 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
 
 #: The attributes of an `OpDefinition` that hold its name and description.
 _NAME_ATTRS = frozenset({"_name", "_description"})
+#: Every attribute an `OpDefinition` of Dagster 1.13 holds: plain values set once by its
+#: constructor (anything else, such as a cache a method fills in, could depend on the name).
+_PLAIN_OP_ATTRS = _NAME_ATTRS | {
+    "__annotations__", "__doc__", "__module__", "__name__", "__qualname__", "__wrapped__",
+    "_compute_fn", "_config_schema", "_input_defs", "_input_dict", "_output_defs",
+    "_output_dict", "_pool", "_positional_inputs", "_required_resource_keys", "_retry_policy",
+    "_tags", "_version",
+}
 
 
 def renamed_op(op: OpDefinition, name: str, description: str | None) -> OpDefinition:
     """`op` under another name: what `op.with_replaced_properties(name=name,
     description=description)` gives, without validating the compute function and resolving
     the types of its outputs again (half of what loading 1,000 tables cost). A copy of the
-    op with its name and description replaced; where the op does not keep them as those
-    plain attributes (another Dagster version), the public method is used.
+    op with its name and description replaced; where the op holds anything but the plain
+    attributes its constructor sets (another Dagster version), the public method is used.
     `name` is a valid Dagster name: table names are checked by the registry."""
-    if not _NAME_ATTRS <= vars(op).keys():
+    attrs = vars(op).keys()
+    if not _NAME_ATTRS <= attrs or not attrs <= _PLAIN_OP_ATTRS:
         return op.with_replaced_properties(name=name, description=description)
     out = copy.copy(op)
     out._name = name  # noqa: SLF001 - see the docstring
