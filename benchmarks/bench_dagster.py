@@ -19,11 +19,12 @@ the discovery sensor does), then reports:
   through Dagster (`build_sensor_context`) without, then with, the cursor, in a process
   that loaded the definitions (as a code server has); `cursor_bytes`, `requests` (one per
   table) and `observations` of the first tick;
-- `run_s` / `run_process_s`: one `maintenance` run of every asset of every table on the
-  local engine (`execute_in_process`, the default SQLite instance in a fresh DAGSTER_HOME,
-  as `dagster dev` has), and its whole process; `run_success`, `materializations`,
-  `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is the SQLite event
-  log committing each of the run's ~50 events per table).
+- `run_s` / `run_process_s`: one `maintenance` run of every asset of every table
+  (`execute_in_process`, the default SQLite instance in a fresh DAGSTER_HOME, as `dagster
+  dev` has), and its whole process; `run_success`, `materializations`, `engines` (how many
+  materializations ran on which engine: the default policy sends these small tables to the
+  local engine), `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is
+  the SQLite event log committing each of the run's ~50 events per table).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def write_project(root: Path, lake: Path) -> Path:
     (root / PACKAGE / "defs" / "tables" / "defs.yaml").write_text(json.dumps({
         "type": "delta_ops.defs.component.DeltaMaintenanceComponent",
         "attributes": {
-            "defaults": {"engine": "local"},
+            # The default policy: engine spark above 100,000 live files, so these small
+            # tables run on the local engine (the run reports how many did).
             "discover": [{"prefix": str(lake), "max_depth": 2}],
             "discovery_cache": "discovered.json",
         },
@@ -155,10 +157,17 @@ def child_run() -> dict:
     job = defs.resolve_job_def("maintenance")
     start = time.perf_counter()
     result = job.execute_in_process(instance=DagsterInstance.get(), raise_on_error=False)
+    materializations = result.get_asset_materialization_events()
+    engines: dict[str, int] = {}
+    for event in materializations:
+        engine = event.event_specific_data.materialization.metadata.get("engine")
+        if engine is not None:
+            engines[engine.value] = engines.get(engine.value, 0) + 1
     return {
         "run_s": time.perf_counter() - start,
         "run_success": result.success,
-        "materializations": len(result.get_asset_materialization_events()),
+        "materializations": len(materializations),
+        "engines": engines,
         "step_failures": len(result.get_step_failure_events()),
     }
 
@@ -229,7 +238,8 @@ def main(argv: list[str] | None = None) -> dict:
         result.update({
             "run_s": round(run["run_s"], 1), "run_process_s": round(wall, 1),
             "run_rss_mb": round(peak), "run_success": run["run_success"],
-            "materializations": run["materializations"], "step_failures": run["step_failures"],
+            "materializations": run["materializations"], "engines": run["engines"],
+            "step_failures": run["step_failures"],
         })
     for key, value in result.items():
         print(f"{key:>18}: {value}")
