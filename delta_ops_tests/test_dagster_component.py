@@ -28,8 +28,6 @@ from delta_ops.defs.sources import RegistrySource, assemble_registry, read_cache
 from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
 from delta_ops_tests.dg_project import new_project, write_component
 
-pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
-
 DG = str(Path(sys.executable).parent / "dg")
 
 
@@ -95,6 +93,9 @@ def test_scaffolded_component_loads_and_maintains_its_table(tmp_path, make_proje
                            capture_output=True, text=True, timeout=180)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
+    # No warning of any kind (issue 16: `dagster dev`/`definitions validate` printed
+    # SupersessionWarnings pointing at dg; dg itself must print none).
+    assert "Warning" not in check.stdout + check.stderr, check.stderr[-2000:]
 
     defs = load(project)
     Definitions.validate_loadable(defs)
@@ -201,9 +202,13 @@ def test_dg_check_and_list_defs_from_the_repository_root(tmp_path):
                            capture_output=True, text=True, timeout=240)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
+    # No warning of any kind (issue 16: `dagster dev`/`definitions validate` printed
+    # SupersessionWarnings pointing at dg; dg itself must print none).
+    assert "Warning" not in check.stdout + check.stderr, check.stderr[-2000:]
     listed = subprocess.run([DG, "list", "defs", "--json"], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True, timeout=240)
     assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "Warning" not in listed.stderr, listed.stderr[-2000:]
     data = json.loads(listed.stdout[listed.stdout.index("{"):])
     keys = {a["asset_key"] for a in data["assets"]}
     assert {a["source"] for a in data["assets"]} == {"delta_ops/location/tables/defs.yaml:4"}

@@ -35,6 +35,7 @@ from pydantic import Field, ValidationError, field_validator
 from delta_ops.defs.policy import Policy, PolicyOverride, StrictModel
 from delta_ops.defs.registry import (
     NAME_RE,
+    Ownership,
     RegisteredTable,
     Registry,
     SparkSettings,
@@ -56,15 +57,17 @@ DEFAULT_DISCOVERY_INTERVAL_S = 600
 _SKIP_PREFIXES = (".", "_")
 
 
-class PatternPolicy(PolicyOverride):
-    """Policy overrides for the discovered tables whose relative path matches `match`."""
+class PatternPolicy(PolicyOverride, Ownership):
+    """Policy overrides (and owners, tags) for the discovered tables whose relative path
+    matches `match`; its tags add to the spec's."""
 
     match: str
     group: str | None = None
 
 
-class DiscoverySpec(StrictModel):
-    """Tables found under a prefix (see the module docstring)."""
+class DiscoverySpec(Ownership):
+    """Tables found under a prefix (see the module docstring); `owners` and `tags` go on
+    every table found."""
 
     prefix: str
     include: list[str] = Field(default_factory=lambda: ["*"])
@@ -284,8 +287,14 @@ def discovered_tables(source: RegistrySource, defaults: Policy | None = None) ->
             group = (rule.group if rule else None) or spec.group
             if group:
                 data["group"] = group
+            if spec.owners:
+                data["owners"] = list(spec.owners)
+            if spec.tags:
+                data["tags"] = dict(spec.tags)
             if rule is not None:
                 data.update(rule.model_dump(exclude_unset=True, exclude={"match", "group"}))
+                if "tags" in rule.model_fields_set:
+                    data["tags"] = {**spec.tags, **rule.tags}
             out.append(_entry(data, f"discover[{i}]:{relative}", defaults,
                               Path(source.base_dir), source.origin))
     return out

@@ -26,6 +26,7 @@ Spark sessions start at once. Owners and tags of the registry entry go on every 
 """
 
 
+import copy
 import functools
 import warnings
 from typing import Any
@@ -39,6 +40,7 @@ from dagster import (
     BetaWarning,
     Failure,
     MetadataValue,
+    OpDefinition,
     multi_asset,
     multi_observable_source_asset,
 )
@@ -50,7 +52,7 @@ from delta_ops.defs.assets import (
     table_run,
 )
 from delta_ops.defs.checks import CHECKS, check_specs, run_check
-from delta_ops.defs.engines import ENGINE_COMPONENTS, engine_pool
+from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine, engine_pool
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -103,7 +105,7 @@ def spec_metadata(table: RegisteredTable) -> dict[str, Any]:
         "dagster/table_name": table.name,
         "uri": table.uri,
         "storage_options": MetadataValue.json(table.redacted_storage_options()),
-        "engine": table.policy.engine,
+        "engine": describe_engine(table.policy),
     }
 
 
@@ -248,9 +250,7 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         keys_by_output_name={
             out: specs[key.path[1]].key for out, key in template.keys_by_output_name.items()
         },
-        node_def=template.op.with_replaced_properties(
-            name=f"{table.name}__{step}", description=description
-        ),
+        node_def=renamed_op(template.op, f"{table.name}__{step}", description),
         can_subset=True,
         specs=list(specs.values()),
         check_specs_by_output_name={
@@ -258,6 +258,34 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         },
         execution_type=template.execution_type,
     )
+
+
+#: The attributes of an `OpDefinition` that hold its name and description.
+_NAME_ATTRS = frozenset({"_name", "_description"})
+#: Every attribute an `OpDefinition` of Dagster 1.13 holds: plain values set once by its
+#: constructor (anything else, such as a cache a method fills in, could depend on the name).
+_PLAIN_OP_ATTRS = _NAME_ATTRS | {
+    "__annotations__", "__doc__", "__module__", "__name__", "__qualname__", "__wrapped__",
+    "_compute_fn", "_config_schema", "_input_defs", "_input_dict", "_output_defs",
+    "_output_dict", "_pool", "_positional_inputs", "_required_resource_keys", "_retry_policy",
+    "_tags", "_version",
+}
+
+
+def renamed_op(op: OpDefinition, name: str, description: str | None) -> OpDefinition:
+    """`op` under another name: what `op.with_replaced_properties(name=name,
+    description=description)` gives, without validating the compute function and resolving
+    the types of its outputs again (half of what loading 1,000 tables cost). A copy of the
+    op with its name and description replaced; where the op holds anything but the plain
+    attributes its constructor sets (another Dagster version), the public method is used.
+    `name` is a valid Dagster name: table names are checked by the registry."""
+    attrs = vars(op).keys()
+    if not _NAME_ATTRS <= attrs or not attrs <= _PLAIN_OP_ATTRS:
+        return op.with_replaced_properties(name=name, description=description)
+    out = copy.copy(op)
+    out._name = name  # noqa: SLF001 - see the docstring
+    out._description = description or op.description  # noqa: SLF001
+    return out
 
 
 def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
@@ -288,7 +316,8 @@ def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
     }
     return Failure(
         description=f"{table}: {len(failed)} components failed: "
-        + "; ".join(f"{c}: {f.description}" for c, f in failed.items()),
+        + "; ".join(f"{c}: {(f.description or '').removeprefix(f'{table} {c}: ')}"
+                    for c, f in failed.items()),
         metadata={
             "table": table,
             "failed_components": MetadataValue.json(list(failed)),
