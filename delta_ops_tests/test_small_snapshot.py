@@ -25,6 +25,7 @@ from delta_ops.cli import main
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.commits import CommitFile
 from delta_ops.log.commits import reconcile as reconcile_commits
+from delta_ops.log.json_actions import parse_json_actions
 from delta_ops.log.replay import _Reconciler
 from delta_ops.log.segment import build_log_segment
 from delta_ops.log.small_snapshot import (
@@ -314,3 +315,27 @@ def test_the_module_keeps_its_promise_of_no_arrow():
                          check=True, cwd=REPO_ROOT, env=env).stdout.strip()
     assert out == "[]"
     assert DEFAULT_SMALL_LOG_BYTES > 0
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\n\n", b" \t\r\n", b'{"a":1}', b'{"a":1}\n', b'\n {"a":1}\n{"b":2}\n\n',
+    b'{"a":1}\r\n{"b":"x"}\r\n', b'{"a":1}\r{"b":2}', b'{"a":1}\n\n{"b":2}\n',
+    b'{"a":1}\n   \n{"b":[1,2]}\n', b'\x0c{"a":1}\x0b\n', b'{"a":1}\t\n{"b":{"c":null}}',
+])
+def test_json_actions_parse_as_lines_whatever_the_layout(data):
+    """One parser call over the joined lines gives what parsing each line gives: blank
+    lines, CR LF and lone CR endings, whitespace around the file."""
+    lines = [orjson.loads(line.strip(b" \t\x0b\x0c")) for line in data.splitlines()
+             if line.strip()]
+    assert parse_json_actions(data, table="t", version=3, file="f.json") == lines
+
+
+@pytest.mark.parametrize(("data", "line"), [
+    (b'{"a":1}\n[1]\n', "line 2 is not a JSON object"),
+    (b'{"a":1}\n\n{"a":', "line 3 is not valid JSON"),
+    (b'{"a":1},\n', "line 1 is not valid JSON"),
+])
+def test_json_actions_errors_name_the_line(data, line):
+    with pytest.raises(DeltaOpsError, match=line) as exc:
+        parse_json_actions(data, table="t", version=3, file="f.json")
+    assert (exc.value.version, exc.value.file) == (3, "f.json")
