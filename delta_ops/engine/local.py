@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
 from delta_ops.protocol.arrays import from_numpy, int_values, string_array
@@ -109,6 +108,8 @@ class LocalEngine(Engine):
         return sum(self._map(storage.delete, paths))
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
+        import pyarrow.parquet as pq  # with its filesystems (and ssl): only where Parquet is
+
         def one(path: str) -> int:
             with storage.open_input(path) as fh:
                 return pq.ParquetFile(fh).metadata.num_rows
@@ -125,6 +126,8 @@ class LocalEngine(Engine):
     def write_parquet_files(
         self, storage: Storage, files: Sequence[tuple[str, pa.Table]]
     ) -> list[int]:
+        import pyarrow.parquet as pq
+
         def one(item: tuple[str, pa.Table]) -> int:
             path, table = item
             buf = io.BytesIO()

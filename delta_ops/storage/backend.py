@@ -139,3 +139,11 @@ class _Backend(ABC):
 
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
+
+
+def _debug(logger: str, msg: str, *args: object) -> None:
+    """Log `msg` at debug level to `logger`; `logging` is imported with the first message
+    (a command that logs nothing does not load it)."""
+    import logging
+
+    logging.getLogger(logger).debug(msg, *args)

@@ -18,17 +18,14 @@ Storage options may hold credentials; they are kept as given, handed back by
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
-from delta_ops.storage.backend import FileInfo, _Backend, content_bytes
+from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
-
-logger = logging.getLogger(__name__)
 
 
 class Storage:
@@ -492,7 +489,7 @@ class Storage:
             raise
         except self._backend.errors as exc:
             raise self._fail("create file", rel, exc) from exc
-        logger.debug("put_if_absent %s: %s", self.absolute_uri(rel), written)
+        _debug(__name__, "put_if_absent %s: %s", self.absolute_uri(rel), written)
         return written
 
     def put_atomic(self, path: str, data: bytes | os.PathLike) -> None:

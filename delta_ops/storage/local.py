@@ -18,8 +18,6 @@ import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
 
-import pyarrow as pa
-
 from delta_ops.errors import AtomicityUnsupportedError
 from delta_ops.storage.backend import _Backend, content_bytes
 
@@ -220,6 +218,9 @@ class _LocalBackend(_Backend):
     def open_input(self, native: str) -> BinaryIO:
         # Arrow's native file reads Parquet without going through Python file objects
         # (several times faster for checkpoints); it is a binary, seekable reader too.
+        # Imported here: a command that reads only JSON never loads pyarrow.
+        import pyarrow as pa
+
         return pa.OSFile(native, "rb")
 
     @staticmethod

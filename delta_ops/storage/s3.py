@@ -10,16 +10,13 @@ an S3 storage is built.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
-from delta_ops.storage.backend import _Backend, _ms, content_bytes
-
-logger = logging.getLogger(__name__)
+from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -343,7 +340,7 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
         elif key.startswith("aws_"):
             # Other object_store settings (AWS_ALLOW_HTTP, AWS_S3_ALLOW_UNSAFE_RENAME...)
             # mean nothing to s3fs, which would reject them.
-            logger.debug("ignoring storage option %s: not used by s3fs", raw_key)
+            _debug(__name__, "ignoring storage option %s: not used by s3fs", raw_key)
         else:
             out[key] = value
     unknown = sorted(str(k) for k in out if k not in _s3fs_option_names())
