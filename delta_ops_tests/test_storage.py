@@ -23,6 +23,7 @@ import pytest
 
 from delta_ops.errors import AtomicityUnsupportedError, StorageError
 from delta_ops.storage import FileInfo, Storage, _S3Backend
+from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 from delta_ops_tests import s3_server as s3_fixtures
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
@@ -131,6 +132,35 @@ class TestStorageContract:
         assert {f.path for f in storage.walk("p=1")} == {"p=1/b.parquet", "p=1/q=x/c.parquet"}
         assert {f.path for f in storage.walk("p=2/q=y")} == {"p=2/q=y/r=z/d.parquet"}
         assert list(storage.walk("missing")) == []
+
+    def test_walk_names_and_stat_files_are_walk_in_two_steps(self, storage):
+        files = {
+            "a.parquet": b"1",
+            "b.parquet": b"22",
+            "p=1/c.parquet": b"333",
+            "p=1/q=x/d.parquet": b"4444",
+        }
+        for path, data in files.items():
+            storage.put_atomic(path, data)
+        everything = {f.path: f for f in storage.walk()}
+
+        def two_steps(directory, recursive=True):
+            found = []
+            for rel_dir, names in walk_names(storage, directory, recursive=recursive):
+                assert names
+                found += stat_files(storage, rel_dir, names)
+            return sorted(found, key=lambda f: f.path)
+
+        assert two_steps("") == sorted(everything.values(), key=lambda f: f.path)
+        assert two_steps("", recursive=False) == storage.list_dir("")
+        assert two_steps("p=1") == [everything["p=1/c.parquet"], everything["p=1/q=x/d.parquet"]]
+        assert two_steps("missing") == []
+        # Names gone since they were listed (or never there) are left out.
+        assert stat_files(storage, "p=1", ["gone.parquet", "c.parquet"]) == [
+            everything["p=1/c.parquet"]
+        ]
+        assert stat_files(storage, "missing", ["x"]) == []
+        assert listing_has_stats(storage) == (storage.scheme != "file")
 
     def test_walk_and_list_dir_leave_out_excluded_paths(self, storage):
         files = {
@@ -673,6 +703,33 @@ def _linked_tree(tmp_path):
     (root / "linkfile.bin").symlink_to(outside / "o.bin")
     (root / "real" / "to_f.bin").symlink_to(root / "real" / "f.bin")
     return root, outside
+
+
+def test_local_names_come_in_pages_and_without_links(tmp_path, monkeypatch):
+    import delta_ops.storage.local as local_backend
+
+    monkeypatch.setattr(local_backend, "NAMES_PAGE", 2)
+    root, _outside = _linked_tree(tmp_path)
+    s = Storage.for_uri(str(root))
+    for i in range(5):
+        s.put_atomic(f"real/many{i}.bin", b"m")
+        s.put_atomic(f"top{i}.bin", b"t")
+    pages = list(walk_names(s, "", recursive=False, follow_symlinks=False))
+    assert all(len(names) <= 2 and rel == "" for rel, names in pages)
+    assert sorted(n for _, names in pages for n in names) == sorted(
+        f.path for f in s.list_dir("", follow_symlinks=False)
+    )
+    pages = list(walk_names(s, "real", follow_symlinks=False))
+    assert all(len(names) <= 2 for _rel, names in pages)
+    walked = sorted(f"{rel}/{n}" for rel, names in pages for n in names)
+    assert walked == sorted(f.path for f in s.walk("real", follow_symlinks=False))
+    assert list(walk_names(s, "linkdir", follow_symlinks=False)) == []
+    # A link among the names is not a regular file when links are not followed.
+    assert stat_files(s, "", ["linkfile.bin", "top.bin"], follow_symlinks=False) == [
+        f for f in s.list_dir("") if f.path == "top.bin"
+    ]
+    assert [f.path for f in stat_files(s, "", ["linkfile.bin"])] == ["linkfile.bin"]
+    assert stat_files(s, "linkdir", ["o.bin"], follow_symlinks=False) == []
 
 
 def test_listing_without_links(tmp_path):

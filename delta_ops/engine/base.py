@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from delta_ops.engine.spill import KeyBuckets
 from delta_ops.storage import Storage
 
 LISTING_SCHEMA = pa.schema(
@@ -54,12 +55,14 @@ class Engine(ABC):
         self,
         storage: Storage,
         directories: Sequence[str],
-        keep: pa.Array,
+        keep: pa.Array | KeyBuckets,
         older_than_ms: int,
     ) -> pa.Table:
         """Files below `directories` (as in `list_files`) whose path is not in `keep` and
         whose modification time is before `older_than_ms`; LISTING_SCHEMA, sorted by path.
-        The anti-join runs where the engine runs (on Spark: in Spark, not on the driver)."""
+        The anti-join runs where the engine runs (on Spark: in Spark, not on the driver).
+        `keep` may be held in buckets (`engine.spill.KeyBuckets`, a set too large for
+        memory): the local engine then joins bucket by bucket, Spark a bucket at a time."""
 
     @abstractmethod
     def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:

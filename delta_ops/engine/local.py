@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import io
 import os
+from collections import deque
 from collections.abc import Container, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
-from delta_ops.protocol.arrays import from_numpy, int_values, string_array
+from delta_ops.engine.spill import BucketSpill, KeyBuckets
+from delta_ops.protocol.arrays import constant_string, from_numpy, int_values, string_array
 from delta_ops.storage import FileInfo, Storage
+from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 
 
 def _readable(info: FileInfo) -> FileInfo:
@@ -96,8 +101,17 @@ class LocalEngine(Engine):
         return _listing_table(self._list(storage, directories))
 
     def find_unreferenced(
-        self, storage: Storage, directories: Sequence[str], keep: pa.Array, older_than_ms: int
+        self,
+        storage: Storage,
+        directories: Sequence[str],
+        keep: pa.Array | KeyBuckets,
+        older_than_ms: int,
     ) -> pa.Table:
+        if isinstance(keep, KeyBuckets):
+            return find_unreferenced_in_buckets(
+                storage, directories, keep, older_than_ms,
+                threads=self.max_workers if storage.latency_bound else 1,
+            )
         # The anti-join runs during the listing: on the local file system a kept file costs
         # its name only, never a stat.
         referenced = frozenset(keep.cast(pa.string()).to_pylist())
@@ -165,4 +179,183 @@ def histogram(sizes: pa.Array, boundaries: Sequence[int]) -> tuple[list[int], li
     return [int(x) for x in c], [int(x) for x in t]
 
 
-__all__ = ["LocalEngine", "histogram"]
+# --------------------------------------------------------------------------------------
+# The anti-join against a referenced set held in buckets (issue 15)
+# --------------------------------------------------------------------------------------
+
+#: Most listed paths checked against a bucket's keys in one go (the keys' hash set is
+#: built once per go).
+_JOIN_ROWS = 1_048_576
+#: Most listed files (with sizes and times) put in one spill page.
+_PAGE_ROWS = 65_536
+_SPILL_LISTING = pa.schema(
+    [pa.field("path", pa.string()), pa.field("size", pa.int64()),
+     pa.field("modification_time", pa.int64())]
+)
+
+
+def _paths_array(prefix: str, names: list[str]) -> pa.Array:
+    """`prefix + name` of each of `names` (file names: never a NUL) as a string array,
+    split from one encoded buffer. UnicodeEncodeError when a name is not valid UTF-8."""
+    if not names:
+        return string_array([])
+    blob = "\0".join(names).encode("utf-8")
+    offsets = np.array([0, len(blob)], dtype=np.int64)
+    one = pa.Array.from_buffers(
+        pa.large_string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(blob)]
+    )
+    out = pc.split_pattern(one, "\0").flatten().cast(pa.string())
+    if prefix:
+        n = len(out)
+        out = pc.binary_join_element_wise(
+            constant_string(prefix, n), out, constant_string("", n)
+        )
+    return out
+
+
+def _windowed(fn, items: Sequence, width: int):
+    """`map(fn, items)` on `width` threads, in order, with at most `width` results pending
+    (a thread pool's `map` would hold every result at once)."""
+    if width <= 1 or len(items) <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(min(width, len(items))) as pool:
+        it = iter(items)
+        pending = deque(pool.submit(fn, item) for item in islice(it, width))
+        try:
+            while pending:
+                result = pending.popleft().result()
+                for item in islice(it, 1):
+                    pending.append(pool.submit(fn, item))
+                yield result
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class _Pages:
+    """The listing of `directories` (as `LocalEngine.list_files`, links neither listed nor
+    followed) as spill pages: with sizes and times where listings carry them, else names
+    only (sizes and times null, read later for the few files that need them); names that
+    are not valid UTF-8 are set aside as (directory, name)."""
+
+    def __init__(self, storage: Storage, directories: Sequence[str], threads: int) -> None:
+        self.storage = storage
+        self.directories = list(directories)
+        self.threads = threads
+        self.undecodable: list[tuple[str, str]] = []
+
+    def __iter__(self):
+        storage = self.storage
+        if listing_has_stats(storage):
+
+            def one(directory: str) -> list[FileInfo]:
+                if directory == "":
+                    return storage.list_dir("", follow_symlinks=False)
+                return list(storage.walk(directory, follow_symlinks=False))
+
+            for infos in _windowed(one, self.directories, self.threads):
+                for start in range(0, len(infos), _PAGE_ROWS):
+                    yield _listing_table(infos[start : start + _PAGE_ROWS])
+            return
+        for directory in self.directories:
+            pages = walk_names(
+                storage, directory, recursive=directory != "", follow_symlinks=False
+            )
+            for rel_dir, names in pages:
+                prefix = f"{rel_dir}/" if rel_dir else ""
+                try:
+                    paths = _paths_array(prefix, names)
+                except UnicodeEncodeError:
+                    good = []
+                    for n in names:  # the directory's own name may be the culprit
+                        try:
+                            (prefix + n).encode("utf-8")
+                        except UnicodeEncodeError:
+                            self.undecodable.append((rel_dir, n))
+                        else:
+                            good.append(n)
+                    paths = _paths_array(prefix, good) if good else string_array([])
+                n = len(paths)
+                yield pa.Table.from_arrays(
+                    [paths, pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())],
+                    schema=_SPILL_LISTING,
+                )
+
+
+def _unreferenced(spill: BucketSpill, keep: KeyBuckets) -> list[pa.Table]:
+    """The spilled listing minus the referenced keys, bucket by bucket."""
+    out: list[pa.Table] = []
+
+    def join(batches: list[pa.RecordBatch], keys: pa.Array) -> None:
+        chunk = pa.Table.from_batches(batches, schema=_SPILL_LISTING).combine_chunks()
+        if len(keys):
+            chunk = chunk.filter(pc.invert(pc.is_in(chunk.column("path"), value_set=keys)))
+        if chunk.num_rows:
+            out.append(chunk)
+
+    for b in range(spill.buckets):
+        if not spill.rows[b]:
+            continue
+        keys = keep.bucket(b)
+        batches: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in spill.batches(b):
+            batches.append(batch)
+            rows += batch.num_rows
+            if rows >= _JOIN_ROWS:
+                join(batches, keys)
+                batches, rows = [], 0
+        if batches:
+            join(batches, keys)
+        del keys
+    return out
+
+
+def find_unreferenced_in_buckets(
+    storage: Storage,
+    directories: Sequence[str],
+    keep: KeyBuckets,
+    older_than_ms: int,
+    *,
+    threads: int = 1,
+) -> pa.Table:
+    """`Engine.find_unreferenced` against a referenced set in buckets, in bounded memory.
+
+    The listing is walked once and spilled by the bucket of each path (a listed path is
+    its own listing key, bucketed by the function the keys were: `engine.spill`); then,
+    bucket by bucket, the bucket's keys are one hash set and its listed paths pass by it.
+    Only the unreferenced files are then stat'ed (where listings carry no sizes and times:
+    a kept file costs its name only, as in the in-memory anti-join). Memory: one bucket's
+    keys, one page of the listing, and the unreferenced files.
+    """
+    pages = _Pages(storage, directories, threads)
+    with BucketSpill(_SPILL_LISTING, "path", keep.buckets, name="vacuum-listing") as spill:
+        for page in pages:
+            spill.append(page)
+        found = _unreferenced(spill, keep)
+    infos: list[FileInfo] = []
+    by_dir: dict[str, list[str]] = {}
+    for table in found:
+        sizes = table.column("size")
+        if sizes.null_count == 0:
+            infos += [
+                FileInfo(p, s, m) for p, s, m in zip(
+                    table.column("path").to_pylist(), sizes.to_pylist(),
+                    table.column("modification_time").to_pylist(), strict=True,
+                )
+            ]
+            continue
+        for path in table.column("path").to_pylist():
+            head, _, name = path.rpartition("/")
+            by_dir.setdefault(head, []).append(name)
+    for rel_dir, name in pages.undecodable:
+        by_dir.setdefault(rel_dir, []).append(name)
+    for rel_dir, names in by_dir.items():
+        infos += stat_files(storage, rel_dir, names, follow_symlinks=False)
+    listed = [_readable(i) for i in infos]
+    table = _listing_table([i for i in listed if i.modification_time < older_than_ms])
+    return table.sort_by("path")
+
+
+__all__ = ["LocalEngine", "find_unreferenced_in_buckets", "histogram"]

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError
+from delta_ops.log.checkpoint_reader import _columns_with_values
 from delta_ops.log.replay import _drop_nulls, delta_lines_oldest_first
 from delta_ops.log.segment import CheckpointFiles, Delta, LogSegment
 from delta_ops.protocol.actions import Metadata
@@ -261,23 +262,37 @@ def _scan_checkpoint(
         try:
             with storage.open_input(info.path) as fh:
                 pf = pq.ParquetFile(fh)
-                columns = [c for c in sorted(want) if c in pf.schema_arrow.names]
-                if not columns:
-                    continue
-                t = pf.read(columns=columns)
+                meta = pf.metadata
+                # Row group by row group, skipping those whose statistics say the columns
+                # are all null there: memory follows a row group, not the checkpoint.
+                for i in range(meta.num_row_groups):
+                    names = [c for c in sorted(want) if c in pf.schema_arrow.names]
+                    columns = _columns_with_values(meta.row_group(i), names)
+                    if not columns:
+                        if not names:
+                            break
+                        continue
+                    t = pf.read_row_group(i, columns=columns)
+                    _take_first(t, columns, want, found)
+                    if not want:
+                        break
         except (OSError, pa.ArrowInvalid) as exc:
             raise CorruptLogError(
                 f"checkpoint file cannot be read as Parquet: {exc}",
                 table=table, version=lf.version, file=info.path,
             ) from exc
-        for name in columns:
-            col = t.column(name)
-            valid = col.filter(pc.is_valid(col))
-            if len(valid):
-                # Shaped as the JSON log writes it (absent fields dropped, maps as objects),
-                # exactly as the full replay reads a checkpoint.
-                found[name] = _drop_nulls(valid.slice(0, 1).to_pylist(maps_as_pydicts="strict")[0])
-                want.discard(name)
+
+
+def _take_first(t: pa.Table, columns: list[str], want: set[str], found: dict[str, dict]) -> None:
+    """The first non-null value of each of `columns` in `t`, into `found`."""
+    for name in columns:
+        col = t.column(name)
+        valid = col.filter(pc.is_valid(col))
+        if len(valid):
+            # Shaped as the JSON log writes it (absent fields dropped, maps as objects),
+            # exactly as the full replay reads a checkpoint.
+            found[name] = _drop_nulls(valid.slice(0, 1).to_pylist(maps_as_pydicts="strict")[0])
+            want.discard(name)
 
 
 __all__ = [

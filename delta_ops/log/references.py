@@ -24,7 +24,7 @@ checkpoint that cannot be read raises `UnusableCheckpointError`: read through
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -59,6 +59,7 @@ __all__ = [
     "file_references",
     "read_checkpoint_references",
     "read_deltas",
+    "reference_parts",
     "reference_rows",
 ]
 
@@ -383,6 +384,23 @@ class FileReferences:
             expired = expired.take(pc.array_sort_indices(expired))
         return FileReferences(keep=keep, expired=expired, written=written)
 
+    # The same reading interface as the spilled references (`log.reference_buckets`).
+
+    def keep_chunks(self) -> Iterator[pa.Array]:
+        """`keep`, in pieces (here one)."""
+        yield self.keep
+
+    def written_chunks(self) -> Iterator[pa.Array]:
+        """`written`, in pieces (here one)."""
+        yield self.written
+
+    def expired_keys(self) -> pa.Array:
+        """`expired`."""
+        return self.expired
+
+    def close(self) -> None:
+        """Nothing to release (the spilled references remove their files)."""
+
 
 class _DvResolver:
     """Turns (storageType, pathOrInlineDv) pairs into DV file paths, cached: `u` ones
@@ -490,8 +508,14 @@ def file_references(
     return refs.union(_references(storage, rows, delete_before))
 
 
-def _references(storage: Storage, rows: pa.Table, delete_before: int) -> FileReferences:
-    root = storage.root
+def reference_parts(
+    rows: pa.Table, delete_before: int, root: str
+) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """(written, keep, expired) of some rows of the state (`ROW_SCHEMA`), each unique within
+    these rows: the paths live adds and unexpired tombstones name as written (DV files of
+    `u` descriptors resolved) and their listing keys (`reader_keys`), and the listing keys
+    of what expired tombstones name (the spec's reading), NOT yet without `keep`. Row by
+    row: the parts of several slices of a state, united, are the parts of the whole."""
     ts = pc.fill_null(rows.column("ts"), _int_scalar(0))
     live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
     live = pc.fill_null(live, _bool_scalar(False))
@@ -505,7 +529,11 @@ def _references(storage: Storage, rows: pa.Table, delete_before: int) -> FileRef
     expired = pa.concat_arrays([
         _column(gone, "path").cast(pa.string()), string_array(_dv_paths(gone, resolve)),
     ])
-    expired = pc.unique(_relative_key_array(expired, root))
+    return written, keep, pc.unique(_relative_key_array(expired, root))
+
+
+def _references(storage: Storage, rows: pa.Table, delete_before: int) -> FileReferences:
+    written, keep, expired = reference_parts(rows, delete_before, storage.root)
     if len(expired):
         expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
         expired = expired.take(pc.array_sort_indices(expired))

@@ -11,6 +11,8 @@ backend:
 * `uri`: which backend serves a table URI (plain path, ``file:``, ``s3://``, ``memory://``,
   any other fsspec scheme).
 * `backend`: the contract each backend implements, on backend-native paths.
+* `names`: listing in two steps, names first (`walk_names`), then sizes and times of the
+  files a caller still wants (`stat_files`).
 * `local` (``file``): the local file system, through `os` directly (fast `os.scandir`
   listings, hard-link based atomic put-if-absent, `os.replace` for atomic overwrite).
 * `s3` (``s3``; ``s3a://``/``s3n://`` are accepted as aliases): through s3fs, calling S3

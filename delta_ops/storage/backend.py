@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+#: Most names in one page of a names-only listing (`walk_names`, `list_name_pages`) where
+#: the backend pages them (the local file system).
+NAMES_PAGE = 65_536
+
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
@@ -84,9 +88,14 @@ class _Backend(ABC):
         """Names of the files `list_dir` lists, without their sizes and times."""
         return [name for name, _size, _mtime in self.list_dir(native_dir, start)]
 
+    def list_name_pages(self, native_dir: str) -> Iterator[list[str]]:
+        """`list_names(native_dir, None)` in pages (here one)."""
+        yield self.list_names(native_dir, None)
+
     def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
         """The files `walk` yields, without their sizes and times, by directory: (directory
-        relative to `native_dir`, '' for itself; names of its files)."""
+        relative to `native_dir`, '' for itself; names of its files). A directory may come
+        in several pages."""
         by_dir: dict[str, list[str]] = {}
         for sub, _size, _mtime in self.walk(native_dir):
             head, _, name = sub.rpartition("/")

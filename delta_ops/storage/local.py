@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from delta_ops.errors import AtomicityUnsupportedError
-from delta_ops.storage.backend import _Backend, content_bytes
+from delta_ops.storage.backend import NAMES_PAGE, _Backend, content_bytes
 
 # Errno values meaning "this file system cannot make hard links".
 _NO_LINK_ERRNOS = frozenset(
@@ -134,6 +134,26 @@ class _LocalBackend(_Backend):
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def list_name_pages(self, native_dir: str) -> Iterator[list[str]]:
+        # `list_names` without a start, NAMES_PAGE names at a time.
+        if self._linked_top(native_dir):
+            return
+        follow = self.follow
+        try:
+            entries = os.scandir(native_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        names: list[str] = []
+        with entries:
+            for e in entries:
+                if e.is_file(follow_symlinks=follow):
+                    names.append(e.name)
+                    if len(names) >= NAMES_PAGE:
+                        yield names
+                        names = []
+        if names:
+            yield names
+
     def walk_names(self, native_dir: str) -> Iterator[tuple[str, list[str]]]:
         # The same tree as `walk` (os.walk without following symlinked directories), but
         # a file is told apart by its d_type instead of a stat: `is_file()` follows
@@ -156,6 +176,9 @@ class _LocalBackend(_Backend):
                 for entry in entries:
                     if entry.is_file(follow_symlinks=follow):
                         names.append(entry.name)
+                        if len(names) >= NAMES_PAGE:
+                            yield rel_dir, names
+                            names = []
                         continue
                     try:
                         is_dir = entry.is_dir()

@@ -33,6 +33,7 @@ from delta_ops.engine.spark.tasks import (
     _translate,
     _write_task,
 )
+from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
 
@@ -187,19 +188,38 @@ class SparkEngine(Engine):
         listing = self._collect(frame, "list files", storage)
         return _conform(listing, LISTING_SCHEMA).sort_by("path")
 
+    def _keep_frame(self, keep: pa.Array | KeyBuckets) -> DataFrame | None:
+        """The referenced paths as a DataFrame (None when there are none); keys held in
+        buckets go to Spark a bucket at a time, so the driver holds one bucket."""
+        if isinstance(keep, KeyBuckets):
+            frames = []
+            for b in range(keep.buckets):
+                paths = keep.bucket(b)
+                if len(paths):
+                    frames.append(self.session.createDataFrame(pa.table({"path": paths})))
+                del paths
+            return functools.reduce(lambda a, b: a.unionAll(b), frames) if frames else None
+        keep_paths = keep.cast(pa.string())
+        if isinstance(keep_paths, pa.ChunkedArray):
+            keep_paths = keep_paths.combine_chunks()
+        if not len(keep_paths):
+            return None
+        return self.session.createDataFrame(pa.table({"path": keep_paths}))
+
     def find_unreferenced(
-        self, storage: Storage, directories: Sequence[str], keep: pa.Array, older_than_ms: int
+        self,
+        storage: Storage,
+        directories: Sequence[str],
+        keep: pa.Array | KeyBuckets,
+        older_than_ms: int,
     ) -> pa.Table:
         frame = self._listing_frame(storage, directories)
         if frame is None:
             return LISTING_SCHEMA.empty_table()
-        keep_paths = keep.cast(pa.string())
-        if isinstance(keep_paths, pa.ChunkedArray):
-            keep_paths = keep_paths.combine_chunks()
         # SQL text rather than pyspark.sql.functions: the same on classic and Connect.
         old = frame.where(f"modification_time < {int(older_than_ms)}")
-        if len(keep_paths):
-            keep_frame = self.session.createDataFrame(pa.table({"path": keep_paths}))
+        keep_frame = self._keep_frame(keep)
+        if keep_frame is not None:
             old = old.join(keep_frame, on="path", how="left_anti")
         found = self._collect(old, "find unreferenced files", storage)
         return _conform(found, LISTING_SCHEMA).sort_by("path")

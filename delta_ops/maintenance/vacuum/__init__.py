@@ -41,6 +41,13 @@ references-only replay (`delta_ops.log.references`): the same reconciler as the 
 `path`, `deletionVector` and `deletionTimestamp`. A checkpoint that cannot be read is left
 out as `load_snapshot` leaves it out (`log.checkpoint_fallback`).
 
+A large table's references and listing never sit in memory whole (issue 15): from
+`log.reference_buckets.partition_threshold()` estimated file actions on, the references
+are spilled by the bucket of their listing key (the one path identity, `reader_keys`) and
+the engine spills the listing by the same function and anti-joins bucket by bucket
+(`engine.local.find_unreferenced_in_buckets`); the proof reads every spilled reference
+again, bucket by bucket but trusting no bucket. The plan is the in-memory path's.
+
 Lite mode does not list storage: it considers only the files named by expired tombstones
 still in the log state (and their DV files), checking each one's existence and age.
 

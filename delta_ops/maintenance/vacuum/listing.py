@@ -92,16 +92,23 @@ def _ancestors(path: str) -> Iterable[str]:
         yield "/".join(parts[:i])
 
 
-def _dirs_emptied(storage: Storage, deleted: Sequence[str], keep: pa.Array) -> list[str]:
+def _dirs_emptied(
+    storage: Storage, deleted: Sequence[str], keep_chunks: Iterable[pa.Array]
+) -> list[str]:
     """Directories that hold no file once `deleted` are gone, deepest first (checked by
-    listing only the few directories no kept path lies under)."""
+    listing only the few directories no kept path lies under; `keep_chunks`: the kept
+    paths, in pieces)."""
     if not _has_directories(storage):
         return []
     heads = {p.rpartition("/")[0] for p in deleted}
     candidates = {d for head in heads if head for d in _ancestors(f"{head}/x")}
     if not candidates:
         return []
-    if len(keep):
+    for keep in keep_chunks:
+        if not candidates:
+            break
+        if not len(keep):
+            continue
         # A directory holding a referenced file does not become empty.
         if len(candidates) <= _FEW_DIRS:
             candidates = {

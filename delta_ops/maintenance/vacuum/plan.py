@@ -27,7 +27,8 @@ from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.errors import RetentionError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.references import FileReferences, file_references, read_deltas
+from delta_ops.log.reference_buckets import SpilledReferences, read_references
+from delta_ops.log.references import FileReferences, read_deltas
 from delta_ops.log.segment import LogSegment
 from delta_ops.maintenance.vacuum.listing import (
     _dirs_emptied,
@@ -158,7 +159,7 @@ class _LogRead:
     metadata: Metadata
     retention_ms: int
     delete_before: int
-    refs: FileReferences
+    refs: FileReferences | SpilledReferences
 
 
 def plan_vacuum(
@@ -170,11 +171,15 @@ def plan_vacuum(
     lite: bool = False,
     engine: Engine | None = None,
     allow_catalog_managed: bool = False,
+    partition_files: int | None = None,
+    buckets: int | None = None,
 ) -> VacuumPlan:
     """Decide what VACUUM deletes (reads the log and lists the table; deletes nothing).
 
     Every file of the plan is proven deletable before the plan is returned (see
-    `_prove_deletable`): a dry run and a real run share it.
+    `_prove_deletable`): a dry run and a real run share it. A large table's references
+    are spilled by bucket and anti-joined with the listing bucket by bucket
+    (`log.reference_buckets`); the plan is the same as the in-memory path's.
 
     Args:
         storage: The table's storage.
@@ -184,6 +189,11 @@ def plan_vacuum(
         lite: See `vacuum`.
         engine: See `vacuum`.
         allow_catalog_managed: See `vacuum`.
+        partition_files: Estimated file actions from which the references are spilled by
+            bucket (`log.reference_buckets.partition_threshold`: default 500,000,
+            `$DELTA_OPS_VACUUM_PARTITION_FILES`; 0 spills every table's).
+        buckets: The bucket count when spilled (default from the estimate,
+            `$DELTA_OPS_VACUUM_BUCKETS`).
 
     Raises:
         UnsupportedFeatureError: Unknown or unsupported reader or writer features (checked
@@ -211,12 +221,24 @@ def plan_vacuum(
         )
         retention_ms = int(retention.total_seconds() * 1000)
         delete_before = now_ms - retention_ms
-        refs = file_references(storage, segment, blobs, delete_before)
+        refs = read_references(
+            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets
+        )
         return _LogRead(found.metadata, retention_ms, delete_before, refs)
 
     # A checkpoint that cannot be read (corrupt, or a V2 one missing a sidecar) is left
     # out, as every reader of the log does; nothing is listed before the log is read.
     segment, log = read_with_usable_checkpoint(storage, read)
+    try:
+        return _plan(storage, segment, log, lite=lite, engine=engine)
+    finally:
+        log.refs.close()  # spilled references remove their files
+
+
+def _plan(
+    storage: Storage, segment: LogSegment, log: _LogRead, *, lite: bool, engine: Engine | None
+) -> VacuumPlan:
+    table = storage.root
     metadata, retention_ms, delete_before, refs = (
         log.metadata, log.retention_ms, log.delete_before, log.refs
     )
@@ -274,17 +296,20 @@ def plan_vacuum(
         files=tuple(files),
         sizes=tuple(sizes[i] for i in idx),
         side_files=frozenset(paths[i] for i in side_idx),
-        directories=tuple(_dirs_emptied(storage, files, refs.keep)),
+        directories=tuple(_dirs_emptied(storage, files, refs.keep_chunks())),
         top_dirs=tuple(d for d in dirs if d),
         messages=tuple(messages),
     )
 
 
 def _plan_lite(
-    storage: Storage, refs: FileReferences, prefixes: tuple[str, ...], common: dict[str, Any]
+    storage: Storage,
+    refs: FileReferences | SpilledReferences,
+    prefixes: tuple[str, ...],
+    common: dict[str, Any],
 ) -> VacuumPlan:
     candidates = [
-        p for p in refs.expired.to_pylist()
+        p for p in refs.expired_keys().to_pylist()
         if not p.startswith(f"{LOG_DIR}/") and not _hidden_path(p, prefixes)
     ]
     probes = candidates + [_side_file(p) for p in candidates]
@@ -310,7 +335,7 @@ def _plan_lite(
         files=tuple(files),
         sizes=tuple(old[p].size for p in files),
         side_files=frozenset(sides),
-        directories=tuple(_dirs_emptied(storage, files, refs.keep)),
+        directories=tuple(_dirs_emptied(storage, files, refs.keep_chunks())),
         top_dirs=tuple(sorted({p.split("/", 1)[0] for p in files if "/" in p})),
         messages=messages,
     )

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import UnsafeDeletionError
+from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
 from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage
@@ -59,8 +60,22 @@ def _loose_references(written: pa.Array, root: str) -> pa.Array:
     return pa.concat_arrays([written.filter(pc.invert(odd)), string_array(out)])
 
 
+def _found_in(candidates: pa.Array, references: pa.Array) -> pa.Array:
+    """Which `candidates` are among `references`. The hash set is built over the
+    candidates (a plan's files, few) and the references probe it, instead of a set over
+    every reference."""
+    if not len(references):
+        return pc.is_in(candidates, value_set=string_array([]))
+    hits = references.filter(pc.is_in(references, value_set=candidates))
+    return pc.is_in(candidates, value_set=hits)
+
+
 def _prove_deletable(
-    storage: Storage, files: Sequence[str], refs: FileReferences, *, version: int
+    storage: Storage,
+    files: Sequence[str],
+    refs: FileReferences | SpilledReferences,
+    *,
+    version: int,
 ) -> None:
     """Refuse the whole run unless every file of the plan is proven deletable: no symbolic
     link on its way and inside the root (`Storage.deletion_hazards`), and unreferenced by
@@ -73,7 +88,6 @@ def _prove_deletable(
         return
     table = storage.root
     candidates = string_array(list(files))
-    named = pc.is_in(candidates, value_set=refs.keep)
     odd = pc.match_substring_regex(candidates, _PLAIN)
     if pc.any(odd).as_py():
         loose = string_array([
@@ -81,7 +95,13 @@ def _prove_deletable(
         ])
     else:
         loose = candidates  # nothing to decode or collapse: each is its own loose form
-    named = pc.or_(named, pc.is_in(loose, value_set=_loose_references(refs.written, table)))
+    # Every referenced path is looked at, piece by piece when the references are spilled
+    # (no bucket is trusted here: the proof does not depend on how they were split).
+    named = pc.is_in(candidates, value_set=string_array([]))
+    for keep in refs.keep_chunks():
+        named = pc.or_(named, _found_in(candidates, keep))
+    for written in refs.written_chunks():
+        named = pc.or_(named, _found_in(loose, _loose_references(written, table)))
     if pc.any(named).as_py():
         clash = candidates.filter(named).to_pylist()
         raise UnsafeDeletionError(
