@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
-from delta_ops.protocol.arrays import from_numpy, int_values, string_array
+from delta_ops.protocol.arrays import from_numpy, from_pylist, int_values, string_array
 from delta_ops.storage import FileInfo, Storage
 
 
@@ -117,8 +117,8 @@ class LocalEngine(Engine):
         counts = self._map(one, paths)
         return pa.table(
             {
-                "path": pa.array(list(paths), pa.string()),
-                "num_records": pa.array(counts, pa.int64()),
+                "path": string_array(list(paths)),
+                "num_records": from_pylist(counts, pa.int64()),
             },
             schema=ROW_COUNT_SCHEMA,
         )
