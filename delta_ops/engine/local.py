@@ -22,7 +22,13 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
-from delta_ops.protocol.arrays import constant_string, from_numpy, int_values, string_array
+from delta_ops.protocol.arrays import (
+    constant_string,
+    from_numpy,
+    from_pylist,
+    int_values,
+    string_array,
+)
 from delta_ops.storage import FileInfo, Storage
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 
@@ -131,8 +137,8 @@ class LocalEngine(Engine):
         counts = self._map(one, paths)
         return pa.table(
             {
-                "path": pa.array(list(paths), pa.string()),
-                "num_records": pa.array(counts, pa.int64()),
+                "path": string_array(list(paths)),
+                "num_records": from_pylist(counts, pa.int64()),
             },
             schema=ROW_COUNT_SCHEMA,
         )

@@ -145,6 +145,14 @@ class ActionReconciler:
         elif (c := obj.get("commitInfo")) is not None:
             state.commit_infos.setdefault(version, CommitInfo(c))
 
+    def take_winners(self) -> tuple[list[dict], list[dict]]:
+        """The adds and removes that won since the last call (or since the start), newest
+        first, handed over: the reconciler keeps only their keys, which still decide what
+        wins among the older deltas applied next."""
+        adds, removes = self.adds, self.removes
+        self.adds, self.removes = [], []
+        return adds, removes
+
     def winners(self) -> tuple[list[dict], list[dict]]:
         """The winning adds and removes in log order (of each winner's position in the
         oldest-first stream of deltas), the order the columnar reader gives them in."""

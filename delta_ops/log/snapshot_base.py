@@ -4,8 +4,9 @@ Spec sections: "Delta Table Specification" (protocol, metadata, transactions and
 metadata of a version), "In-Commit Timestamps", "Requirements for Readers".
 
 `log.snapshot.Snapshot` (file actions in Arrow) and `log.small_snapshot.SmallSnapshot` (a
-small log's file actions as the dicts the JSON reader made) share these properties and the
-one check that a reconstructed state is readable, so both give the same answers.
+small log reconciled in Python, keeping what a summary prints of each file) share these
+properties and the one check that a reconstructed state is readable, so both give the same
+answers.
 """
 
 from __future__ import annotations
