@@ -37,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -50,38 +49,17 @@ GNU_TIME = "/usr/bin/time"
 
 
 def write_project(root: Path, lake: Path) -> Path:
-    """A dg project at `root` whose one component discovers the tables under `lake`."""
-    (root / PACKAGE / "defs" / "tables").mkdir(parents=True, exist_ok=True)
-    (root / PACKAGE / "__init__.py").write_text("")
-    (root / PACKAGE / "defs" / "__init__.py").write_text("")
-    (root / PACKAGE / "definitions.py").write_text(textwrap.dedent("""
-        from pathlib import Path
+    """A dg project at `root` whose one component discovers the tables under `lake` (the
+    tests' project builder, `delta_ops_tests.dg_project`)."""
+    from delta_ops_tests.dg_project import new_project, write_component
 
-        from dagster import load_from_defs_folder
-
-        defs = load_from_defs_folder(path_within_project=Path(__file__).parent)
-    """))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [project]
-        name = "{PACKAGE}"
-        version = "0.0.1"
-
-        [tool.dg]
-        directory_type = "project"
-
-        [tool.dg.project]
-        root_module = "{PACKAGE}"
-        registry_modules = ["delta_ops.defs.component"]
-    """))
-    (root / PACKAGE / "defs" / "tables" / "defs.yaml").write_text(json.dumps({
-        "type": "delta_ops.defs.component.DeltaMaintenanceComponent",
-        "attributes": {
-            # The default policy: engine spark above 100,000 live files, so these small
-            # tables run on the local engine (the run reports how many did).
-            "discover": [{"prefix": str(lake), "max_depth": 2}],
-            "discovery_cache": "discovered.json",
-        },
-    }, indent=1))
+    new_project(root, PACKAGE)
+    write_component(root, PACKAGE, {
+        # The default policy: engine spark above 100,000 live files, so these small tables
+        # run on the local engine (the run reports how many did).
+        "discover": [{"prefix": str(lake), "max_depth": 2}],
+        "discovery_cache": "discovered.json",
+    })
     return root
 
 
