@@ -110,8 +110,8 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
     discover: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Prefixes scanned for Delta tables (by the delta_tables_discovery sensor): "
-        "prefix, include, exclude, max_depth, name_prefix, group, storage_options, policies "
-        "(match + policy sections).",
+        "prefix, include, exclude, max_depth, name_prefix, group, storage_options, owners, "
+        "tags, policies (match + policy sections, group, owners, tags).",
     )
     discovery_cache: str = Field(
         default=DEFAULT_CACHE,
