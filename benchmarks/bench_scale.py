@@ -9,7 +9,10 @@ For each size:
   restored before every process (untimed).
 - `vacuum --retention-hours 0 --force-retention --dry-run` (a full listing of the N + 10,000
   placeholder data files) vs deltalake's `vacuum(..., dry_run=True, full=True)`, alternating;
-  only on the sizes generated with placeholder files (up to 3M).
+  only on the sizes generated with placeholder files (up to 3M, `BENCH_SCALE_FILES_MAX`).
+  These tables take VACUUM's partitioned path (references and listing spilled by bucket);
+  the operation `vacuum-memory` runs the same command on the in-memory path
+  (`DELTA_OPS_VACUUM_PARTITION_FILES` set beyond the table) against deltalake again.
 - `crc compute --full` (the checksum of version 101 from the whole state); no deltalake
   counterpart.
 
@@ -18,7 +21,8 @@ wall times, the largest peak RSS. Before timing, delta_ops and deltalake load th
 (in a child) and must agree on its live files.
 
 Sizes: `BENCH_SCALE_SIZES` (comma-separated, `1M,3M,10M` or plain numbers; default `1M`, so
-`make bench` stays reasonable); `BENCH_SCALE_OPS` (default `checkpoint,vacuum,crc`);
+`make bench` stays reasonable); `BENCH_SCALE_OPS` (default `checkpoint,vacuum,crc`; also
+`vacuum-memory`);
 `BENCH_SCALE_REPEATS` (default 3); placeholder files for
 sizes up to `BENCH_SCALE_FILES_MAX` (default 3M). Generating a table takes about 25 s per
 million files with placeholders (once; kept under benchmarks/data/).
@@ -32,6 +36,10 @@ import statistics
 from benchmarks.bench_startup import _CHECKPOINT, _VACUUM, delta_ops, deltalake
 from benchmarks.big_tables import big_table, check_same, restore_log
 from benchmarks.harness import compare_processes, measure_process, print_rows
+
+#: VACUUM's in-memory path whatever the table's size (`env` execs the command: the process
+#: measured is still delta-ops).
+_IN_MEMORY = ["env", "DELTA_OPS_VACUUM_PARTITION_FILES=1000000000000000"]
 
 
 def _count(text: str) -> int:
@@ -91,11 +99,16 @@ def main(repeats: int | None = None) -> list[dict]:
                 ), n))
             finally:
                 restore()
+        dry_run = delta_ops(
+            "vacuum", p, "--retention-hours", "0", "--force-retention", "--dry-run"
+        )
         if with_files and "vacuum" in ops:
             rows.append(_per_file(compare_processes(
-                f"vacuum dry run {label}",
-                delta_ops("vacuum", p, "--retention-hours", "0", "--force-retention",
-                          "--dry-run"),
+                f"vacuum dry run {label}", dry_run, deltalake(_VACUUM, p), repeats=repeats,
+            ), n))
+        if with_files and "vacuum-memory" in ops:
+            rows.append(_per_file(compare_processes(
+                f"vacuum dry run {label}, in memory", [*_IN_MEMORY, *dry_run],
                 deltalake(_VACUUM, p), repeats=repeats,
             ), n))
         if "crc" in ops:

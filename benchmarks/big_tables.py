@@ -15,7 +15,7 @@ Layout of `big_table(n)` (partitioned by `part`, 100 values; every add has JSON 
 The checkpoint is written one row group (100,000 adds) at a time from vectorized columns,
 so the generator's memory does not grow with `n`. With `with_files=True` every file ever
 added (live or removed) also exists as an empty placeholder, for `vacuum --dry-run` over a
-full listing.
+full listing (above 3M files, hard links to a few empty files: see `_touch_all`).
 
 `python -m benchmarks.big_tables 1000000 [--files]` generates one table and prints its root.
 """
@@ -41,6 +41,10 @@ PARTS = 100
 COMMITS = 100
 PER_COMMIT = 100
 CHECKPOINT_VERSION = 1
+#: Placeholder files of tables larger than this are hard links (see `_touch_all`).
+LINKED_FROM = 3_000_000
+#: Under ext4's limit of 65,000 links per inode.
+_LINKS_PER_INODE = 60_000
 LATEST_VERSION = CHECKPOINT_VERSION + COMMITS
 
 
@@ -130,13 +134,31 @@ def _commit_lines(commit: int, n: int) -> list[str]:
 
 
 def _touch_all(root: Path, n: int) -> None:
-    """An empty placeholder for every file ever added: the checkpoint's and the commits'."""
+    """An empty placeholder for every file ever added: the checkpoint's and the commits'.
+
+    Up to `LINKED_FROM` files each is a file of its own; beyond, they are hard links to a
+    few empty files in a directory beside the table (`<root>.links`, at most
+    `_LINKS_PER_INODE` links each): a listing sees the same directory entries, but 10M
+    files cost a few hundred inodes instead of 10M and are created about 5x faster. The
+    files are never written, so sharing an inode changes nothing but stat's cache hits."""
     for p in range(PARTS):
         (root / f"part={p}").mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     base = os.fspath(root) + "/"
-    for i in range(n + COMMITS * PER_COMMIT):
-        os.close(os.open(base + _path(i), flags, 0o644))
+    total = n + COMMITS * PER_COMMIT
+    if n <= LINKED_FROM:
+        for i in range(total):
+            os.close(os.open(base + _path(i), flags, 0o644))
+        return
+    links = root.with_name(root.name + ".links")
+    shutil.rmtree(links, ignore_errors=True)
+    links.mkdir()
+    source = ""
+    for i in range(total):
+        if i % _LINKS_PER_INODE == 0:
+            source = os.fspath(links / f"empty-{i // _LINKS_PER_INODE}")
+            os.close(os.open(source, flags, 0o644))
+        os.link(source, base + _path(i))
 
 
 def table_root(n: int, *, with_files: bool = False) -> Path:

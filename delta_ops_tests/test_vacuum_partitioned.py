@@ -330,6 +330,10 @@ def test_corpus_vacuum_matches_the_rules_through_the_partitioned_path(
     assert os.listdir(spill_dir) == []
 
 
+def test_partitioned_dry_run_does_not_import_pandas(table_copy, partitioned):
+    vacuum_tests.test_vacuum_dry_run_does_not_import_pandas(table_copy)
+
+
 # ---- errors half-way leave nothing behind -------------------------------------------------
 
 

