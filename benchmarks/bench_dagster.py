@@ -1,111 +1,224 @@
-"""The Dagster code location at scale: loading the definitions of many tables, discovering
-them, and one tick of the watch sensor (first and cursored).
+"""The Dagster code location with a fleet of discovered tables, in whole processes: loading
+the definitions, one tick of the watch sensor, and a maintenance run of every table.
 
-`python -m benchmarks.bench_dagster [--tables 1000]` writes small hand-made Delta tables
-(12 commits each, no checkpoint, so every table is due for a checkpoint and checksums)
-under `benchmarks/data/dagster_tables/`, then reports wall-clock seconds for:
+`python -m benchmarks.bench_dagster [--tables 1000] [--repeats 3] [--no-run]` writes small
+generated Delta tables (`delta_ops_tests.fleet`: 12 commits each, no checkpoint, so every
+table is due for a checkpoint and checksums) under `benchmarks/data/dagster_tables/lake`,
+a `dg` project beside them whose `defs.yaml` discovers them, scans the prefix once (what
+the discovery sensor does), then reports:
 
-- `discover_s`: `refresh_discovery` listing the prefix (what the discovery sensor does);
-- `load_listed_s` / `load_discovered_s`: `Definitions` built from the component's sources
-  (tables listed in YAML / read from the discovery cache) and `validate_loadable`;
-- `tick_first_s` / `tick_cursored_s`: one watch-sensor tick without, then with, the cursor;
-- `cursor_bytes`: the size of the watch sensor's cursor after the first tick;
-- `requests`: run requests of the first tick (one per table).
+- `discover_s`: the scan of the prefix (`refresh_discovery`, in this process);
+- `load_ready_s` / `load_process_s`: a fresh interpreter loading the project's definitions
+  (`load_from_defs_folder`: the component reads the discovery cache) and
+  `Definitions.validate_loadable`: seconds until they are ready (imports included), and the
+  whole process under `/usr/bin/time` (exit included: the interpreter's final garbage
+  collections over the definitions cost a second or two); medians of `--repeats`;
+- `validate_cli_s`: `dagster definitions validate` on the project, whole process (what
+  `dg check defs` runs: the definitions plus the snapshots a code server sends the UI);
+- `tick_first_s` / `tick_cursored_s`: one evaluation of the `delta_tables_watch` sensor
+  through Dagster (`build_sensor_context`) without, then with, the cursor, in a process
+  that loaded the definitions (as a code server has); `cursor_bytes`, `requests` (one per
+  table) and `observations` of the first tick;
+- `run_s` / `run_process_s`: one `maintenance` run of every asset of every table
+  (`execute_in_process`, the default SQLite instance in a fresh DAGSTER_HOME, as `dagster
+  dev` has), and its whole process; `run_success`, `materializations`, `engines` (how many
+  materializations ran on which engine: the default policy sends these small tables to the
+  local engine), `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is
+  the SQLite event log committing each of the run's ~50 events per table).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
-import warnings
 from pathlib import Path
 
+_START = time.perf_counter()
+
 COMMITS = 12
+PACKAGE = "fleet_proj"
+HERE = Path(__file__).resolve().parent
+GNU_TIME = "/usr/bin/time"
 
 
-def write_tables(root: Path, count: int) -> list[Path]:
-    """`count` tables of COMMITS commits each (protocol 1/2, one add per commit)."""
-    schema = json.dumps({"type": "struct", "fields": [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
-    tables = []
-    for i in range(count):
-        table = root / f"group_{i % 10}" / f"table_{i:05d}"
-        log = table / "_delta_log"
-        log.mkdir(parents=True, exist_ok=True)
-        for v in range(COMMITS):
-            actions = [{"commitInfo": {"timestamp": 1_700_000_000_000 + v, "operation": "WRITE"}}]
-            if v == 0:
-                actions.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
-                actions.append({"metaData": {
-                    "id": f"bench-{i}", "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema, "partitionColumns": [], "configuration": {},
-                    "createdTime": 1_700_000_000_000}})
-            actions.append({"add": {
-                "path": f"part-{v:05d}.parquet", "partitionValues": {}, "size": 100 + v,
-                "modificationTime": 1_700_000_000_000 + v, "dataChange": True}})
-            (log / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
-        tables.append(table)
-    return tables
+def write_project(root: Path, lake: Path) -> Path:
+    """A dg project at `root` whose one component discovers the tables under `lake` (the
+    tests' project builder, `delta_ops_tests.dg_project`)."""
+    from delta_ops_tests.dg_project import new_project, write_component
+
+    new_project(root, PACKAGE)
+    write_component(root, PACKAGE, {
+        # The default policy: engine spark above 100,000 live files, so these small tables
+        # run on the local engine (the run reports how many did).
+        "discover": [{"prefix": str(lake), "max_depth": 2}],
+        "discovery_cache": "discovered.json",
+    })
+    return root
 
 
-def _timed(fn):
+def _child_env(project: Path, home: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(project), str(HERE.parent)])
+    env["PYTHONWARNINGS"] = "ignore"
+    env.pop("DELTA_OPS_REGISTRY", None)
+    if home is not None:
+        env["DAGSTER_HOME"] = str(home)
+    return env
+
+
+def _timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, float, float]:
+    """(the JSON the process printed last, or {}; wall seconds; peak RSS MB) of one whole
+    process run under GNU time."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        start = time.perf_counter()
+        proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", report.name, *argv], cwd=cwd,
+                              env=env, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+        rss_kb = int(report.read().split()[-1])
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:5])} failed:\n{proc.stderr[-3000:]}")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return (json.loads(lines[-1]) if lines else {}), wall, rss_kb / 1024
+
+
+def _home(base: Path) -> Path:
+    home = Path(tempfile.mkdtemp(prefix="dagster_home_", dir=base))
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return home
+
+
+# ---- what the child processes do -------------------------------------------------------------
+
+
+def child_load() -> dict:
+    from dagster import Definitions
+    from fleet_proj.definitions import defs  # type: ignore[import-not-found]
+
+    Definitions.validate_loadable(defs)
+    return {"ready_s": time.perf_counter() - _START}
+
+
+def child_tick() -> dict:
+    from dagster import DagsterInstance, build_sensor_context
+    from fleet_proj.definitions import defs  # type: ignore[import-not-found]
+
+    sensor = defs.resolve_sensor_def("delta_tables_watch")
+    instance = DagsterInstance.ephemeral()
+
+    def tick(cursor: str | None):
+        context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                       resources={"registry": defs.resources["registry"]})
+        start = time.perf_counter()
+        result = sensor(context)
+        return result, time.perf_counter() - start
+
+    first, first_s = tick(None)
+    _, cursored_s = tick(first.cursor)
+    return {
+        "tick_first_s": first_s, "tick_cursored_s": cursored_s,
+        "cursor_bytes": len(first.cursor.encode()), "requests": len(first.run_requests),
+        "observations": len(first.asset_events),
+    }
+
+
+def child_run() -> dict:
+    from dagster import DagsterInstance
+    from fleet_proj.definitions import defs  # type: ignore[import-not-found]
+
+    job = defs.resolve_job_def("maintenance")
     start = time.perf_counter()
-    out = fn()
-    return out, round(time.perf_counter() - start, 3)
+    result = job.execute_in_process(instance=DagsterInstance.get(), raise_on_error=False)
+    materializations = result.get_asset_materialization_events()
+    engines: dict[str, int] = {}
+    for event in materializations:
+        engine = event.event_specific_data.materialization.metadata.get("engine")
+        if engine is not None:
+            engines[engine.value] = engines.get(engine.value, 0) + 1
+    return {
+        "run_s": time.perf_counter() - start,
+        "run_success": result.success,
+        "materializations": len(materializations),
+        "engines": engines,
+        "step_failures": len(result.get_step_failure_events()),
+    }
+
+
+CHILDREN = {"load": child_load, "tick": child_tick, "run": child_run}
+
+
+# ---- the benchmark ----------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-run", action="store_true", help="skip the maintenance run")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
-    warnings.filterwarnings("ignore", category=Warning, module="dagster")
+    if args.child:
+        print(json.dumps(CHILDREN[args.child]()), flush=True)
+        return {}
 
-    from dagster import Definitions
+    from delta_ops.defs.sources import RegistrySource, refresh_discovery
+    from delta_ops_tests.fleet import write_fleet
 
-    from delta_ops.defs import definitions_kwargs
-    from delta_ops.defs.sensors import watch_tick
-    from delta_ops.defs.sources import RegistrySource, assemble_registry, refresh_discovery
-
-    base = Path(__file__).resolve().parent / "data" / "dagster_tables"
+    base = HERE / "data" / "dagster_tables"
     shutil.rmtree(base, ignore_errors=True)
-    lake = base / "lake"
-    tables, write_s = _timed(lambda: write_tables(lake, args.tables))
+    lake, project = base / "lake", base / "project"
+    start = time.perf_counter()
+    write_fleet(lake, args.tables, commits=COMMITS)
+    write_s = time.perf_counter() - start
+    write_project(project, lake)
+    source = RegistrySource(base_dir=str(project),
+                            discover=[{"prefix": str(lake), "max_depth": 2}],
+                            discovery_cache="discovered.json")
+    start = time.perf_counter()
+    found = refresh_discovery(source)
+    discover_s = time.perf_counter() - start
 
-    listed = RegistrySource(
-        base_dir=str(base), defaults={"engine": "local"},
-        tables=[{"name": t.name, "uri": str(t)} for t in tables],
-    )
-    _, load_listed_s = _timed(
-        lambda: Definitions.validate_loadable(Definitions(**definitions_kwargs(source=listed)))
-    )
-    discovering = RegistrySource(
-        base_dir=str(base), defaults={"engine": "local"},
-        discover=[{"prefix": str(lake), "max_depth": 2}], discovery_cache="cache.json",
-    )
-    found, discover_s = _timed(lambda: refresh_discovery(discovering))
-    _, load_discovered_s = _timed(
-        lambda: Definitions.validate_loadable(
-            Definitions(**definitions_kwargs(source=discovering)))
-    )
-    registry = assemble_registry(listed)
-    first, tick_first_s = _timed(lambda: watch_tick(registry, None, lambda _line: None))
-    _, tick_cursored_s = _timed(lambda: watch_tick(registry, first.cursor, lambda _line: None))
-    result = {
+    me = [sys.executable, "-m", "benchmarks.bench_dagster", "--child"]
+    env = _child_env(project)
+    ready, process, rss = [], [], []
+    for _ in range(args.repeats):
+        out, wall, peak = _timed_process([*me, "load"], HERE.parent, env)
+        ready.append(out["ready_s"])
+        process.append(wall)
+        rss.append(peak)
+    dagster_cli = str(Path(sys.executable).parent / "dagster")
+    validate = [
+        _timed_process([dagster_cli, "definitions", "validate", "-m", f"{PACKAGE}.definitions"],
+                       project, _child_env(project, _home(base)))[1]
+        for _ in range(args.repeats)
+    ]
+    ticks, _, _ = _timed_process([*me, "tick"], HERE.parent, env)
+    result: dict = {
         "tables": args.tables,
-        "write_tables_s": write_s,
+        "write_tables_s": round(write_s, 2),
         "discovered": found["found"],
-        "discover_s": discover_s,
-        "load_listed_s": load_listed_s,
-        "load_discovered_s": load_discovered_s,
-        "tick_first_s": tick_first_s,
-        "tick_cursored_s": tick_cursored_s,
-        "cursor_bytes": len(first.cursor.encode()),
-        "requests": len(first.requests),
-        "observations": len(first.observations),
+        "discover_s": round(discover_s, 3),
+        "load_ready_s": round(statistics.median(ready), 2),
+        "load_process_s": round(statistics.median(process), 2),
+        "load_rss_mb": round(max(rss)),
+        "validate_cli_s": round(statistics.median(validate), 2),
+        **{k: round(v, 3) if isinstance(v, float) else v for k, v in ticks.items()},
     }
+    if not args.no_run:
+        home_env = _child_env(project, _home(base))
+        run, wall, peak = _timed_process([*me, "run"], HERE.parent, home_env)
+        result.update({
+            "run_s": round(run["run_s"], 1), "run_process_s": round(wall, 1),
+            "run_rss_mb": round(peak), "run_success": run["run_success"],
+            "materializations": run["materializations"], "engines": run["engines"],
+            "step_failures": run["step_failures"],
+        })
     for key, value in result.items():
         print(f"{key:>18}: {value}")
     shutil.rmtree(base, ignore_errors=True)

@@ -8,6 +8,8 @@ alternating in one run (`benchmarks.harness.compare_processes`).
   size). Goal: time ratio <= 1.
 - `snapshot` of M (1,000 JSON commits) and L (1,000,000 adds in a checkpoint), the same
   programs. Goal <= 0.5.
+- The two JSON-only snapshots again with the small-log path off
+  (`DELTA_OPS_SMALL_LOG_BYTES=0`, `log.small_snapshot`): the Arrow path, for reference.
 - `checkpoint` of M (a fresh copy of the table before every process, untimed) vs
   `DeltaTable(p).create_checkpoint()`. Goal <= 0.5.
 - `vacuum --retention-hours 0 --force-retention --dry-run` of M with its data files vs
@@ -49,9 +51,12 @@ _VACUUM = (
 )
 
 
-def delta_ops(*args: str) -> list[str]:
-    """The `delta-ops` command with `args`, run with this interpreter."""
-    return [sys.executable, "-c", _DELTA_OPS, *args]
+def delta_ops(*args: str, arrow: bool = False) -> list[str]:
+    """The `delta-ops` command with `args`, run with this interpreter; with `arrow`, the
+    small-log path of `snapshot` is off (`env` execs the interpreter: the process measured
+    is still the interpreter's)."""
+    argv = [sys.executable, "-c", _DELTA_OPS, *args]
+    return ["/usr/bin/env", "DELTA_OPS_SMALL_LOG_BYTES=0", *argv] if arrow else argv
 
 
 def deltalake(program: str, *args: str) -> list[str]:
@@ -69,6 +74,14 @@ def main(repeats: int = 5, *, large: bool = True) -> list[dict]:
         compare_processes(
             "snapshot M", delta_ops("snapshot", m), deltalake(_SNAPSHOT, m),
             repeats=repeats, goal_time_ratio=GOAL,
+        ),
+        compare_processes(
+            "snapshot 1 file, Arrow path", delta_ops("snapshot", one, arrow=True),
+            deltalake(_SNAPSHOT, one), repeats=repeats,
+        ),
+        compare_processes(
+            "snapshot M, Arrow path", delta_ops("snapshot", m, arrow=True),
+            deltalake(_SNAPSHOT, m), repeats=repeats,
         ),
     ]
     if large:

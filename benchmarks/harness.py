@@ -129,6 +129,7 @@ def _row(
         "deltalake_rss_mb": round(rb, 1),
         "rss_ratio": round(ra / rb, 3) if rb else None,
         "goal_time_ratio": goal_time_ratio,
+        "goal_met": None if goal_time_ratio is None or not tb else ta / tb <= goal_time_ratio,
     }
     return row
 

@@ -20,7 +20,6 @@ import orjson
 
 from delta_ops import __version__
 from delta_ops.commands import COMMAND_MODULES
-from delta_ops.commands.engine_args import engine_from_args
 from delta_ops.errors import DeltaOpsError, EngineError
 
 
@@ -56,7 +55,10 @@ def _error_object(exc: BaseException) -> dict[str, Any]:
     return {"error": out}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `delta-ops` parser with every subcommand; with `only` (a module of
+    `COMMAND_MODULES`), with that subcommand alone, which parses its own command lines
+    exactly as the whole parser does without importing the other subcommands' modules."""
     parser = _Parser(
         prog="delta-ops",
         description="Delta Lake table maintenance: inspect, checkpoint, clean up, vacuum, "
@@ -66,13 +68,26 @@ def build_parser() -> argparse.ArgumentParser:
         "-V", "--version-info", action="version", version=f"delta-ops {__version__}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         importlib.import_module(f"delta_ops.commands.{name}").register(sub)
     return parser
 
 
+def _command_module(argv: Sequence[str]) -> str | None:
+    """The module of the subcommand a command line starts with (`row-tracking`:
+    `row_tracking`), None when it starts with anything else (an option, a typo)."""
+    if not argv:
+        return None
+    module = argv[0].replace("-", "_")
+    return module if module in COMMAND_MODULES and module.replace("_", "-") == argv[0] else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Only the subcommand named: building all of them (and importing their modules) costs a
+    # start more than some commands' whole work. `--help` and errors before a subcommand
+    # name get the whole parser.
+    parser = build_parser(_command_module(argv))
     args = parser.parse_args(argv)
     engine = None
     try:
@@ -80,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Built here (a Spark session starts only on first use) and closed below. A
             # master or Connect server named on the command line must answer even when
             # this run turns out to need no Spark job: a wrong URL is reported now.
+            from delta_ops.commands.engine_args import engine_from_args
+
             engine = args.engine = engine_from_args(args)
             config = getattr(engine, "config", None)
             if config is not None:

@@ -1103,10 +1103,10 @@ def test_cli_checkpoint_json(tmp_path, monkeypatch, capsys):
 def test_batches_row_groups_and_engine_calls(tmp_path, monkeypatch):
     """Many small batches, row groups and engine calls give the same checkpoint content."""
     from delta_ops.maintenance.checkpoint import actions as act
-    from delta_ops.maintenance.checkpoint import writer
+    from delta_ops.maintenance.checkpoint import v2
 
     monkeypatch.setattr(act, "BATCH_ROWS", 4)
-    monkeypatch.setattr(writer, "SIDECARS_PER_ENGINE_CALL", 2)
+    monkeypatch.setattr(v2, "SIDECARS_PER_ENGINE_CALL", 2)
     commits = [
         [("add", f, f % 3, 100 + 10 * v + f, True) for f in range(len(PATHS))] for v in range(3)
     ]

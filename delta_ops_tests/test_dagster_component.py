@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,7 @@ from dagster import (
 
 from delta_ops.defs.sources import RegistrySource, assemble_registry, read_cache
 from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
-
-pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
+from delta_ops_tests.dg_project import new_project, write_component
 
 DG = str(Path(sys.executable).parent / "dg")
 
@@ -52,33 +50,6 @@ def make_project(monkeypatch):
     return make
 
 
-def new_project(root: Path, name: str) -> Path:
-    """An empty dg project `name` at `root` (pyproject, package, defs folder, definitions)."""
-    (root / name / "defs").mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
-    (root / name / "defs" / "__init__.py").write_text("")
-    (root / name / "definitions.py").write_text(textwrap.dedent("""
-        from pathlib import Path
-
-        from dagster import load_from_defs_folder
-
-        defs = load_from_defs_folder(path_within_project=Path(__file__).parent)
-    """))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [project]
-        name = "{name}"
-        version = "0.0.1"
-
-        [tool.dg]
-        directory_type = "project"
-
-        [tool.dg.project]
-        root_module = "{name}"
-        registry_modules = ["delta_ops.defs.component"]
-    """))
-    return root
-
-
 def dg_env(*paths: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -86,17 +57,6 @@ def dg_env(*paths: Path) -> dict[str, str]:
     )
     env.pop("DELTA_OPS_REGISTRY", None)
     return env
-
-
-def write_component(project: Path, name: str, attributes: dict) -> Path:
-    folder = project / name / "defs" / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "defs.yaml"
-    path.write_text(yaml.safe_dump({
-        "type": "delta_ops.defs.component.DeltaMaintenanceComponent",
-        "attributes": attributes,
-    }, sort_keys=False))
-    return path
 
 
 def load(project: Path) -> Definitions:
@@ -133,6 +93,9 @@ def test_scaffolded_component_loads_and_maintains_its_table(tmp_path, make_proje
                            capture_output=True, text=True, timeout=180)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
+    # No warning of any kind (issue 16: `dagster dev`/`definitions validate` printed
+    # SupersessionWarnings pointing at dg; dg itself must print none).
+    assert "Warning" not in check.stdout + check.stderr, check.stderr[-2000:]
 
     defs = load(project)
     Definitions.validate_loadable(defs)
@@ -167,6 +130,10 @@ def test_an_invalid_entry_fails_only_its_own_assets(tmp_path, make_project):
     bad = failed[("bad_cron", "delta_log")]
     assert "defs.yaml tables[1].vacuum.cron" in bad.description
     assert "expected 5 fields" in bad.description
+    assert f"{project / 'broken_proj' / 'defs' / 'tables' / 'defs.yaml'}: " in bad.description
+    # The maintenance step fails once with the same reason, not once per component.
+    maintained = failed[("bad_cron", "maintenance")].description
+    assert maintained.count("vacuum.cron") == 1 and "components failed" not in maintained
     assert "given 2 times" in failed[("twice", "delta_log")].description
     assert "not a valid name" in failed[("invalid_defs_yaml_tables_4", "delta_log")].description
     # The watch sensor logs the invalid entries and goes on with the valid one.
@@ -196,12 +163,14 @@ def test_tables_are_discovered_through_the_cache_the_sensor_refreshes(tmp_path, 
             "policies": [{"match": "hr/*", "group": "hr", "vacuum": {"dry_run": True}}],
         }],
         "discovery_cache": "state/discovered.json",
+        "discovery_interval_seconds": 120,
     })
     defs = load(project)
     # Nothing scanned yet: only the listed table; loading never lists the prefix.
     assert {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()} == {"listed"}
     assert not (project / "state").exists()
     sensor = defs.resolve_sensor_def("delta_tables_discovery")
+    assert sensor.minimum_interval_seconds == 120
     tick = sensor(build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs))
     assert isinstance(tick, SkipReason) or tick.skip_message
     cache = read_cache(project / "state" / "discovered.json")
@@ -233,9 +202,13 @@ def test_dg_check_and_list_defs_from_the_repository_root(tmp_path):
                            capture_output=True, text=True, timeout=240)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "All definitions loaded successfully" in check.stdout + check.stderr
+    # No warning of any kind (issue 16: `dagster dev`/`definitions validate` printed
+    # SupersessionWarnings pointing at dg; dg itself must print none).
+    assert "Warning" not in check.stdout + check.stderr, check.stderr[-2000:]
     listed = subprocess.run([DG, "list", "defs", "--json"], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True, timeout=240)
     assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "Warning" not in listed.stderr, listed.stderr[-2000:]
     data = json.loads(listed.stdout[listed.stdout.index("{"):])
     keys = {a["asset_key"] for a in data["assets"]}
     assert {a["source"] for a in data["assets"]} == {"delta_ops/location/tables/defs.yaml:4"}
@@ -272,3 +245,44 @@ def test_spark_kind_only_where_spark_runs_and_standard_uri_metadata(tmp_path, ma
     node = graph.get(AssetKey(["t", "metadata_cleanup"]))
     assert node.kinds == {"delta"}
     assert node.metadata["dagster/uri"].value == "s3://bucket/t"
+
+
+def test_one_run_derives_the_checksums_from_the_previous_one_before_checkpointing(
+    tmp_path, make_project
+):
+    """What the watch sensor asks for when a table's log moved past the checkpoint interval:
+    checkpoint and version checksum in one run. The checksums of the new versions come from
+    the previous `.crc`, not from a fresh computation at the new checkpoint."""
+    from deltalake import DeltaTable, write_deltalake
+
+    project = make_project(tmp_path / "proj", "order_proj")
+    root = copy_corpus_table("basic_append", tmp_path / "tables" / "t")
+    write_component(project, "order_proj", {
+        "defaults": {"engine": "local"},
+        "tables": [{"name": "t", "uri": str(root), "checkpoint": {"interval": 2}}],
+    })
+    defs = load(project)
+    instance = DagsterInstance.ephemeral()
+    _, done, failed = materialize_all(defs, instance)
+    assert not failed and ("t", "version_checksum") in done
+    log = root / "_delta_log"
+    assert (log / "00000000000000000001.crc").exists()
+    rows = DeltaTable(str(root)).to_pyarrow_table().slice(0, 1)
+    for _ in range(2):
+        write_deltalake(str(root), rows, mode="append")
+    result = defs.resolve_job_def("maintenance").execute_in_process(
+        instance=instance,
+        asset_selection=[AssetKey(["t", "checkpoint"]), AssetKey(["t", "version_checksum"])],
+    )
+    assert result.success
+    metadata = {
+        e.event_specific_data.materialization.asset_key.path[1]:
+            {k: v.value for k, v in e.event_specific_data.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    assert set(metadata) == {"checkpoint", "version_checksum"}
+    assert metadata["version_checksum"]["written"] == [2, 3]
+    assert metadata["version_checksum"]["incremental_computations"] == 2
+    assert metadata["version_checksum"]["full_computations"] == 0
+    assert metadata["checkpoint"]["version"] == 3
+    assert (log / "00000000000000000003.checkpoint.parquet").exists()

@@ -21,8 +21,6 @@ from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.storage import Storage
 from delta_ops_tests.conftest import copy_corpus_table
 
-pytestmark = pytest.mark.filterwarnings("ignore:Parameter `owners`:dagster.BetaWarning")
-
 LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
 
 

@@ -3,18 +3,23 @@ and looks at `sys.modules` afterwards.
 
 `import delta_ops` and building the whole `delta-ops` parser (every subcommand and its
 `--help`) import no pyarrow; `delta-ops snapshot` of a small table without a checkpoint
-imports the log reader and pyarrow, but none of pyspark, dagster, pandas, pydantic, the
-maintenance operations, the commit layer, the engines, nor pyarrow's Parquet reader.
+reconciles its commits in Python (`log.small_snapshot`) and imports none of pyarrow, NumPy,
+the Arrow log reader, pyspark, dagster, pandas, pydantic, the maintenance operations, the
+commit layer, the engines, nor the other subcommands.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from delta_ops.cli import _command_module, build_parser
+from delta_ops.commands import COMMAND_MODULES
 from delta_ops_tests.conftest import REPO_ROOT, corpus_path
 
 #: Never imported by the command line's light paths (top-level package names).
@@ -32,12 +37,29 @@ NOT_FOR_SNAPSHOT = (
     "delta_ops.engine.base",
     "delta_ops.engine.local",
     "delta_ops.engine.spark",
+    "delta_ops.engine.config",
+    "delta_ops.engine.session",
     "delta_ops.defs",
     "delta_ops.definitions",
-    # The table has no checkpoint: nothing Parquet (nor pyarrow's filesystems) is needed.
-    "pyarrow.parquet",
-    "pyarrow.dataset",
-    "pyarrow.fs",
+    # A small log without a checkpoint is reconciled in Python: no Arrow at all.
+    "pyarrow",
+    "numpy",
+    "delta_ops.log.replay",
+    "delta_ops.log.commits",
+    "delta_ops.log.checkpoint_reader",
+    "delta_ops.log.snapshot",
+    "delta_ops.protocol.file_actions",
+    "delta_ops.protocol.arrays",
+    "delta_ops.table",
+    # Only the subcommand named is registered.
+    "delta_ops.commands.checkpoint",
+    "delta_ops.commands.cleanup",
+    "delta_ops.commands.vacuum",
+    "delta_ops.commands.crc",
+    "delta_ops.commands.compact",
+    "delta_ops.commands.row_tracking",
+    "delta_ops.commands.due",
+    "delta_ops.commands.engine_args",
 )
 
 _REPORT = """
@@ -133,14 +155,14 @@ def test_snapshot_of_a_small_table_imports_only_what_it_reads():
         "with contextlib.redirect_stdout(buf):\n"
         "    code = main(['snapshot', sys.argv[1]])\n"
         "print(code, buf.getvalue().count('files       1 ('))\n"
-        "print('pyarrow' in sys.modules)\n"
+        "print('delta_ops.log.small_snapshot' in sys.modules)\n"
         "print(loaded(sys.argv[2:]))\n",
         str(root),
         *THIRD_PARTY,
         *NOT_FOR_SNAPSHOT,
     )
     assert out[0] == "0 1"  # the command ran and read the table (so the check means something)
-    assert out[1] == "True"
+    assert out[1] == "True"  # through the small-log path
     assert out[2] == "[]"
 
 
@@ -188,3 +210,70 @@ def test_the_console_script_prints_everything_before_it_ends(name, capsys):
     )
     assert missing.returncode == 1
     assert '"error"' in missing.stdout and len(missing.stderr.strip().splitlines()) == 1
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(
+        a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+    )
+
+
+def _helps(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, str]:
+    """The help text of every subcommand (nested ones too), by its full name."""
+    out: dict[str, str] = {}
+    for name, sub in _subcommands(parser).items():
+        out[prefix + name] = sub.format_help()
+        if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+            out.update(_helps(sub, f"{prefix}{name} "))
+    return out
+
+
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_a_parser_with_one_subcommand_parses_as_the_whole_one(module, capsys):
+    """`delta-ops NAME ...` builds the parser with NAME alone: the same subcommand (help,
+    nested subcommands, errors) as in the whole parser."""
+    name = module.replace("_", "-")
+    assert _command_module([name, "x"]) == module
+    alone, whole = build_parser(module), build_parser()
+    assert list(_subcommands(alone)) == [name]
+    mine = _helps(alone)
+    assert mine == {k: v for k, v in _helps(whole).items() if k.split(" ")[0] == name}
+    errors = []
+    for parser in (alone, whole):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args([name, "--no-such-flag"])
+        errors.append((exc.value.code, capsys.readouterr().err))
+    assert errors[0] == errors[1] and errors[0][0] == 2
+    assert errors[0][1].startswith(f"delta-ops {name}: error: ")
+
+
+def test_what_is_not_a_subcommand_gets_the_whole_parser():
+    assert _command_module([]) is None
+    assert _command_module(["--help"]) is None
+    assert _command_module(["row_tracking"]) is None  # the module's name is not the command's
+    assert _command_module(["snapshots"]) is None
+    assert _command_module(["row-tracking", "backfill"]) == "row_tracking"
+
+
+@pytest.mark.parametrize("name", ["basic_append", "golden__data-reader-primitives"])
+def test_row_tracking_backfill_imports_no_pandas(name, tmp_path):
+    """Row counts from stats, or from Parquet footers where the adds have none (the second
+    table): the arrays are built from buffers, no Python scalar reaches a compute call."""
+    root = tmp_path / "t"
+    shutil.copytree(corpus_path(name), root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    out = _run(
+        "import contextlib, io, json\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['row-tracking', 'backfill', sys.argv[1], '--json', '--quiet'])\n"
+        "obj = json.loads(buf.getvalue())\n"
+        "print(code, obj['files_backfilled'], obj['enabled'], obj['high_water_mark'])\n"
+        "print(loaded(('pandas', 'pyspark', 'dagster')))\n",
+        str(root),
+    )
+    code, files, enabled, mark = out[0].split()
+    assert (code, enabled) == ("0", "True") and int(files) > 0 and int(mark) >= 0
+    assert out[1] == "[]"

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from delta_ops.commands.engine_args import add_engine_arguments
-
 if TYPE_CHECKING:
     from delta_ops.table import DeltaTable
 
@@ -71,6 +69,8 @@ def add_table_arguments(p: argparse.ArgumentParser, *, engine: bool = False) -> 
         help="fsspec storage option (repeatable), e.g. endpoint_url=http://127.0.0.1:9000",
     )
     if engine:
+        from delta_ops.commands.engine_args import add_engine_arguments
+
         add_engine_arguments(p)
         p.set_defaults(uses_engine=True)
 

@@ -6,15 +6,20 @@ import argparse
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
+from delta_ops.commands.common import (
+    add_table_arguments,
+    parse_storage_options,
+    parse_timestamp,
+)
 from delta_ops.errors import CorruptLogError
 
 if TYPE_CHECKING:
+    from delta_ops.log.small_snapshot import SmallSnapshot
     from delta_ops.log.snapshot import Snapshot
 
 
-def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, Any]:
-    """The `snapshot --json` object for a snapshot."""
+def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False) -> dict[str, Any]:
+    """The `snapshot --json` object for a snapshot (the same for both kinds)."""
     from delta_ops.protocol import features
     from delta_ops.protocol.actions import dv_unique_id
 
@@ -43,7 +48,7 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
         },
         "num_files": snap.num_files,
         "size_bytes": snap.size_bytes,
-        "num_tombstones": snap.tombstones.num_rows,
+        "num_tombstones": snap.num_tombstones,
         "txns": {app: t.version for app, t in sorted(snap.txns.items())},
         "domains": {d: m.configuration for d, m in sorted(snap.domains.items())},
         "checkpoint_version": snap.checkpoint_version,
@@ -53,26 +58,35 @@ def snapshot_summary(snap: Snapshot, *, with_files: bool = False) -> dict[str, A
         "warnings": warnings,
     }
     if with_files:
-        files = snap.files
-        dvs = files.column("deletionVector").to_pylist()
         out["files"] = [
             {
                 "path": p,
                 "size": s,
                 "deletion_vector": dv_unique_id(dv) if dv and dv.get("storageType") else None,
             }
-            for p, s, dv in zip(
-                files.column("path").to_pylist(),
-                files.column("size").to_pylist(),
-                dvs,
-                strict=True,
-            )
+            for p, s, dv in snap.file_rows()
         ]
     return out
 
 
+def _load(args: argparse.Namespace) -> Snapshot | SmallSnapshot:
+    """The table's snapshot: reconciled in Python when its log is small (no pyarrow
+    imported, `log.small_snapshot`), else the Arrow `Snapshot`; both print the same."""
+    from delta_ops.log.small_snapshot import load_small_snapshot
+    from delta_ops.storage import Storage
+
+    storage = Storage.for_uri(args.table, parse_storage_options(args.storage_option))
+    if args.timestamp is None:
+        small = load_small_snapshot(storage, args.version)
+        if small is not None:
+            return small
+    from delta_ops.table import DeltaTable
+
+    return DeltaTable(storage=storage).snapshot(args.version, timestamp=args.timestamp)
+
+
 def _cmd_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
-    snap = open_table(args).snapshot(args.version, timestamp=args.timestamp)
+    snap = _load(args)
     obj = snapshot_summary(snap, with_files=args.files)
     timestamp = obj["timestamp"]
     unsupported = obj["unsupported_features"]

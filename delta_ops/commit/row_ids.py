@@ -16,12 +16,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, InvalidCommitError
 from delta_ops.protocol.actions import DomainMetadata, Metadata, canonical_path
+from delta_ops.protocol.arrays import from_pylist, int_values, string_array
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
@@ -235,7 +237,7 @@ def carry_over_row_ids(
     if not wanted or not files.num_rows:
         return [dict(obj) for obj in actions]
     mask = pc.and_(
-        pc.is_in(files.column("path"), value_set=pa.array(sorted(wanted), pa.string())),
+        pc.is_in(files.column("path"), value_set=string_array(sorted(wanted))),
         pc.is_valid(files.column("baseRowId")),
     )
     found = files.filter(mask)
@@ -269,7 +271,7 @@ def _records(files: pa.Table, counts: pa.Array | None) -> pa.Array:
     if counts is not None:
         return counts
     stats = files.column("stats").to_pylist()
-    return pa.array([num_records_from_stats(s) for s in stats], pa.int64())
+    return from_pylist([num_records_from_stats(s) for s in stats], pa.int64())
 
 
 def max_assigned_row_id(files: pa.Table, *, counts: pa.Array | None = None) -> int:
@@ -281,11 +283,11 @@ def max_assigned_row_id(files: pa.Table, *, counts: pa.Array | None = None) -> i
     """
     if not files.num_rows:
         return NO_ROW_IDS
-    base = files.column("baseRowId")
-    n = _records(files, counts)
-    last = pc.subtract(pc.add(base, pc.fill_null(n, 1)), 1)
-    top = pc.max(last).as_py()
-    return NO_ROW_IDS if top is None else int(top)
+    base, has_base = int_values(files.column("baseRowId"))
+    n, has_n = int_values(_records(files, counts))
+    # A file without a count covers one row at least; without a base row ID, none.
+    last = (base + np.where(has_n, n, 1) - 1)[has_base]
+    return int(last.max()) if len(last) else NO_ROW_IDS
 
 
 def row_id_problems(

@@ -32,12 +32,10 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     ObserveResult,
-    TableColumn,
-    TableColumnConstraints,
-    TableSchema,
 )
 from pydantic import Field
 
+from delta_ops.defs.engines import EngineChoice, choose_engine, needs_size
 from delta_ops.defs.failures import as_failure, refusals
 from delta_ops.defs.keys import (
     CHECKPOINT,
@@ -52,6 +50,7 @@ from delta_ops.defs.keys import (
     asset_key,
 )
 from delta_ops.defs.metadata import (
+    column_schema,
     histogram_markdown,
     markdown_list,
     metadata_value,
@@ -76,6 +75,7 @@ from delta_ops.maintenance.due import (
     compaction_interval,
 )
 from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
+from delta_ops.maintenance.sizing import table_size
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol import features
 from delta_ops.protocol.crc import InvalidChecksumError
@@ -93,6 +93,8 @@ class TableRun:
     component: str
     spark: SparkResource
     now_ms: int
+    #: The engine this run uses for the table, once `engine()` was asked for it.
+    engine_choice: EngineChoice | None = None
 
     @property
     def name(self) -> str:
@@ -107,8 +109,26 @@ class TableRun:
         return self.table.storage()
 
     def engine(self) -> Engine:
-        """The engine the table's policy names (one per run; Spark starts on first use)."""
-        return self.spark.engine(self.table.policy.engine)
+        """The engine for this table: its policy's, by its size when the policy sets a
+        threshold (`delta_ops.defs.engines`; one per run; Spark starts on first use).
+
+        Raises:
+            EngineError: Spark does not start (`dagster.Failure` through `refusals`).
+            DeltaOpsError: the cheap reads of the table's size failed.
+        """
+        if self.engine_choice is None:
+            size = table_size(self.storage, inspect_log(self.storage)) if needs_size(
+                self.policy) else None
+            self.engine_choice = choose_engine(self.policy, size)
+        return self.spark.engine(self.engine_choice.name)
+
+    def engine_metadata(self) -> dict[str, str]:
+        """`engine` and `engine_reason` of a component that may use the engine (`none` when
+        it had nothing to compute), the same keys whether or not it did."""
+        choice = self.engine_choice
+        if choice is None:
+            return {"engine": "none", "engine_reason": "nothing was computed on an engine"}
+        return {"engine": choice.name, "engine_reason": choice.reason}
 
     def inspect(self, operation: str | None = None) -> tuple[LogState, TableSettings]:
         """The cheap log state and table settings (one `_last_checkpoint` read, one
@@ -139,15 +159,7 @@ def table_shape(snap: Any) -> dict[str, Any]:
     file's stats give `numRecords` (less the rows its deletion vector removes)."""
     out: dict[str, Any] = {}
     if snap.metadata.schema_string:
-        schema = json.loads(snap.metadata.schema_string)
-        out["dagster/column_schema"] = TableSchema(columns=[
-            TableColumn(
-                name=f["name"],
-                type=f["type"] if isinstance(f["type"], str) else f["type"].get("type", "?"),
-                constraints=TableColumnConstraints(nullable=bool(f.get("nullable", True))),
-            )
-            for f in schema.get("fields", [])
-        ])
+        out["dagster/column_schema"] = column_schema(json.loads(snap.metadata.schema_string))
     stats = snap.files.column("stats").to_pylist() if snap.num_files else []
     counts = [_NUM_RECORDS.search(s) if s else None for s in stats]
     if all(counts):
@@ -182,9 +194,14 @@ def noop(
     )
 
 
-def _cutoff(result: Any) -> dict[str, Any]:
-    """`cutoff_timestamp` (ms since the epoch in the Result) as timestamp metadata."""
+def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
+    """`cutoff_timestamp` as timestamp metadata: the Result's (ms since the epoch; metadata
+    cleanup's `cutOffTimestamp`), else `now_ms` less the Result's `retention_hours` (what
+    VACUUM deleted files older than); null when neither applies (cleanup disabled)."""
     ms = getattr(result, "cutoff_timestamp", None)
+    hours = getattr(result, "retention_hours", None)
+    if ms is None and now_ms is not None and hours is not None:
+        ms = now_ms - hours * 3_600_000
     return {"cutoff_timestamp": MetadataValue.timestamp(ms / 1000) if ms is not None
             else MetadataValue.null()}
 
@@ -268,7 +285,8 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     return MaterializeResult(
         asset_key=asset_key(run.name, CHECKPOINT),
         metadata=result_metadata(
-            result, duration_s=duration, checkpoint_version=result.version, **report),
+            result, duration_s=duration, checkpoint_version=result.version, **report,
+            **run.engine_metadata()),
         data_version=DataVersion(str(result.version)),
     )
 
@@ -324,7 +342,8 @@ def run_checksum(run: TableRun) -> MaterializeResult:
         duration = time.monotonic() - start_time
     return MaterializeResult(
         asset_key=asset_key(run.name, VERSION_CHECKSUM),
-        metadata=result_metadata(result, duration_s=duration, **extra),
+        metadata=result_metadata(result, duration_s=duration, **extra,
+                                 **run.engine_metadata()),
         data_version=DataVersion(str(state.version)),
     )
 
@@ -387,7 +406,7 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
-        **_cutoff(result),
+        **_cutoff(result, run.now_ms), **run.engine_metadata(),
     ))
 
 
@@ -443,7 +462,15 @@ def run_row_tracking(
             run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
             progress=progress,
         ))
-    return result_metadata(result, duration_s=duration, backfilled=True, batch_size=batch_size)
+        # The keys the report-only observation has, read again after the backfill.
+        after = load_snapshot(run.storage)
+        left = plan_backfill(after, batch_size=batch_size)
+    return result_metadata(
+        result, duration_s=duration, backfilled=True, batch_size=batch_size,
+        version=after.version, files_missing_row_ids=left.files_missing,
+        unsupported_features=MetadataValue.json(after.unsupported_features(
+            "row_tracking_backfill")),
+        **run.engine_metadata())
 
 
 # ---- what the asset bodies call per component -----------------------------------------------

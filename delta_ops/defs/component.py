@@ -15,6 +15,7 @@ attributes:
       policies:
         - {match: "sales/big_*", engine: spark, vacuum: {retention: 14 days}}
   discovery_cache: .delta_ops/discovered_tables.json
+  discovery_interval_seconds: 600                          # how often the sensor rescans
 ```
 
 Each table gets the assets, checks, schedules, sensors and jobs of `delta_ops.defs`
@@ -47,7 +48,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from delta_ops.defs import definitions_kwargs
 from delta_ops.defs.registry import entry_problems
-from delta_ops.defs.sources import DEFAULT_CACHE, RegistrySource
+from delta_ops.defs.sources import (
+    DEFAULT_CACHE,
+    DEFAULT_DISCOVERY_INTERVAL_S,
+    RegistrySource,
+)
 from delta_ops.errors import RegistryError
 
 
@@ -105,12 +110,18 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
     discover: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Prefixes scanned for Delta tables (by the delta_tables_discovery sensor): "
-        "prefix, include, exclude, max_depth, name_prefix, group, storage_options, policies "
-        "(match + policy sections).",
+        "prefix, include, exclude, max_depth, name_prefix, group, storage_options, owners, "
+        "tags, policies (match + policy sections, group, owners, tags).",
     )
     discovery_cache: str = Field(
         default=DEFAULT_CACHE,
         description="The discovery cache file (relative to the project root).",
+    )
+    discovery_interval_seconds: int = Field(
+        default=DEFAULT_DISCOVERY_INTERVAL_S,
+        ge=1,
+        description="Seconds between two scans of the discovery prefixes by the "
+        "delta_tables_discovery sensor.",
     )
 
     def source(self, context: ComponentLoadContext) -> RegistrySource:
@@ -129,6 +140,7 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
                 tables=list(self.tables),
                 discover=list(self.discover),
                 discovery_cache=self.discovery_cache,
+                discovery_interval_seconds=self.discovery_interval_seconds,
             )
         except ValidationError as exc:
             raise RegistryError(

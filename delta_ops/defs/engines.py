@@ -1,18 +1,84 @@
-"""The Dagster pool of each engine.
+"""Which engine runs a table's heavy work, and the Dagster pool of each engine.
+
+A table whose policy says `engine: local` always runs on the local engine. With
+`engine: spark`, the table's size decides when the run starts (`delta_ops.maintenance.sizing`:
+the newest `.crc` or `_last_checkpoint` and the commits after it, no replay): more live files
+than `spark_above_files` (100,000 by default) or more bytes than `spark_above_bytes` run on
+Spark, smaller tables on the local engine in the run's process, so a 66-file VACUUM does not
+wait for a JVM. Both thresholds null: always Spark. A size no cheap read tells counts as
+large. The choice and its reason are in each engine component's materialization metadata
+(`engine`, `engine_reason`).
 
 Every `<table>__maintenance` step runs in the pool of its policy's engine
-(`delta_ops_local`, `delta_ops_spark`): set a limit on `delta_ops_spark` in the instance's
-concurrency settings (`dagster instance concurrency set delta_ops_spark 2`, or
+(`delta_ops_local`, `delta_ops_spark`; a table on `engine: spark` is in the Spark pool even
+when its size sends a run to the local engine): set a limit on `delta_ops_spark` in the
+instance's concurrency settings (`dagster instance concurrency set delta_ops_spark 2`, or
 `concurrency: pools:` in dagster.yaml) so a fleet cannot start many JVMs at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from delta_ops.defs.keys import CHECKPOINT, ROW_TRACKING, VACUUM, VERSION_CHECKSUM
+from delta_ops.defs.policy import Policy
+from delta_ops.maintenance.sizing import TableSize
 
 #: Components whose work runs on the table's engine; the others only read and write log
 #: files from the run's process.
 ENGINE_COMPONENTS = frozenset({CHECKPOINT, VERSION_CHECKSUM, VACUUM, ROW_TRACKING})
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine a run uses for a table (`local` or `spark`) and why."""
+
+    name: str
+    reason: str
+
+
+def needs_size(policy: Policy) -> bool:
+    """Whether the engine depends on the table's size (engine spark with a threshold)."""
+    return policy.engine == "spark" and (
+        policy.spark_above_files is not None or policy.spark_above_bytes is not None
+    )
+
+
+def choose_engine(policy: Policy, size: TableSize | None) -> EngineChoice:
+    """The engine for a table of `size` under `policy` (`size` only matters when
+    `needs_size(policy)`)."""
+    if policy.engine == "local":
+        return EngineChoice("local", "the table's policy sets engine: local")
+    if not needs_size(policy):
+        return EngineChoice("spark", "the table's policy sets engine: spark (no size threshold)")
+    if size is None or size.num_files is None:
+        source = size.source if size is not None else "not read"
+        return EngineChoice("spark", f"table size unknown ({source}): Spark")
+    files, nbytes = size.num_files, size.size_bytes
+    what = f"{files} live files" + (f", {nbytes} bytes" if nbytes is not None else "")
+    what += f" at version {size.version} ({size.source})"
+    if policy.spark_above_files is not None and files > policy.spark_above_files:
+        return EngineChoice("spark", f"{what}: above spark_above_files "
+                            f"({policy.spark_above_files})")
+    if policy.spark_above_bytes is not None and nbytes is not None and (
+        nbytes > policy.spark_above_bytes
+    ):
+        return EngineChoice("spark", f"{what}: above spark_above_bytes "
+                            f"({policy.spark_above_bytes})")
+    limits = [f"{k} ({v})" for k, v in (("spark_above_files", policy.spark_above_files),
+                                        ("spark_above_bytes", policy.spark_above_bytes))
+              if v is not None]
+    return EngineChoice("local", f"{what}: not above {' or '.join(limits)}")
+
+
+def describe_engine(policy: Policy) -> str:
+    """The policy's engine rule in words (asset spec metadata)."""
+    if not needs_size(policy):
+        return policy.engine
+    limits = [f"{v} {unit}" for v, unit in ((policy.spark_above_files, "files"),
+                                            (policy.spark_above_bytes, "bytes"))
+              if v is not None]
+    return f"spark above {' or '.join(limits)}, else local"
 
 
 def engine_pool(engine: str) -> str:
@@ -20,4 +86,11 @@ def engine_pool(engine: str) -> str:
     return f"delta_ops_{engine}"
 
 
-__all__ = ["ENGINE_COMPONENTS", "engine_pool"]
+__all__ = [
+    "ENGINE_COMPONENTS",
+    "EngineChoice",
+    "choose_engine",
+    "describe_engine",
+    "engine_pool",
+    "needs_size",
+]

@@ -1,6 +1,7 @@
 """delta_ops errors as `dagster.Failure`s: a refused or failed operation fails its asset only,
 and the UI shows the table, version, file, reason and (for a refused retention) how the
-registry policy opts in.
+registry policy opts in. An engine that does not start (a Spark master or Spark Connect
+server that cannot be reached, a session that fails) is one line naming where and why.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from dagster import Failure, MetadataValue
 
 from delta_ops.defs.keys import METADATA_CLEANUP, VACUUM
-from delta_ops.errors import DeltaOpsError, NotATableError, RetentionError
+from delta_ops.errors import DeltaOpsError, EngineError, NotATableError, RetentionError
 
 #: What a refusal of a shorter retention means in Dagster, where there is no command
 #: line flag: the registry policy opts in.
@@ -54,6 +55,10 @@ def refusals(table: str, component: str) -> Iterator[None]:
     """Turn delta_ops errors raised inside into `dagster.Failure`s."""
     try:
         yield
+    except EngineError as exc:
+        # One line naming where Spark runs and why it did not start: not the Py4J/gRPC
+        # traceback chained below it (logged by the engine when the session failed).
+        raise as_failure(exc, table=table, component=component) from None
     except DeltaOpsError as exc:
         raise as_failure(exc, table=table, component=component) from exc
 

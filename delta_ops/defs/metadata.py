@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from dagster import MetadataValue
+from dagster import MetadataValue, TableColumn, TableColumnConstraints, TableSchema
 
 from delta_ops.protocol.crc import FILE_SIZE_BIN_BOUNDARIES
 
@@ -116,6 +116,44 @@ def histogram_markdown(
     return MetadataValue.md("\n".join(rows))
 
 
+def type_text(delta_type: Any) -> str:
+    """A Delta schema type as text: primitives as named (`long`, `decimal(10,2)`), nested
+    types with their element types (`array<string>`, `map<string, long>`,
+    `struct<id: long, tags: array<string>>`). Spec section: "Schema Serialization Format"."""
+    if isinstance(delta_type, str):
+        return delta_type
+    if not isinstance(delta_type, dict):
+        return str(delta_type)
+    kind = delta_type.get("type")
+    if kind == "struct":
+        fields_ = ", ".join(
+            f"{f.get('name')}: {type_text(f.get('type'))}" for f in delta_type.get("fields", [])
+        )
+        return f"struct<{fields_}>"
+    if kind == "array":
+        return f"array<{type_text(delta_type.get('elementType'))}>"
+    if kind == "map":
+        return (f"map<{type_text(delta_type.get('keyType'))}, "
+                f"{type_text(delta_type.get('valueType'))}>")
+    return str(kind)
+
+
+def column_schema(schema: dict) -> TableSchema:
+    """`dagster/column_schema` from a Delta schema (the parsed `schemaString`): one column per
+    top-level field with its type as `type_text` gives it (nested types spelled out), its
+    nullability and its `comment` as the description."""
+    columns = []
+    for f in schema.get("fields", []):
+        comment = (f.get("metadata") or {}).get("comment")
+        columns.append(TableColumn(
+            name=f["name"],
+            type=type_text(f.get("type")),
+            description=comment if isinstance(comment, str) else None,
+            constraints=TableColumnConstraints(nullable=bool(f.get("nullable", True))),
+        ))
+    return TableSchema(columns=columns)
+
+
 def _human(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -130,6 +168,8 @@ def _human(n: int) -> str:
 
 __all__ = [
     "MAX_LISTED",
+    "column_schema",
+    "type_text",
     "histogram_markdown",
     "markdown_list",
     "metadata_value",

@@ -207,6 +207,9 @@ class RowTrackingPolicy(StrictModel):
 #: Where a table's heavy work runs (the registry's `engine` key).
 EngineName = Literal["spark", "local"]
 
+#: The engine thresholds (top-level policy fields).
+_THRESHOLDS = ("spark_above_files", "spark_above_bytes")
+
 _SECTIONS: dict[str, type[StrictModel]] = {
     "checkpoint": CheckpointPolicy,
     "checksum": ChecksumSettings,
@@ -217,10 +220,29 @@ _SECTIONS: dict[str, type[StrictModel]] = {
 }
 
 
+#: Live files above which a table whose engine is spark runs on Spark (below: local).
+DEFAULT_SPARK_ABOVE_FILES = 100_000
+
+
 class Policy(StrictModel):
-    """A complete maintenance policy (the registry's `defaults`, or a table's effective one)."""
+    """A complete maintenance policy (the registry's `defaults`, or a table's effective one).
+
+    `engine: spark` runs a table's heavy work on Spark once the table has more live files
+    than `spark_above_files` or more bytes than `spark_above_bytes` (null: that threshold is
+    not used; both null: always Spark); smaller tables run on the local engine, in the run's
+    process, without starting a JVM. `engine: local` never uses Spark."""
 
     engine: EngineName = "spark"
+    spark_above_files: int | None = Field(
+        default=DEFAULT_SPARK_ABOVE_FILES, ge=0,
+        description="With engine spark: use Spark only for tables with more live files than "
+        "this (smaller ones run on the local engine); null: no file threshold.",
+    )
+    spark_above_bytes: int | None = Field(
+        default=None, ge=0,
+        description="With engine spark: use Spark for tables with more bytes of live files "
+        "than this, whatever their file count; null: no byte threshold.",
+    )
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     checksum: ChecksumSettings = ChecksumSettings()
     compaction: CompactionPolicy = CompactionPolicy()
@@ -233,6 +255,9 @@ class Policy(StrictModel):
         update: dict[str, Any] = {}
         if "engine" in override.model_fields_set and override.engine is not None:
             update["engine"] = override.engine
+        for name in _THRESHOLDS:
+            if name in override.model_fields_set:
+                update[name] = getattr(override, name)  # null switches the threshold off
         for name in _SECTIONS:
             section = getattr(override, name)
             if section is not None and name in override.model_fields_set:
@@ -254,6 +279,8 @@ class Policy(StrictModel):
 
 class PolicyOverride(StrictModel):
     engine: EngineName | None = None
+    spark_above_files: int | None = Field(default=None, ge=0)
+    spark_above_bytes: int | None = Field(default=None, ge=0)
     checkpoint: CheckpointPolicy | None = None
     checksum: ChecksumSettings | None = None
     compaction: CompactionPolicy | None = None
@@ -264,6 +291,7 @@ class PolicyOverride(StrictModel):
 
 
 __all__ = [
+    "DEFAULT_SPARK_ABOVE_FILES",
     "ChecksumSettings",
     "CheckpointPolicy",
     "CleanupPolicy",

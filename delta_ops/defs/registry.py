@@ -7,6 +7,8 @@ section:
 ```yaml
 defaults:
   engine: spark                  # spark | local: where heavy work runs in jobs
+  spark_above_files: 100000      # engine spark: Spark only above this many live files
+  spark_above_bytes: null        # ... or above this many bytes (null: no such threshold)
   checkpoint: {interval: null}   # commits between checkpoints; null: delta.checkpointInterval (10)
   checksum: {enabled: true}      # write N.crc files
   compaction: {interval: null}   # commits per compaction file; null: delta.logCompactionInterval
@@ -80,7 +82,55 @@ _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
 
-class TableEntry(PolicyOverride):
+#: What Dagster accepts as an asset owner's email, and as a tag key and value (checked
+#: here so that a bad one makes its entry invalid instead of failing the code location).
+_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}")
+_TAG_KEY_RE = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
+_TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+
+
+def owner_problem(owner: str) -> str | None:
+    """Why Dagster would refuse `owner` for an asset, or None."""
+    if _EMAIL_RE.fullmatch(owner) or (owner.startswith("team:") and len(owner) > 5):
+        return None
+    return f"owner {owner!r} is neither an email address nor a team name ('team:data-eng')"
+
+
+def tag_problem(key: str, value: str) -> str | None:
+    """Why Dagster would refuse the asset tag `key: value`, or None."""
+    if not _TAG_KEY_RE.match(key):
+        return (f"tag key {key!r}: use letters, digits, '_', '-', '.', at most 63 characters, "
+                "with an optional 'namespace/' in front")
+    if not _TAG_VALUE_RE.match(value):
+        return (f"tag {key!r}: value {value!r} may use letters, digits, '_', '-', '.' and at "
+                "most 63 characters")
+    return None
+
+
+class Ownership(StrictModel):
+    """`owners` (emails or `team:` names) and `tags` put on every asset of a table."""
+
+    owners: list[str] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, v: list[str]) -> list[str]:
+        problems = [p for p in map(owner_problem, v) if p]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        problems = [p for p in (tag_problem(k, t) for k, t in v.items()) if p]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return v
+
+
+class TableEntry(PolicyOverride, Ownership):
     """One registered table as written in the YAML file."""
 
     name: str
@@ -88,8 +138,6 @@ class TableEntry(PolicyOverride):
     group: str | None = None
     description: str | None = None
     storage_options: dict[str, str | int | float | bool | EnvRef] = Field(default_factory=dict)
-    owners: list[str] = Field(default_factory=list)
-    tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name", "group")
     @classmethod
@@ -206,6 +254,8 @@ class RegisteredTable:
             they fail naming these problems; the other tables are unaffected.
         owners, tags: the entry's `owners` (emails or `team:` names) and `tags`, put on
             every asset of the table.
+        origin: the file the entry was written in, when that is not the registry's own
+            (a table listed or discovered in a component's `defs.yaml`): errors name it.
     """
 
     name: str
@@ -217,6 +267,7 @@ class RegisteredTable:
     problems: tuple[str, ...] = ()
     owners: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    origin: str | None = None
 
     def resolved_storage_options(self) -> dict[str, Any]:
         """Storage options with environment references replaced by their values.
@@ -282,7 +333,7 @@ class Registry:
                 file=self.path,
             ) from None
         if table.problems:
-            raise RegistryError(list(table.problems), file=self.path)
+            raise RegistryError(list(table.problems), file=table.origin or self.path)
         return table
 
 
@@ -471,6 +522,7 @@ __all__ = [
     "REGISTRY_ENV",
     "EnvRef",
     "MissingSecretError",
+    "Ownership",
     "RegisteredTable",
     "Registry",
     "RegistryError",
@@ -479,7 +531,9 @@ __all__ = [
     "default_registry_path",
     "entry_problems",
     "load_registry",
+    "owner_problem",
     "parse_registry",
     "registered_table",
+    "tag_problem",
     "uri_problem",
 ]

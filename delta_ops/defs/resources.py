@@ -25,6 +25,7 @@ from delta_ops.defs.registry import (
     SparkSettings,
     load_registry,
 )
+from delta_ops.errors import EngineError
 
 if TYPE_CHECKING:
     from delta_ops.engine.base import Engine
@@ -117,6 +118,7 @@ class SparkResource(ConfigurableResource):
     )
 
     _engines: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _failures: dict[str, EngineError] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: SparkSettings) -> SparkResource:
@@ -169,7 +171,9 @@ class SparkResource(ConfigurableResource):
 
         Raises:
             EngineError: the `spark://` master or Spark Connect server does not accept a
-                connection (checked before any JVM starts).
+                connection (checked before any JVM starts; remembered for the rest of the
+                run, so later components fail at once), or the master or remote URL is
+                malformed.
             MissingSecretError: a `conf_from_env` variable is not set.
             ValueError: an engine name other than "spark" or "local".
         """
@@ -178,8 +182,21 @@ class SparkResource(ConfigurableResource):
             from delta_ops.engine.session import make_engine
 
             if name == "spark":
-                config = self.session_config()
-                config.preflight()  # a dead master fails now, in one line, not after minutes
+                failed = self._failures.get(name)
+                if failed is not None:
+                    raise failed  # once per run: the other components fail at once too
+                try:
+                    config = self.session_config()
+                except ValueError as exc:  # a malformed master or remote URL
+                    failed = EngineError(f"invalid Spark settings: {exc}")
+                else:
+                    try:
+                        config.preflight()  # a dead master fails now, in one line
+                    except EngineError as exc:
+                        failed = exc
+                if failed is not None:
+                    self._failures[name] = failed
+                    raise failed
                 engine = make_engine("spark", spark_config=config)
             else:
                 engine = make_engine(name)  # "local"; ValueError naming the choices otherwise
@@ -188,6 +205,7 @@ class SparkResource(ConfigurableResource):
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._engines = {}
+        self._failures = {}
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         engines, self._engines = self._engines, {}

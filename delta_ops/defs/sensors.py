@@ -12,17 +12,18 @@ without a run), and it requests one `maintenance` run per table holding every co
 has no `.crc`), log compaction (a window of the compaction policy has no file). A component
 the table's protocol forbids is logged, never requested; an invalid registry entry is
 logged and skipped. Run keys are `table:version:components`, so a table is handled once
-per version whatever the tick rate. The cursor (JSON, persisted by Dagster across
-restarts) keeps per table the version last seen and the protocol and properties learned
-(`TableSettings.to_json`), so a quiet table costs one small read and one short listing per
-tick.
+per version whatever the tick rate. The cursor (persisted by Dagster across restarts,
+packed by `delta_ops.defs.watch_cursor`: about 8 KB at 1,000 tables) keeps per table the
+version last seen and the protocol and the table properties the due rules read, so a quiet
+table costs one small read and one short listing per tick.
 
 `delta_tables_partitions` (running by default) adds a `delta_tables` partition for each
 registered table and removes those of tables no longer registered, so the backfill launcher
 of `row_tracking_backfill` offers exactly the registered tables.
 
-`delta_tables_discovery` (running by default, every 10 minutes; only where the component
-has `discover` specs) lists the discovery prefixes and rewrites the discovery cache
+`delta_tables_discovery` (running by default, every 10 minutes unless the component's
+`discovery_interval_seconds` says otherwise; only where the component has `discover`
+specs) lists the discovery prefixes and rewrites the discovery cache
 (`delta_ops.defs.sources.refresh_discovery`): loading the definitions reads the cache and
 never lists a bucket. Tables it adds or removes change the assets at the next reload of
 the code location.
@@ -31,8 +32,8 @@ Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 """
 
 
-import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +50,10 @@ from dagster import (
 
 from delta_ops.defs.jobs import TABLE_PARTITIONS
 from delta_ops.defs.keys import DELTA_LOG, asset_key
-from delta_ops.defs.registry import Registry
+from delta_ops.defs.registry import RegisteredTable, Registry
 from delta_ops.defs.resources import RegistryResource
 from delta_ops.defs.sources import RegistrySource, refresh_discovery
+from delta_ops.defs.watch_cursor import due_settings, dump_cursor, load_cursor
 from delta_ops.errors import DeltaOpsError, NotATableError
 from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import due
@@ -61,25 +63,6 @@ PARTITIONS_SENSOR = "delta_tables_partitions"
 DISCOVERY_SENSOR = "delta_tables_discovery"
 #: The tag Dagster reads an observation's data version from.
 DATA_VERSION_TAG = "dagster/data_version"
-CURSOR_FORMAT = 1
-
-
-def load_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
-    """Per-table cursor entries; an absent or unreadable cursor starts afresh."""
-    if not cursor:
-        return {}
-    try:
-        obj = json.loads(cursor)
-    except ValueError:
-        return {}
-    if not isinstance(obj, dict) or obj.get("format") != CURSOR_FORMAT:
-        return {}
-    tables = obj.get("tables")
-    return tables if isinstance(tables, dict) else {}
-
-
-def dump_cursor(tables: dict[str, dict[str, Any]]) -> str:
-    return json.dumps({"format": CURSOR_FORMAT, "tables": tables}, sort_keys=True)
 
 
 @dataclass
@@ -93,32 +76,67 @@ class WatchTick:
     cursor: str = ""
 
 
+#: Tables whose logs a tick reads at once when some are on an object store, where each
+#: table costs a few round trips (`_last_checkpoint`, a listing, new commits) that threads
+#: overlap. Local tables are read one after the other (threads only add contention there:
+#: 0.36 s vs 0.44 s for a quiet tick of 1,000 local tables).
+WATCH_THREADS = 8
+#: URI schemes of object stores (`delta_ops.defs.registry.SUPPORTED_SCHEMES`).
+_REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://")
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What a tick read of one table (a state and settings, or the error)."""
+
+    state: LogState | None = None
+    settings: TableSettings | None = None
+    error: DeltaOpsError | None = None
+
+
+def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
+    try:
+        storage = table.storage()
+        state = inspect_log(storage)
+        settings = read_settings(storage, state, TableSettings.from_json(entry.get("settings")))
+    except DeltaOpsError as exc:
+        return _Look(error=exc)
+    return _Look(state, settings)
+
+
 def watch_tick(registry: Registry, cursor: str | None, log: Callable[[str], None]) -> WatchTick:
     """One tick of the watch sensor. Never raises for one table's problem: a missing table,
-    an invalid registry entry or a broken log is logged and skipped."""
+    an invalid registry entry or a broken log is logged and skipped. With tables on an
+    object store, the logs of up to `WATCH_THREADS` tables are read at once; decisions, log
+    lines and requests follow the registry's order."""
     previous = load_cursor(cursor)
     entries: dict[str, dict[str, Any]] = {}
     tick = WatchTick()
+    valid = [t for t in registry.tables if not t.problems]
+    remote = any(t.uri.startswith(_REMOTE_SCHEMES) for t in valid)
+    with ThreadPoolExecutor(min(WATCH_THREADS if remote else 1, max(1, len(valid)))) as pool:
+        looks = dict(zip(
+            (t.name for t in valid),
+            pool.map(lambda t: _look(t, previous.get(t.name) or {}), valid),
+            strict=True,
+        ))
     for table in registry.tables:
         entry = dict(previous.get(table.name) or {})
         if table.problems:
             log(f"{table.name}: invalid registry entry: {'; '.join(table.problems)}")
             entries[table.name] = {"status": "invalid"}
             continue
-        try:
-            storage = table.storage()
-            state = inspect_log(storage)
-            settings = read_settings(
-                storage, state, TableSettings.from_json(entry.get("settings"))
-            )
-        except NotATableError:
+        look = looks[table.name]
+        if isinstance(look.error, NotATableError):
             log(f"{table.name}: no Delta table at {table.uri} yet")
             entries[table.name] = {"status": "missing"}
             continue
-        except DeltaOpsError as exc:
-            log(f"{table.name}: cannot inspect the log: {exc}")
+        if look.error is not None:
+            log(f"{table.name}: cannot inspect the log: {look.error}")
             entries[table.name] = {**entry, "status": "error"}
             continue
+        state, settings = look.state, look.settings
+        assert state is not None and settings is not None
         report = due(state, settings, table.policy.due_policy)
         # Unchanged since the last tick: the same run key again (Dagster skips keys it has
         # seen), without repeating the log lines or the observation.
@@ -149,7 +167,7 @@ def watch_tick(registry: Registry, cursor: str | None, log: Callable[[str], None
         entries[table.name] = {
             "status": "ok",
             "version": state.version,
-            "settings": settings.to_json(),
+            "settings": due_settings(settings).to_json(),
         }
     tick.cursor = dump_cursor(entries)
     return tick
@@ -162,6 +180,7 @@ def log_observation(name: str, uri: str, state: LogState) -> AssetObservation:
         asset_key=asset_key(name, DELTA_LOG),
         metadata={
             "dagster/uri": MetadataValue.path(uri),
+            "dagster/table_name": name,
             "version": state.version,
             "checkpoint_version": (
                 state.checkpoint_version if state.checkpoint_version is not None
@@ -213,7 +232,7 @@ def discovery_sensor(source: RegistrySource):
 
     @sensor(
         name=DISCOVERY_SENSOR,
-        minimum_interval_seconds=600,
+        minimum_interval_seconds=source.discovery_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description="Lists the discovery prefixes for Delta tables and rewrites the "
         "discovery cache; new tables get their assets when the code location reloads.",

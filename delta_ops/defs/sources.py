@@ -35,6 +35,7 @@ from pydantic import Field, ValidationError, field_validator
 from delta_ops.defs.policy import Policy, PolicyOverride, StrictModel
 from delta_ops.defs.registry import (
     NAME_RE,
+    Ownership,
     RegisteredTable,
     Registry,
     SparkSettings,
@@ -50,19 +51,23 @@ from delta_ops.errors import RegistryError
 CACHE_FORMAT = 1
 #: Where the discovery cache lives, relative to the project root, unless configured.
 DEFAULT_CACHE = ".delta_ops/discovered_tables.json"
+#: How often the discovery sensor rescans the prefixes, unless configured.
+DEFAULT_DISCOVERY_INTERVAL_S = 600
 #: Directory names a scan never enters (the log itself, hidden and underscore folders).
 _SKIP_PREFIXES = (".", "_")
 
 
-class PatternPolicy(PolicyOverride):
-    """Policy overrides for the discovered tables whose relative path matches `match`."""
+class PatternPolicy(PolicyOverride, Ownership):
+    """Policy overrides (and owners, tags) for the discovered tables whose relative path
+    matches `match`; its tags add to the spec's."""
 
     match: str
     group: str | None = None
 
 
-class DiscoverySpec(StrictModel):
-    """Tables found under a prefix (see the module docstring)."""
+class DiscoverySpec(Ownership):
+    """Tables found under a prefix (see the module docstring); `owners` and `tags` go on
+    every table found."""
 
     prefix: str
     include: list[str] = Field(default_factory=lambda: ["*"])
@@ -103,6 +108,7 @@ class RegistrySource(StrictModel):
     tables: list[dict[str, Any]] = Field(default_factory=list)
     discover: list[DiscoverySpec] = Field(default_factory=list)
     discovery_cache: str = DEFAULT_CACHE
+    discovery_interval_seconds: int = Field(default=DEFAULT_DISCOVERY_INTERVAL_S, ge=1)
 
     @property
     def cache_path(self) -> Path:
@@ -229,19 +235,21 @@ def refresh_discovery(source: RegistrySource) -> dict[str, Any]:
 
 
 def _entry(
-    data: Any, where: str, defaults: Policy, base: Path
+    data: Any, where: str, defaults: Policy, base: Path, origin: str
 ) -> RegisteredTable:
     try:
         entry = TableEntry.model_validate(data)
     except ValidationError as exc:
-        return broken_table(data, where, entry_problems(exc, where), defaults)
-    return registered_table(entry, defaults, base)
+        return broken_table(data, where, entry_problems(exc, where), defaults, origin)
+    return dataclasses.replace(registered_table(entry, defaults, base), origin=origin)
 
 
 def broken_table(
-    data: Any, where: str, problems: Sequence[str], defaults: Policy
+    data: Any, where: str, problems: Sequence[str], defaults: Policy,
+    origin: str | None = None,
 ) -> RegisteredTable:
-    """A placeholder for an invalid entry, named by its name if usable, else by `where`."""
+    """A placeholder for an invalid entry, named by its name if usable, else by `where`;
+    `origin` is the file the entry was written in."""
     raw = data.get("name") if isinstance(data, Mapping) else None
     name = raw if isinstance(raw, str) and NAME_RE.match(raw) else (
         "invalid_" + re.sub(r"[^A-Za-z0-9]+", "_", where).strip("_")
@@ -250,7 +258,7 @@ def broken_table(
     return RegisteredTable(
         name=name, uri=uri if isinstance(uri, str) else "", group=name, policy=defaults,
         storage_options={}, description=f"invalid registry entry {where}",
-        problems=tuple(problems),
+        problems=tuple(problems), origin=origin,
     )
 
 
@@ -279,9 +287,16 @@ def discovered_tables(source: RegistrySource, defaults: Policy | None = None) ->
             group = (rule.group if rule else None) or spec.group
             if group:
                 data["group"] = group
+            if spec.owners:
+                data["owners"] = list(spec.owners)
+            if spec.tags:
+                data["tags"] = dict(spec.tags)
             if rule is not None:
                 data.update(rule.model_dump(exclude_unset=True, exclude={"match", "group"}))
-            out.append(_entry(data, f"discover[{i}]:{relative}", defaults, Path(source.base_dir)))
+                if "tags" in rule.model_fields_set:
+                    data["tags"] = {**spec.tags, **rule.tags}
+            out.append(_entry(data, f"discover[{i}]:{relative}", defaults,
+                              Path(source.base_dir), source.origin))
     return out
 
 
@@ -309,9 +324,11 @@ def assemble_registry(source: RegistrySource) -> Registry:
         defaults = defaults.merged(source.defaults)
     if source.spark is not None:
         spark = source.spark
-    tables = [_entry(t, f"tables[{i}]", defaults, file_base) for i, t in enumerate(file_tables)]
+    tables = [
+        _entry(t, f"tables[{i}]", defaults, file_base, path) for i, t in enumerate(file_tables)
+    ]
     tables += [
-        _entry(t, f"defs.yaml tables[{i}]", defaults, Path(source.base_dir))
+        _entry(t, f"defs.yaml tables[{i}]", defaults, Path(source.base_dir), source.origin)
         for i, t in enumerate(source.tables)
     ]
     tables += discovered_tables(source, defaults)
@@ -358,6 +375,7 @@ def load_registry_shell(path: Path) -> tuple[Policy, SparkSettings, list[Any]]:
 
 __all__ = [
     "DEFAULT_CACHE",
+    "DEFAULT_DISCOVERY_INTERVAL_S",
     "DiscoverySpec",
     "PatternPolicy",
     "RegistrySource",

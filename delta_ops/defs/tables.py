@@ -7,14 +7,16 @@ Each table `t` gets:
 - `t__maintenance`: one subsettable multi-asset holding the six maintenance components
   (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
   `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
-  selected components in that order in one step, so a table's checkpoint and checksums
-  come from one process and one engine. A component with nothing to do (not due, off,
-  report only) records an observation of its asset, not a materialization. A component
+  selected components in one step (`RUN_ORDER`: checksums first, then the order above), so
+  a table's checkpoint and checksums come from one process and one engine. A component
+  with nothing to do (not due, off, report only) records an observation of its asset, not
+  a materialization. A component
   that fails is logged and the others still run (metadata cleanup is not run after a
   checkpoint that failed); the step then fails naming every failed component (one failure
   keeps its own table/component/version/reason metadata). A table that does not exist yet
   fails only its `delta_log` step ("does not exist yet"); its maintenance step logs it and
-  does nothing.
+  does nothing. A table the run cannot resolve (invalid registry entry, missing secret)
+  fails both steps, each once, naming the problem.
 
 Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
@@ -24,6 +26,7 @@ Spark sessions start at once. Owners and tags of the registry entry go on every 
 """
 
 
+import copy
 import functools
 import warnings
 from typing import Any
@@ -37,6 +40,7 @@ from dagster import (
     BetaWarning,
     Failure,
     MetadataValue,
+    OpDefinition,
     multi_asset,
     multi_observable_source_asset,
 )
@@ -48,7 +52,7 @@ from delta_ops.defs.assets import (
     table_run,
 )
 from delta_ops.defs.checks import CHECKS, check_specs, run_check
-from delta_ops.defs.engines import ENGINE_COMPONENTS, engine_pool
+from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine, engine_pool
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -65,8 +69,14 @@ from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
-#: The materializable components, in the order a maintenance step runs them.
+#: The materializable components.
 MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
+#: The order a maintenance step runs them in: version checksums before the checkpoint, so
+#: that the new `.crc` files are derived from the previous one (a checkpoint written first
+#: would start the log listing after it, and the checksum would be computed afresh at the
+#: latest version, skipping the versions in between); metadata cleanup after the checkpoint.
+RUN_ORDER = (VERSION_CHECKSUM, CHECKPOINT, LOG_COMPACTION, METADATA_CLEANUP, VACUUM,
+             ROW_TRACKING)
 #: Components whose policy section holds a cron (their AutomationCondition).
 CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup"}
 
@@ -95,7 +105,7 @@ def spec_metadata(table: RegisteredTable) -> dict[str, Any]:
         "dagster/table_name": table.name,
         "uri": table.uri,
         "storage_options": MetadataValue.json(table.redacted_storage_options()),
-        "engine": table.policy.engine,
+        "engine": describe_engine(table.policy),
     }
 
 
@@ -158,7 +168,16 @@ def _maintain_body(
     name = _table_of(context)
     selected = {k.path[1] for k in context.selected_asset_keys}
     failed: dict[str, Failure] = {}
-    for component in MAINTAINED:
+    try:
+        # A table the run cannot resolve (invalid entry, missing secret) fails the step once,
+        # naming why, instead of once per component.
+        table_run(name, "maintenance", registry, spark)
+    except Failure as exc:
+        unresolved: Failure | None = exc
+        selected = set()
+    else:
+        unresolved = None
+    for component in RUN_ORDER:
         if component not in selected:
             continue
         if component == METADATA_CLEANUP and CHECKPOINT in failed:
@@ -185,6 +204,8 @@ def _maintain_body(
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
             yield run_check(check, name, registry, spark)
+    if unresolved is not None:
+        raise unresolved
     if failed:
         raise combined_failure(name, failed)
 
@@ -229,9 +250,7 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         keys_by_output_name={
             out: specs[key.path[1]].key for out, key in template.keys_by_output_name.items()
         },
-        node_def=template.op.with_replaced_properties(
-            name=f"{table.name}__{step}", description=description
-        ),
+        node_def=renamed_op(template.op, f"{table.name}__{step}", description),
         can_subset=True,
         specs=list(specs.values()),
         check_specs_by_output_name={
@@ -239,6 +258,34 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         },
         execution_type=template.execution_type,
     )
+
+
+#: The attributes of an `OpDefinition` that hold its name and description.
+_NAME_ATTRS = frozenset({"_name", "_description"})
+#: Every attribute an `OpDefinition` of Dagster 1.13 holds: plain values set once by its
+#: constructor (anything else, such as a cache a method fills in, could depend on the name).
+_PLAIN_OP_ATTRS = _NAME_ATTRS | {
+    "__annotations__", "__doc__", "__module__", "__name__", "__qualname__", "__wrapped__",
+    "_compute_fn", "_config_schema", "_input_defs", "_input_dict", "_output_defs",
+    "_output_dict", "_pool", "_positional_inputs", "_required_resource_keys", "_retry_policy",
+    "_tags", "_version",
+}
+
+
+def renamed_op(op: OpDefinition, name: str, description: str | None) -> OpDefinition:
+    """`op` under another name: what `op.with_replaced_properties(name=name,
+    description=description)` gives, without validating the compute function and resolving
+    the types of its outputs again (half of what loading 1,000 tables cost). A copy of the
+    op with its name and description replaced; where the op holds anything but the plain
+    attributes its constructor sets (another Dagster version), the public method is used.
+    `name` is a valid Dagster name: table names are checked by the registry."""
+    attrs = vars(op).keys()
+    if not _NAME_ATTRS <= attrs or not attrs <= _PLAIN_OP_ATTRS:
+        return op.with_replaced_properties(name=name, description=description)
+    out = copy.copy(op)
+    out._name = name  # noqa: SLF001 - see the docstring
+    out._description = description or op.description  # noqa: SLF001
+    return out
 
 
 def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
@@ -269,7 +316,8 @@ def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
     }
     return Failure(
         description=f"{table}: {len(failed)} components failed: "
-        + "; ".join(f"{c}: {f.description}" for c, f in failed.items()),
+        + "; ".join(f"{c}: {(f.description or '').removeprefix(f'{table} {c}: ')}"
+                    for c, f in failed.items()),
         metadata={
             "table": table,
             "failed_components": MetadataValue.json(list(failed)),
@@ -289,6 +337,7 @@ __all__ = [
     "CRON_SECTIONS",
     "DESCRIPTIONS",
     "MAINTAINED",
+    "RUN_ORDER",
     "combined_failure",
     "component_spec",
     "cron_condition",

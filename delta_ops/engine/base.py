@@ -10,8 +10,8 @@ method takes the table's Storage, whose `to_config()` is what travels to executo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -40,6 +40,9 @@ class Engine(ABC):
     """Runs the heavy, parallel parts of maintenance operations."""
 
     name: str = "engine"
+    #: Whether `map_tasks` runs in other processes (Spark executors): operations on a large
+    #: state then hand it their reading, so this process holds only summaries.
+    distributed: bool = False
 
     @abstractmethod
     def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
@@ -83,6 +86,18 @@ class Engine(ABC):
         self, sizes: pa.Array, boundaries: Sequence[int]
     ) -> tuple[list[int], list[int]]:
         """(file counts, total bytes) per bin; bin i is [boundaries[i], boundaries[i+1])."""
+
+    def map_tasks(
+        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any]
+    ) -> list[Any]:
+        """`fn(storage, item)` for each item, results in input order.
+
+        `fn` and the items must pickle (a module-level function, possibly in a
+        `functools.partial`, and small values): a distributed engine ships them to its
+        workers, rebuilds `storage` there from `storage.to_config()` and pickles the results
+        back, so both should be small (summaries, not tables). This default runs them here,
+        one after the other."""
+        return [fn(storage, item) for item in items]
 
     def close(self) -> None:
         """Release resources (thread pools, sessions the engine started); nothing by default."""

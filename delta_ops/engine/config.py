@@ -13,7 +13,6 @@ interpreter) because they import `delta_ops` to reach storage.
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -132,6 +131,8 @@ class SparkSessionConfig:
         Raises:
             EngineError: one line naming the master URL and the cause.
         """
+        import socket  # here: the command line loads this module to build its parser
+
         endpoints = self.endpoints()
         causes = []
         for host, port in endpoints:

@@ -19,11 +19,16 @@ from itertools import islice
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
-from delta_ops.protocol.arrays import constant_string, from_numpy, int_values, string_array
+from delta_ops.protocol.arrays import (
+    constant_string,
+    from_numpy,
+    from_pylist,
+    int_values,
+    string_array,
+)
 from delta_ops.storage import FileInfo, Storage
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 
@@ -123,6 +128,8 @@ class LocalEngine(Engine):
         return sum(self._map(storage.delete, paths))
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
+        import pyarrow.parquet as pq  # with its filesystems (and ssl): only where Parquet is
+
         def one(path: str) -> int:
             with storage.open_input(path) as fh:
                 return pq.ParquetFile(fh).metadata.num_rows
@@ -130,8 +137,8 @@ class LocalEngine(Engine):
         counts = self._map(one, paths)
         return pa.table(
             {
-                "path": pa.array(list(paths), pa.string()),
-                "num_records": pa.array(counts, pa.int64()),
+                "path": string_array(list(paths)),
+                "num_records": from_pylist(counts, pa.int64()),
             },
             schema=ROW_COUNT_SCHEMA,
         )
@@ -139,6 +146,8 @@ class LocalEngine(Engine):
     def write_parquet_files(
         self, storage: Storage, files: Sequence[tuple[str, pa.Table]]
     ) -> list[int]:
+        import pyarrow.parquet as pq
+
         def one(item: tuple[str, pa.Table]) -> int:
             path, table = item
             buf = io.BytesIO()
@@ -153,6 +162,9 @@ class LocalEngine(Engine):
         self, sizes: pa.Array, boundaries: Sequence[int]
     ) -> tuple[list[int], list[int]]:
         return histogram(sizes, boundaries)
+
+    def map_tasks(self, storage: Storage, fn, items):  # type: ignore[no-untyped-def]
+        return self._map(lambda item: fn(storage, item), items)
 
 
 def histogram(sizes: pa.Array, boundaries: Sequence[int]) -> tuple[list[int], list[int]]:

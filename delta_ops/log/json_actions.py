@@ -6,24 +6,38 @@ Spec section: "Delta Log Entries" (each line of a commit is one action, a JSON o
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import orjson
 
 from delta_ops.errors import CorruptLogError
 
+#: What `bytes.strip` removes around a file's actions.
+_BLANK = frozenset(b" \t\n\r\x0b\x0c")
+
 
 def parse_json_actions(data: bytes, *, table: str, version: int | None, file: str) -> list[dict]:
     """Parse newline-delimited JSON actions; CorruptLogError naming the file on bad lines."""
-    body = data.strip()
-    if not body:
+    end = len(data)
+    while end and data[end - 1] in _BLANK:
+        end -= 1
+    if not end:
         return []
-    if b"\r" not in body and b"\n\n" not in body:
-        # One parser call for the whole file: lines joined as the elements of one array.
-        try:
-            out = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
-        except orjson.JSONDecodeError:
-            out = None
-        if out is not None and all(isinstance(o, dict) for o in out):
-            return out
+    start = 0
+    while data[start] in _BLANK:
+        start += 1
+    # One parser call for the whole file: the lines joined as the elements of one array,
+    # copied twice in all (a log holds tens of MB). A blank line leaves an empty element
+    # and a lone CR separator no comma: orjson refuses both, and the lines are read one by
+    # one below; CR LF endings leave a CR before each comma, which JSON takes as space.
+    joined = data.replace(b"\n", b",")
+    try:
+        out = orjson.loads(b"".join((b"[", memoryview(joined)[start:end], b"]")))
+    except orjson.JSONDecodeError:
+        out = None
+    del joined
+    if out is not None and all(map(isinstance, out, repeat(dict))):
+        return out
     out = []
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():

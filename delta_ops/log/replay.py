@@ -5,9 +5,9 @@ Compaction Files". Among the commits (and compactions) the newest action for a f
 `(canonical path, deletion vector unique id)` wins, and the checkpoint's file actions are
 kept only for keys no later action touched. The commits are reconciled columnar
 (`log.commits`, Arrow's JSON reader) and, when that path steps aside, action by action
-with orjson. File actions stay in Arrow: a checkpoint with millions of adds is read row
-group by row group on threads and filtered with vectorized kernels, never turned into
-Python objects.
+with orjson (`log.action_replay`, the one action-by-action rule). File actions stay in
+Arrow: a checkpoint with millions of adds is read row group by row group on threads and
+filtered with vectorized kernels, never turned into Python objects.
 
 Compaction files come in two forms, and one rule reads both (`delta_lines_oldest_first`):
 inside a compaction file the FIRST line for a key wins. The spec's form is reconciled (one
@@ -20,18 +20,18 @@ which the last line wins, like the commits around it; across deltas the newer on
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
-
 # Re-exported: the names callers import from here since the checkpoint reading (and these
 # errors) moved out of this module.
 from delta_ops.errors import SidecarMissingError as SidecarMissingError
+from delta_ops.errors import StorageError, VersionNotFoundError
 from delta_ops.errors import UnusableCheckpointError as UnusableCheckpointError
+from delta_ops.log.action_replay import ActionReconciler
+from delta_ops.log.action_replay import read_log_files as read_log_files
 from delta_ops.log.checkpoint_reader import CheckpointContent as CheckpointContent
 from delta_ops.log.checkpoint_reader import _drop_nulls as _drop_nulls
 from delta_ops.log.checkpoint_reader import _read_parquet_actions as _read_parquet_actions
@@ -51,14 +51,10 @@ from delta_ops.protocol.actions import (
     DomainMetadata,
     Metadata,
     Txn,
-    canonical_path,
-    dv_unique_id,
     file_keys,
 )
 from delta_ops.protocol.arrays import empty_table, string_array
 from delta_ops.storage import Storage
-
-_IO_THREADS = 16
 
 #: TEST-ONLY switch, never set it outside tests. True makes every reader of the log that goes
 #: through `delta_lines_oldest_first` (snapshot replay, columnar and action by action, and
@@ -152,99 +148,18 @@ def read_commit(storage: Storage, version: int) -> list[dict]:
     return parse_json_actions(data, table=storage.root, version=version, file=path)
 
 
-class _Reconciler:
-    """Newest-first reconciliation of the non-checkpoint part of a segment."""
+class _Reconciler(ActionReconciler):
+    """The action-by-action reconciliation (`log.action_replay`) into a ReplayState, with
+    the winning file actions as Arrow tables."""
 
     def __init__(self, root: str) -> None:
-        self.root = root
-        self.seen: set[str] = set()
-        self.adds: list[dict] = []
-        self.removes: list[dict] = []
-        self.state = ReplayState()
-        self._have_protocol = False
-        self._have_metadata = False
-
-    def apply_newest_first(
-        self, actions: list[dict], *, table: str, version: int, file: str
-    ) -> None:
-        root = self.root
-        seen = self.seen
-        seen_add = seen.add
-        # Hot loop (one iteration per action of every commit): locals, no helper calls for
-        # the common case of a relative path without a deletion vector.
-        for obj in reversed(actions):
-            a = obj.get("add")
-            out = self.adds
-            if a is None:
-                a = obj.get("remove")
-                out = self.removes
-            if a is not None:
-                path = a.get("path")
-                if path.__class__ is not str:
-                    raise CorruptLogError(
-                        f"file action without a path: {obj!r}",
-                        table=table,
-                        version=version,
-                        file=file,
-                    )
-                if "%" in path or ":" in path or path[:1] == "/":
-                    path = canonical_path(path, root)
-                dv = a.get("deletionVector")
-                key = f"{path}\x00{dv_unique_id(dv)}" if dv else path
-                if key not in seen:
-                    seen_add(key)
-                    out.append(a)
-            else:
-                self.apply_other(obj, table=table, version=version, file=file)
-
-    def apply_other(self, obj: dict, *, table: str, version: int, file: str) -> None:
-        """Apply one non-file action (newest first): protocol, metaData, txn, domain
-        metadata, commitInfo; anything else is ignored."""
-        state = self.state
-        if (m := obj.get("metaData")) is not None:
-            if not self._have_metadata:
-                state.metadata = Metadata(m)
-                self._have_metadata = True
-        elif (p := obj.get("protocol")) is not None:
-            if not self._have_protocol:
-                state.protocol = p
-                self._have_protocol = True
-        elif (t := obj.get("txn")) is not None:
-            try:
-                txn = Txn.from_dict(t)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptLogError(
-                    f"invalid txn action {t!r}", table=table, version=version, file=file
-                ) from exc
-            state.txns.setdefault(txn.app_id, txn)
-        elif (d := obj.get("domainMetadata")) is not None:
-            try:
-                dm = DomainMetadata.from_dict(d)
-            except (KeyError, TypeError) as exc:
-                raise CorruptLogError(
-                    f"invalid domainMetadata action {d!r}",
-                    table=table,
-                    version=version,
-                    file=file,
-                ) from exc
-            state.domains.setdefault(dm.domain, dm)
-        elif (c := obj.get("commitInfo")) is not None:
-            state.commit_infos.setdefault(version, CommitInfo(c))
+        super().__init__(root, ReplayState())
 
     def file_tables(self) -> tuple[pa.Table, pa.Table]:
-        adds = pa.Table.from_struct_array(_struct_array(self.adds, ADD_TYPE))
-        removes = pa.Table.from_struct_array(_struct_array(self.removes, REMOVE_TYPE))
+        adds, removes = self.winners()
+        adds = pa.Table.from_struct_array(_struct_array(adds, ADD_TYPE))
+        removes = pa.Table.from_struct_array(_struct_array(removes, REMOVE_TYPE))
         return adds, removes
-
-
-def read_log_files(storage: Storage, paths: list[str]) -> list[bytes]:
-    """The contents of log files: concurrently where each read waits on the network
-    (`Storage.latency_bound`), else one after the other (a local read takes microseconds,
-    less than handing it to a thread)."""
-    if not storage.latency_bound or len(paths) <= 1:
-        return [storage.read(p) for p in paths]
-    with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
-        return list(pool.map(storage.read, paths))
 
 
 def _replay_commits(
@@ -268,10 +183,9 @@ def _replay_commits(
     # as written (errors name the line in the file) and order the actions by the same rule.
     blobs = read_log_files(storage, paths)
     for f, d, data in reversed(list(zip(files, deltas, blobs, strict=True))):
-        actions = parse_json_actions(data, table=table, version=f.version, file=f.path)
-        if _reverses(d.is_compaction):
-            actions.reverse()
-        rec.apply_newest_first(actions, table=table, version=f.version, file=f.path)
+        rec.apply_file(
+            data, table=table, version=f.version, file=f.path, reverse=_reverses(d.is_compaction)
+        )
     adds, removes = rec.file_tables()
     keys = string_array(list(rec.seen)) if rec.seen else None
     return adds, removes, keys

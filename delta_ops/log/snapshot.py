@@ -14,21 +14,21 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import CorruptLogError, UnusableCheckpointError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.checkpoint_reader import read_checkpoint
 from delta_ops.log.replay import ReplayState, replay
-from delta_ops.log.segment import LogSegment
+from delta_ops.log.segment import LogSegment, build_log_segment
+from delta_ops.log.snapshot_base import SnapshotBase, check_readable
 from delta_ops.log.stream import StreamedActions
-from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp, version_at_timestamp
-from delta_ops.protocol import features
+from delta_ops.log.timestamps import version_at_timestamp
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
 from delta_ops.protocol.arrays import from_numpy, int_values
-from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(SnapshotBase):
     """One version of a Delta table.
 
     Attributes:
@@ -57,23 +57,6 @@ class Snapshot:
     commit_infos: dict[int, CommitInfo]
     checkpoint_sidecars: tuple[str, ...] = ()
 
-    @property
-    def table(self) -> str:
-        return self.storage.root
-
-    @property
-    def version(self) -> int:
-        return self.segment.version
-
-    @property
-    def checkpoint_version(self) -> int | None:
-        return self.segment.checkpoint_version
-
-    @property
-    def schema(self):
-        """The Delta schema (protocol.schema.StructType), None without a schemaString."""
-        return self.metadata.schema
-
     def arrow_schema(self, *, physical: bool = False) -> pa.Schema:
         """The table schema as Arrow; with `physical`, the column-mapping physical names
         and Parquet field ids the data files use. ValueError without a schemaString."""
@@ -83,19 +66,6 @@ class Snapshot:
             raise ValueError(f"table {self.table} version {self.version} has no schemaString")
         mode = self.metadata.configuration.get("delta.columnMapping.mode", "none")
         return to_arrow(self.schema, physical=physical, mode=mode)
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return self.metadata.partition_columns
-
-    @property
-    def domains(self) -> dict[str, DomainMetadata]:
-        """Live domain metadata (removed ones excluded)."""
-        return {k: v for k, v in self.all_domains.items() if not v.removed}
-
-    @cached_property
-    def properties(self) -> TableProperties:
-        return TableProperties.from_configuration(self.metadata.configuration)
 
     @property
     def streamed(self) -> bool:
@@ -115,46 +85,18 @@ class Snapshot:
         return int(pc.sum(self.files.column("size")).as_py() or 0)
 
     @property
-    def reader_features(self) -> frozenset[str]:
-        return features.reader_features(self.protocol)
+    def num_tombstones(self) -> int:
+        return self.tombstones.num_rows
 
-    @property
-    def writer_features(self) -> frozenset[str]:
-        return features.writer_features(self.protocol)
-
-    def unsupported_features(self, operation: str = "read") -> dict[str, list[str]]:
-        return features.unsupported_features(self.protocol, operation)
-
-    def ensure_supported(self, operation: str) -> None:
-        """Raise UnsupportedFeatureError when this table's protocol forbids `operation`."""
-        features.ensure_supported(self.protocol, operation, table=self.table, version=self.version)
-
-    @cached_property
-    def ict(self) -> IctEnablement:
-        return IctEnablement.from_metadata(self.metadata)
-
-    @cached_property
-    def timestamp(self) -> int:
-        """The commit timestamp of this version in milliseconds (in-commit when enabled)."""
-        v = self.version
-        if self.ict.applies_to(v):
-            ci = self.commit_infos.get(v)
-            if ci is not None and ci.in_commit_timestamp is not None:
-                return int(ci.in_commit_timestamp)
-            return read_in_commit_timestamp(self.storage, v)
-        return self.file_timestamp
-
-    @property
-    def file_timestamp(self) -> int:
-        """Modification time of this version's commit file (or of what stands for it)."""
-        v = self.version
-        for info in reversed(self.segment.commits):
-            if info.path.endswith(f"{v:020d}.json"):
-                return info.modification_time
-        if self.segment.deltas:
-            return self.segment.deltas[-1].file.modification_time
-        assert self.segment.checkpoint is not None
-        return self.segment.checkpoint.files[0].modification_time
+    def file_rows(self) -> list[tuple[str, int | None, dict | None]]:
+        """(path, size, deletionVector) of each live file, in the order of `files`."""
+        files = self.files
+        return list(zip(
+            files.column("path").to_pylist(),
+            files.column("size").to_pylist(),
+            files.column("deletionVector").to_pylist(),
+            strict=True,
+        ))
 
     def unexpired_tombstones(self, now_ms: int) -> pa.Table | StreamedActions:
         """Tombstones younger than `delta.deletedFileRetentionDuration` at `now_ms`."""
@@ -170,8 +112,6 @@ class Snapshot:
             return self.tombstones
         return self.tombstones.filter(unexpired(self.tombstones))
 
-    def commit_info(self, version: int | None = None) -> CommitInfo | None:
-        return self.commit_infos.get(self.version if version is None else version)
 
 
 def load_snapshot(
@@ -223,6 +163,28 @@ def load_snapshot(
     return _snapshot_from_state(storage, segment, state)
 
 
+def large_state(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
+    """Whether the state of `version` is large enough to stream (`load_snapshot(stream=True)`):
+    its checkpoint's files (parts, or the V2 top-level file and its sidecars) hold at least
+    `threshold_bytes` bytes. A log without a checkpoint is not: its commits are replayed in
+    memory either way. 0 streams every table (tests use it to run the streamed path on the
+    whole corpus)."""
+    if threshold_bytes <= 0:
+        return True
+    segment = build_log_segment(storage, version)
+    if segment.checkpoint is None:
+        return False
+    size = sum(info.size for info in segment.checkpoint.files)
+    if size >= threshold_bytes:
+        return True
+    # A small top-level file may name large V2 sidecars: their sizes are in its header.
+    try:
+        content = read_checkpoint(storage, segment.checkpoint, file_actions=False)
+    except UnusableCheckpointError:
+        return False  # the loader falls back to an older checkpoint and says why
+    return content.source_bytes >= threshold_bytes
+
+
 def _to_ms(ts: datetime | int) -> int:
     if isinstance(ts, datetime):
         if ts.tzinfo is None:
@@ -244,23 +206,7 @@ def _earliest_reconstructable(latest: Snapshot) -> int | None:
 
 
 def _snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplayState) -> Snapshot:
-    table = storage.root
-    if state.protocol is None:
-        raise CorruptLogError(
-            "no protocol action found while reconstructing the table state",
-            table=table,
-            version=segment.version,
-        )
-    if state.metadata is None:
-        raise CorruptLogError(
-            "no metaData action found while reconstructing the table state",
-            table=table,
-            version=segment.version,
-        )
-    # The one gate (`features.ensure_supported`): reading needs the reader version and the
-    # reader features; writer requirements are checked by the operations that write.
-    features.ensure_supported(state.protocol, features.Operation.READ, table=table,
-                              version=segment.version)
+    check_readable(storage.root, segment.version, state.protocol, state.metadata)
     return Snapshot(
         storage=storage,
         segment=segment,

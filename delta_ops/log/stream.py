@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,9 +43,10 @@ READ_AHEAD = 2
 #: Environment variable overriding `DEFAULT_STREAM_THRESHOLD_BYTES` (0 streams every table).
 THRESHOLD_ENV = "DELTA_OPS_STREAM_THRESHOLD_BYTES"
 #: Checkpoint bytes (parts, V2 top-level file and sidecars) from which maintenance streams
-#: the state instead of loading it: 48 MiB is about a million live files with short
-#: statistics (Spark's checkpoint of such a table takes 40 to 60 bytes per file).
-DEFAULT_STREAM_THRESHOLD_BYTES = 48 * 1024 * 1024
+#: the state instead of loading it: 16 MiB is about 500,000 live files with short
+#: statistics (30 to 60 bytes per file in a snappy checkpoint), whose loaded state takes
+#: about 400 MB; with wide statistics it is fewer files and the same memory.
+DEFAULT_STREAM_THRESHOLD_BYTES = 16 * 1024 * 1024
 
 #: A filter on a table of actions: the rows to keep.
 Predicate = Callable[[pa.Table], pa.Array]
@@ -134,10 +136,7 @@ class StreamedActions:
                 t = self._kept(t)
                 if t.num_rows:
                     yield t if wanted is None else t.select(wanted)
-        tail = self._tail
-        for p in self._predicates:
-            if tail.num_rows:
-                tail = tail.filter(p(tail))
+        tail = self.held()
         for start in range(0, tail.num_rows, BATCH_ROWS):
             part = tail.slice(start, BATCH_ROWS)
             yield part if wanted is None else part.select(wanted)
@@ -169,7 +168,90 @@ class StreamedActions:
             return
         yield from _parquet_groups(self.storage, path, self.version, self.kind, target)
 
+    # ---- reading in pieces, anywhere ------------------------------------------------------
+
+    def read_items(self) -> list[tuple[str, str, int]]:
+        """The checkpoint's file actions as units of reading work: (path, format, row group)
+        per row group of each Parquet source (its footer is read here), (path, "json", -1)
+        per JSON source. `read_item` reads one; together they hold what `tables` yields
+        before the commits' winners (`held`)."""
+        import pyarrow.parquet as pq
+
+        items: list[tuple[str, str, int]] = []
+        for path, fmt in self._sources:
+            if fmt == "json":
+                items.append((path, fmt, -1))
+                continue
+            try:
+                with self.storage.open_input(path) as fh:
+                    groups = pq.ParquetFile(fh).metadata.num_row_groups
+            except (OSError, pa.ArrowInvalid) as exc:
+                raise UnusableCheckpointError(
+                    f"checkpoint file cannot be read as Parquet: {exc}",
+                    table=self.storage.root,
+                    version=self.version,
+                    file=path,
+                ) from exc
+            items.extend((path, fmt, g) for g in range(groups))
+        return items
+
+    def read_item(self, item: tuple[str, str, int]) -> Iterator[pa.Table]:
+        """The actions of one unit of `read_items` (every column), minus the superseded
+        keys and filtered as `tables` filters them, a bounded table at a time."""
+        path, fmt, group = item
+        target = self._target
+        if fmt == "json":
+            tables = self._read_source(path, fmt, target)
+        else:
+            tables = _parquet_groups(
+                self.storage, path, self.version, self.kind, target, groups=[group]
+            )
+        for t in tables:
+            t = self._kept(t)
+            if t.num_rows:
+                yield t
+
+    def held(self) -> pa.Table:
+        """The commits' winners (held in memory, filtered), which follow the checkpoint's
+        rows in `tables`."""
+        tail = self._tail
+        for p in self._predicates:
+            if tail.num_rows:
+                tail = tail.filter(p(tail))
+        return tail
+
+    def portable(self) -> dict[str, Any]:
+        """What `from_portable` needs to read `read_items` in another process (with the
+        table's storage rebuilt there): the sources, the superseded keys, the filters (which
+        must then pickle) and the schema; not the commits' winners."""
+        return {
+            "kind": self.kind,
+            "sources": self._sources,
+            "version": self.version,
+            "superseded": self._superseded,
+            "schema": self.schema,
+            "predicates": self._predicates,
+        }
+
+    @classmethod
+    def from_portable(cls, storage: Storage, spec: dict[str, Any]) -> StreamedActions:
+        """The reader `portable` describes, on `storage` (its commits' winners left out)."""
+        return cls(
+            storage,
+            spec["kind"],
+            spec["sources"],
+            spec["version"],
+            spec["superseded"],
+            spec["schema"].empty_table(),
+            tuple(spec["predicates"]),
+        )
+
     # ---- summaries -------------------------------------------------------------------------
+
+    def held_without_path(self) -> bool:
+        """Whether an action held in memory (the commits' winners) lacks a path. Rows read
+        from the checkpoint always have one: a row without a path holds no action."""
+        return bool(self._tail.num_rows and self._tail.column("path").null_count)
 
     @cached_property
     def num_rows(self) -> int:
@@ -199,10 +281,16 @@ def _dv_column(t: pa.Table) -> pa.Array:
 
 
 def _parquet_groups(
-    storage: Storage, path: str, version: int, kind: str, target: pa.StructType
+    storage: Storage,
+    path: str,
+    version: int,
+    kind: str,
+    target: pa.StructType,
+    groups: Sequence[int] | None = None,
 ) -> Iterator[pa.Table]:
     """The `kind` actions of one Parquet checkpoint file as `target`, row group by row group
-    (in batches of at most BATCH_ROWS rows), reading up to READ_AHEAD groups ahead."""
+    (in batches of at most BATCH_ROWS rows), reading up to READ_AHEAD groups ahead; only
+    the row groups `groups` when given."""
     import pyarrow.parquet as pq
 
     table = storage.root
@@ -245,13 +333,22 @@ def _parquet_groups(
             ) from exc
         return out
 
-    n = meta.num_row_groups
+    order = list(range(meta.num_row_groups)) if groups is None else list(groups)
+    for i in order:
+        if not 0 <= i < meta.num_row_groups:
+            raise UnusableCheckpointError(
+                f"the checkpoint file has {meta.num_row_groups} row groups, not a group {i}",
+                table=table,
+                version=version,
+                file=path,
+            )
+    n = len(order)
     with ThreadPoolExecutor(max(1, min(READ_AHEAD, n))) as pool:
         pending: list[Future[list[pa.Table]]] = []
         nxt = 0
         while nxt < n or pending:
             while nxt < n and len(pending) < READ_AHEAD:
-                pending.append(pool.submit(read_group, nxt))
+                pending.append(pool.submit(read_group, order[nxt]))
                 nxt += 1
             try:
                 tables = pending.pop(0).result()

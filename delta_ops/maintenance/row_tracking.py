@@ -53,6 +53,7 @@ from delta_ops.errors import CommitConflictError
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.protocol import features
+from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage
 
 __all__ = [
@@ -208,7 +209,7 @@ def _batch_adds(snapshot: Snapshot, paths: tuple[str, ...]) -> list[dict[str, An
     """The live add actions of `paths` as recommits (dataChange=false, nulls dropped)."""
     files = snapshot.files
     mask = pc.and_(
-        pc.is_in(files.column("path"), value_set=pa.array(paths, pa.string())),
+        pc.is_in(files.column("path"), value_set=string_array(paths)),
         _missing_mask(files),
     )
     rows = files.filter(mask).to_pylist()
@@ -364,9 +365,11 @@ def _counts_without_stats(snapshot: Snapshot, known: dict[str, int], engine: Any
         return
     lacking = files.filter(_missing_mask(files))
     stats = lacking.column("stats")
-    # Cheap vectorized pre-filter: stats that do not even mention numRecords.
-    maybe = pc.invert(pc.fill_null(pc.match_substring(stats, '"numRecords"'), False))
-    candidates = lacking.filter(pc.or_(maybe, pc.is_null(stats)))
+    # Cheap vectorized pre-filter: stats that do not even mention numRecords, or none
+    # (Kleene logic: null stats are taken by `is_null`; no Python scalar is handed to
+    # Arrow, which would import pandas to convert it).
+    mentions = pc.match_substring(stats, '"numRecords"')
+    candidates = lacking.filter(pc.or_kleene(pc.invert(mentions), pc.is_null(stats)))
     # (Stats that mention numRecords without a usable count are rare; the transaction
     # reads those footers itself.)
     need = [p for p in candidates.column("path").to_pylist() if p not in known]

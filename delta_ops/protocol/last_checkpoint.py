@@ -6,7 +6,6 @@ rules). The checksum is the MD5 of the canonical form of every field except `che
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +61,8 @@ def canonicalize(obj: Mapping[str, Any]) -> str:
 
 def compute_checksum(obj: Mapping[str, Any]) -> str:
     """MD5 hex digest of the canonical form of `obj`."""
+    import hashlib  # here: loading OpenSSL is a cost only writers and verifiers pay
+
     return hashlib.md5(canonicalize(obj).encode("utf-8")).hexdigest()
 
 

@@ -8,8 +8,10 @@ memory) and translates the backend's errors; a backend (`local`, `memory`, `s3`,
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 #: Most names in one page of a names-only listing (`walk_names`, `list_name_pages`) where
@@ -17,8 +19,36 @@ from typing import BinaryIO
 NAMES_PAGE = 65_536
 
 
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """A file found in storage.
+
+    Attributes:
+        path: Path relative to the storage root, '/'-separated, without a leading '/'.
+        size: Size in bytes.
+        modification_time: Last modification time in milliseconds since the epoch.
+    """
+
+    path: str
+    size: int
+    modification_time: int
+
+
+def content_bytes(data: bytes | os.PathLike) -> bytes:
+    """`data` itself, or the content of the local file it names (for backends that send a
+    file in one request)."""
+    if isinstance(data, os.PathLike):
+        with open(data, "rb") as f:
+            return f.read()
+    return data
+
+
 class _Backend(ABC):
     """Operations of one storage backend, on backend-native paths."""
+
+    #: Whether `put_if_absent`/`put_atomic` take a local file (`os.PathLike`) as `data`
+    #: themselves; for the others `Storage` reads the file into memory first.
+    streams_files: bool = False
 
     #: Exception types that mean "the storage operation failed" for this backend.
     errors: tuple[type[BaseException], ...] = (OSError,)
@@ -118,3 +148,11 @@ class _Backend(ABC):
 
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
+
+
+def _debug(logger: str, msg: str, *args: object) -> None:
+    """Log `msg` at debug level to `logger`; `logging` is imported with the first message
+    (a command that logs nothing does not load it)."""
+    import logging
+
+    logging.getLogger(logger).debug(msg, *args)

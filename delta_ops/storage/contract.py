@@ -18,33 +18,14 @@ Storage options may hold credentials; they are kept as given, handed back by
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
-from delta_ops.storage.backend import _Backend
+from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
-
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class FileInfo:
-    """A file found in storage.
-
-    Attributes:
-        path: Path relative to the storage root, '/'-separated, without a leading '/'.
-        size: Size in bytes.
-        modification_time: Last modification time in milliseconds since the epoch.
-    """
-
-    path: str
-    size: int
-    modification_time: int
 
 
 class Storage:
@@ -474,7 +455,9 @@ class Storage:
 
     # ---- writing -----------------------------------------------------------------------
 
-    def put_if_absent(self, path: str, data: bytes, *, accept_non_atomic: bool = False) -> bool:
+    def put_if_absent(
+        self, path: str, data: bytes | os.PathLike, *, accept_non_atomic: bool = False
+    ) -> bool:
         """Atomically create a file unless one exists there; never overwrites.
 
         Local: a temp file is written next to the target and hard-linked to it (link
@@ -485,7 +468,7 @@ class Storage:
 
         Args:
             path: File path relative to the root; parent directories are created.
-            data: The content.
+            data: The content, or a local file (`pathlib.Path`) to copy.
             accept_non_atomic: On a backend without atomic put-if-absent, do a
                 best-effort check-then-write instead of raising.
 
@@ -498,26 +481,31 @@ class Storage:
             StorageError: The write failed.
         """
         rel = self._clean(path, directory=False)
+        if isinstance(data, os.PathLike) and not self._backend.streams_files:
+            data = content_bytes(data)
         try:
             written = self._backend.put_if_absent(self._native(rel), data, accept_non_atomic)
         except StorageError:
             raise
         except self._backend.errors as exc:
             raise self._fail("create file", rel, exc) from exc
-        logger.debug("put_if_absent %s: %s", self.absolute_uri(rel), written)
+        _debug(__name__, "put_if_absent %s: %s", self.absolute_uri(rel), written)
         return written
 
-    def put_atomic(self, path: str, data: bytes) -> None:
+    def put_atomic(self, path: str, data: bytes | os.PathLike) -> None:
         """Create or replace a file so that readers see the old or the new content only.
 
         Args:
             path: File path relative to the root; parent directories are created.
-            data: The content.
+            data: The content, or a local file (`pathlib.Path`) to copy, streamed where the
+                backend can (local files, S3 uploads) so that memory does not grow with it.
 
         Raises:
             StorageError: The write failed.
         """
         rel = self._clean(path, directory=False)
+        if isinstance(data, os.PathLike) and not self._backend.streams_files:
+            data = content_bytes(data)
         try:
             self._backend.put_atomic(self._native(rel), data)
         except self._backend.errors as exc:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
 
-import pyarrow as pa
-
 from delta_ops.errors import AtomicityUnsupportedError
-from delta_ops.storage.backend import NAMES_PAGE, _Backend
+from delta_ops.storage.backend import NAMES_PAGE, _Backend, content_bytes
 
 # Errno values meaning "this file system cannot make hard links".
 _NO_LINK_ERRNOS = frozenset(
@@ -28,7 +27,12 @@ _NO_LINK_ERRNOS = frozenset(
 )
 
 
+#: Bytes copied at a time when a local file is put (`Storage.put_atomic(path, Path)`).
+_COPY_CHUNK = 8 * 1024 * 1024
+
+
 class _LocalBackend(_Backend):
+    streams_files = True
     """The local file system, through `os`."""
 
     errors = (OSError,)
@@ -237,10 +241,13 @@ class _LocalBackend(_Backend):
     def open_input(self, native: str) -> BinaryIO:
         # Arrow's native file reads Parquet without going through Python file objects
         # (several times faster for checkpoints); it is a binary, seekable reader too.
+        # Imported here: a command that reads only JSON never loads pyarrow.
+        import pyarrow as pa
+
         return pa.OSFile(native, "rb")
 
     @staticmethod
-    def _write_temp(native: str, data: bytes) -> str:
+    def _write_temp(native: str, data: bytes | os.PathLike) -> str:
         """Write `data` to a new hidden temp file next to `native`; return its path."""
         parent, name = os.path.split(native)
         os.makedirs(parent, exist_ok=True)
@@ -250,7 +257,11 @@ class _LocalBackend(_Backend):
         try:
             with os.fdopen(fd, "wb") as f:
                 fd = -1
-                f.write(data)
+                if isinstance(data, os.PathLike):
+                    with open(data, "rb") as src:
+                        shutil.copyfileobj(src, f, _COPY_CHUNK)
+                else:
+                    f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:
@@ -279,7 +290,7 @@ class _LocalBackend(_Backend):
                         "exclusive but non-atomic write",
                         file=native,
                     ) from exc
-                return self._exclusive_write(native, data)
+                return self._exclusive_write(native, content_bytes(data))
             return True
         finally:
             _unlink_quietly(tmp)

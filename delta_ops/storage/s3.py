@@ -10,15 +10,13 @@ an S3 storage is built.
 
 from __future__ import annotations
 
-import logging
+import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
-from delta_ops.storage.backend import _Backend, _ms
-
-logger = logging.getLogger(__name__)
+from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -39,6 +37,7 @@ def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
 
 
 class _S3Backend(_Backend):
+    streams_files = True
     """S3 through s3fs, calling the S3 API directly where semantics matter."""
 
     atomic_put_if_absent = True
@@ -146,7 +145,12 @@ class _S3Backend(_Backend):
     def open_input(self, native: str) -> BinaryIO:
         return self.fs.open(native, "rb")
 
-    def put_if_absent(self, native: str, data: bytes, accept_non_atomic: bool) -> bool:
+    def put_if_absent(
+        self, native: str, data: bytes | os.PathLike, accept_non_atomic: bool
+    ) -> bool:
+        # One conditional PUT of the whole content (files put this way are small: commits,
+        # UUID-named checkpoint top-level files).
+        data = content_bytes(data)
         bucket, key = self._split(native)
         for attempt in range(self.conflict_attempts):
             try:
@@ -172,9 +176,13 @@ class _S3Backend(_Backend):
             file=f"s3://{native}",
         )
 
-    def put_atomic(self, native: str, data: bytes) -> None:
-        # An S3 PUT (or a completed multipart upload) becomes visible all at once.
-        self.fs.pipe_file(native, bytes(data))
+    def put_atomic(self, native: str, data: bytes | os.PathLike) -> None:
+        # An S3 PUT (or a completed multipart upload) becomes visible all at once; a local
+        # file is uploaded from disk (in parts when large), never held in memory whole.
+        if isinstance(data, os.PathLike):
+            self.fs.put_file(os.fspath(data), native)
+        else:
+            self.fs.pipe_file(native, bytes(data))
 
     def delete(self, native: str) -> bool:
         if self._head(native) is None:
@@ -332,7 +340,7 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
         elif key.startswith("aws_"):
             # Other object_store settings (AWS_ALLOW_HTTP, AWS_S3_ALLOW_UNSAFE_RENAME...)
             # mean nothing to s3fs, which would reject them.
-            logger.debug("ignoring storage option %s: not used by s3fs", raw_key)
+            _debug(__name__, "ignoring storage option %s: not used by s3fs", raw_key)
         else:
             out[key] = value
     unknown = sorted(str(k) for k in out if k not in _s3fs_option_names())

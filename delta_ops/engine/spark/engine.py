@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
 from delta_ops.engine.config import SparkSessionConfig
 from delta_ops.engine.spark.startup import _start_session
 from delta_ops.engine.spark.tasks import (
+    _call_task,
     _delete_task,
     _histogram_task,
     _list_task,
@@ -46,6 +47,7 @@ _ROW_COUNT_DDL = "i long, num_records long"
 _WRITE_DDL = "i long, size long"
 _DELETE_DDL = "deleted long"
 _HISTOGRAM_DDL = "bin int, files long, bytes long"
+_CALL_DDL = "i long, result binary"
 #: Fewest sizes per task for histograms.
 _MIN_SIZES_PER_TASK = 100_000
 #: Fewest paths per task for deletes and footer reads (smaller jobs use fewer tasks).
@@ -79,6 +81,7 @@ class SparkEngine(Engine):
     """
 
     name = "spark"
+    distributed = True
 
     def __init__(
         self, config: SparkSessionConfig | None = None, *, session: SparkSession | None = None
@@ -301,6 +304,38 @@ class SparkEngine(Engine):
                 table=storage.root,
             )
         return [int(s) for s in sizes.column("size").to_pylist()]
+
+    def map_tasks(
+        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any]
+    ) -> list[Any]:
+        """`fn(storage, item)` for each item on the executors (items spread round-robin over
+        at most `_max_partitions()` tasks; `fn` travels pickled in the task function, the
+        items and results pickled in binary columns), results in input order."""
+        import pickle
+
+        config = self._storage_config(storage)
+        items = list(items)
+        if not items:
+            return []
+        table = pa.table(
+            {
+                "i": pa.array(range(len(items)), pa.int64()),
+                "item": pa.array(
+                    [pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL) for x in items],
+                    pa.binary(),
+                ),
+            }
+        )
+        task = functools.partial(_call_task, config, fn)
+        partitions = min(len(items), self._max_partitions())
+        out = self._frame(table, partitions).mapInArrow(task, _CALL_DDL)
+        results = self._collect(out, "run tasks", storage).sort_by("i")
+        if results.num_rows != len(items):
+            raise EngineError(
+                f"task job returned {results.num_rows} results for {len(items)} items",
+                table=storage.root,
+            )
+        return [pickle.loads(r) for r in results.column("result").to_pylist()]
 
     def size_histogram(
         self, sizes: pa.Array, boundaries: Sequence[int]

@@ -101,6 +101,8 @@ def _start_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
         first = next(
             (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
         )
+        # The whole (often Java) trace goes to the log; the error stays one line.
+        logger.warning("Spark did not start on %s", config.describe(), exc_info=exc)
         raise EngineError(
             f"could not start a Spark session on {config.describe()}: {first}"
         ) from exc

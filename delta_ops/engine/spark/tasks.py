@@ -147,6 +147,27 @@ def _write_task(
 
 
 @_guarded
+def _call_task(
+    storage_config: dict[str, Any],
+    fn: Callable[[Storage, Any], Any],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Rows (i, item: pickled) -> (i, result: pickled fn(storage, item)), one at a time."""
+    import pickle
+
+    storage = Storage.from_config(storage_config)
+    for batch in batches:
+        indexes = batch.column(0).to_pylist()
+        results = [
+            pickle.dumps(fn(storage, pickle.loads(item)), protocol=pickle.HIGHEST_PROTOCOL)
+            for item in batch.column(1).to_pylist()
+        ]
+        yield pa.RecordBatch.from_pydict(
+            {"i": pa.array(indexes, pa.int64()), "result": pa.array(results, pa.binary())}
+        )
+
+
+@_guarded
 def _histogram_task(
     boundaries: list[int], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:

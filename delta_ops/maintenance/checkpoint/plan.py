@@ -18,6 +18,7 @@ from delta_ops.errors import CheckpointError as CheckpointError  # re-exported
 from delta_ops.errors import CheckpointVerificationError as CheckpointVerificationError
 from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.log.stream import StreamedActions
 from delta_ops.maintenance.options import CheckpointKind as CheckpointKind  # re-exported
 from delta_ops.protocol import features
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
@@ -27,6 +28,13 @@ from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_la
 DEFAULT_SIDECAR_ACTIONS = 50_000
 #: Actions per part when a multi-part checkpoint is asked for without a number of parts.
 DEFAULT_PART_ACTIONS = 50_000
+
+
+def has_null_paths(actions: pa.Table | StreamedActions) -> bool:
+    """Whether any action lacks a path (a checkpoint must not hold one)."""
+    if isinstance(actions, StreamedActions):
+        return actions.held_without_path()
+    return bool(actions.num_rows and actions.column("path").null_count)
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class CheckpointPlan:
     sidecar_actions: int
     layout: CheckpointLayout
     num_adds: int
-    tombstones: pa.Table
+    tombstones: pa.Table | StreamedActions
     now_ms: int
 
     @property
@@ -162,7 +170,7 @@ def plan_checkpoint(
     tombstones = snapshot.unexpired_tombstones(now_ms)
     num_adds = snapshot.num_files
     for what, actions in (("live files", snapshot.files), ("tombstones", tombstones)):
-        if actions.num_rows and actions.column("path").null_count:
+        if has_null_paths(actions):
             raise CorruptLogError(
                 f"the reconstructed state holds {what} without a path; refusing to checkpoint it",
                 table=table,

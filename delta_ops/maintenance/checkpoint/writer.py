@@ -32,45 +32,50 @@ A crash at any point leaves the table readable: readers find checkpoints by list
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
-import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
-from delta_ops.errors import CheckpointError, CheckpointVerificationError, StorageError
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.errors import CheckpointVerificationError
+from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
+from delta_ops.log.stream import stream_threshold_bytes
 from delta_ops.maintenance.checkpoint import actions as act
+from delta_ops.maintenance.checkpoint import streamed
+from delta_ops.maintenance.checkpoint.common import (
+    _expected_files,
+    _expected_non_file,
+    _parquet_bytes,
+    _put_verified,
+    _Written,
+)
 from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.last_checkpoint import (
-    LAST_CHECKPOINT_LIST_THRESHOLD,
     advance_last_checkpoint,
     last_checkpoint_of,
     schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
-from delta_ops.maintenance.checkpoint.verify import Expected, normalize, verify_file
+from delta_ops.maintenance.checkpoint.v2 import SIDECARS_PER_ENGINE_CALL as SIDECARS_PER_ENGINE_CALL
+from delta_ops.maintenance.checkpoint.v2 import _write_v2
+from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import filenames
 from delta_ops.protocol.checkpoint_schema import (
     classic_schema,
     hash_partition,
     null_key_partition,
-    sidecar_schema,
-    v2_schema,
 )
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
 from delta_ops.storage import Storage
-
-#: Sidecars handed to the engine per call (bounds how many are in memory at once).
-SIDECARS_PER_ENGINE_CALL = 8
 
 
 @dataclass(frozen=True)
@@ -109,109 +114,24 @@ class CheckpointResult:
         out["files"] = list(self.files)
         return out
 
-
-@dataclass
-class _Written:
-    names: list[str]
-    num_actions: int
-    size_in_bytes: int
-    last_checkpoint: LastCheckpoint
-
-
-# ---- helpers -----------------------------------------------------------------------------------
-
-
-def _parquet_bytes(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> pa.Buffer:
-    # Column statistics cost nothing measurable to write, and their null counts let
-    # readers skip, row group by row group, the columns of actions a group does not hold
-    # (Spark writes them too).
-    sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(
-        sink, schema, compression="snappy", use_dictionary=False, write_statistics=True
-    ) as writer:
-        for batch in batches:
-            if batch.num_rows:
-                writer.write_batch(batch, row_group_size=act.BATCH_ROWS)
-    return sink.getvalue()
-
-
-def _expected_files(files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The columns verification compares: live files and tombstones, in file order."""
-    return files.select(["path", "size", "deletionVector"]), tombstones.select(
-        ["path", "deletionVector"]
-    )
-
-
-def _expected_non_file(
-    snapshot: Snapshot,
-    plan: CheckpointPlan,
-    *,
-    json: bool = False,
-    checkpoint_version: int | None = None,
-    sidecars: list[dict[str, Any]] | None = None,
-) -> dict[str, list[Any]]:
-    if json:
-        protocol = normalize(act.json_protocol(snapshot.protocol))
-        metadata = normalize(act.json_metadata(snapshot.metadata.raw))
-    else:
-        protocol = normalize(act.checkpoint_protocol(snapshot.protocol, plan.layout))
-        row = act.checkpoint_metadata_row(snapshot.metadata.raw)
-        row["format"]["options"] = dict(row["format"]["options"] or [])
-        row["configuration"] = dict(row["configuration"] or [])
-        metadata = normalize(row)
-    out: dict[str, list[Any]] = {
-        "protocol": [protocol],
-        "metaData": [metadata],
-        "txn": [normalize(t.to_dict()) for t in snapshot.txns.values()],
-        "domainMetadata": [normalize(d.to_dict()) for d in snapshot.domains.values()],
-    }
-    if checkpoint_version is not None:
-        out["checkpointMetadata"] = [{"version": checkpoint_version}]
-        out["sidecar"] = [normalize(s) for s in sidecars or []]
-    return out
-
-
-def _put_verified(
-    storage: Storage, path: str, data: bytes, *, overwrite: bool, plan: CheckpointPlan
-) -> None:
-    """Write a verified file under its final name and check what landed."""
-    if overwrite:
-        storage.put_atomic(path, data)
-    elif not storage.put_if_absent(path, data):
-        raise CheckpointError(
-            "a file with this unique name already exists; refusing to overwrite it",
-            table=plan.table,
-            version=plan.version,
-            file=path,
-        )
-    info = storage.info(path)
-    if info is None or info.size != len(data):
-        raise CheckpointError(
-            f"the checkpoint file written has size {None if info is None else info.size}, "
-            f"expected {len(data)}",
-            table=plan.table,
-            version=plan.version,
-            file=path,
-        )
-
-
-def _file_range(
-    files: pa.Table, tombstones: pa.Table, start: int, stop: int
-) -> tuple[pa.Table, pa.Table]:
-    """Live files and tombstones of the file-action range `start:stop` (adds first)."""
-    a = files.num_rows
-    adds = files.slice(start, max(0, min(stop, a) - start)) if start < a else files.slice(0, 0)
-    lo, hi = max(start, a) - a, max(stop, a) - a
-    removes = tombstones.slice(lo, max(0, hi - lo))
-    return adds, removes
-
-
 # ---- the kinds ---------------------------------------------------------------------------------
 
 
 def _write_classic(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan) -> _Written:
     files, tombstones = snapshot.files, plan.tombstones
     schema = classic_schema(plan.layout.add)
+    if snapshot.streamed:
+        name = filenames.classic_checkpoint_name(plan.version)
+        schema, head = streamed.head_batch(snapshot, plan)
+        rows, size = streamed.write_single_streamed(
+            storage, snapshot, plan, name=name, schema=schema, head=head,
+            non_file=_expected_non_file(snapshot, plan), embedded=True, overwrite=True,
+        )
+        lc = build_last_checkpoint(
+            version=plan.version, size=rows, size_in_bytes=size, num_of_add_files=plan.num_adds,
+            checkpoint_schema=schema_for_last_checkpoint(schema),
+        )
+        return _Written([name], rows, size, lc)
     batches = itertools.chain(
         [act.non_file_batch(act.non_file_columns(snapshot, plan.layout), schema)],
         act.file_action_batches(files, tombstones, plan.layout, schema),
@@ -246,6 +166,16 @@ def _write_multipart(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan)
     n = plan.parts
     files, tombstones = snapshot.files, plan.tombstones
     schema = classic_schema(plan.layout.add)
+    if snapshot.streamed:
+        _, head = streamed.head_batch(snapshot, plan)
+        names, rows, size = streamed.write_multipart_streamed(
+            storage, snapshot, plan, head=head, non_file=_expected_non_file(snapshot, plan)
+        )
+        lc = build_last_checkpoint(
+            version=plan.version, size=rows, size_in_bytes=size, num_of_add_files=plan.num_adds,
+            parts=n, checkpoint_schema=schema_for_last_checkpoint(schema),
+        )
+        return _Written(names, rows, size, lc)
     add_part = hash_partition(files.column("path"), n)
     rm_part = hash_partition(tombstones.column("path"), n)
     add_order = np.argsort(add_part, kind="stable")
@@ -301,166 +231,6 @@ def _write_multipart(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan)
     )
     return _Written([name for name, _ in prepared], rows_total, size, lc)
 
-
-def _sidecar_ranges(plan: CheckpointPlan) -> list[tuple[int, int]]:
-    total, step = plan.num_file_actions, plan.sidecar_actions
-    return [(s, min(s + step, total)) for s in range(0, total, step)]
-
-
-def _write_sidecars(
-    storage: Storage,
-    snapshot: Snapshot,
-    plan: CheckpointPlan,
-    engine: Engine,
-    written: list[str],
-) -> tuple[list[dict[str, Any]], int, int]:
-    """Write and verify the sidecars; returns (sidecar actions, rows, bytes)."""
-    files, tombstones = snapshot.files, plan.tombstones
-    schema = sidecar_schema(plan.layout.add)
-    sidecars: list[dict[str, Any]] = []
-    rows_total = size_total = 0
-    ranges = _sidecar_ranges(plan)
-    for i in range(0, len(ranges), SIDECARS_PER_ENGINE_CALL):
-        group = ranges[i : i + SIDECARS_PER_ENGINE_CALL]
-        items: list[tuple[str, pa.Table]] = []
-        for start, stop in group:
-            path = filenames.sidecar_path(f"{uuid.uuid4()}.parquet")
-            batches = list(
-                act.file_action_batches(
-                    files, tombstones, plan.layout, schema, start=start, stop=stop
-                )
-            )
-            items.append((path, pa.Table.from_batches(batches, schema=schema)))
-        written.extend(path for path, _ in items)
-        sizes = engine.write_parquet_files(storage, items)
-        del items
-        for (start, stop), path, size in zip(group, written[-len(group) :], sizes, strict=True):
-            info = storage.info(path)
-            if info is None or info.size != size:
-                raise CheckpointVerificationError(
-                    f"sidecar written with {size} bytes is "
-                    f"{'missing' if info is None else f'{info.size} bytes'} in storage",
-                    table=plan.table,
-                    version=plan.version,
-                    file=path,
-                )
-            adds, removes = _expected_files(*_file_range(files, tombstones, start, stop))
-            with storage.open_input(path) as fh:
-                rows = verify_file(
-                    fh,
-                    "parquet",
-                    Expected(adds, removes, {}),
-                    table=plan.table,
-                    version=plan.version,
-                    file=path,
-                )
-            rows_total += rows
-            size_total += info.size
-            sidecars.append(
-                {
-                    "path": path.rsplit("/", 1)[-1],
-                    "sizeInBytes": info.size,
-                    "modificationTime": info.modification_time,
-                }
-            )
-    return sidecars, rows_total, size_total
-
-
-def _write_v2(
-    storage: Storage, snapshot: Snapshot, plan: CheckpointPlan, engine: Engine
-) -> _Written:
-    files, tombstones = snapshot.files, plan.tombstones
-    v = plan.version
-    sidecar_paths: list[str] = []
-    sidecars: list[dict[str, Any]] = []
-    side_rows = side_bytes = 0
-    published = False
-    try:
-        if plan.uses_sidecars:
-            sidecars, side_rows, side_bytes = _write_sidecars(
-                storage, snapshot, plan, engine, sidecar_paths
-            )
-        embedded = not plan.uses_sidecars
-        schema = v2_schema(plan.layout.add)
-        if plan.fmt == "parquet":
-            head = act.non_file_batch(
-                act.non_file_columns(
-                    snapshot, plan.layout, checkpoint_version=v, sidecars=sidecars
-                ),
-                schema,
-            )
-            tail: Iterator[pa.RecordBatch] = (
-                act.file_action_batches(files, tombstones, plan.layout, schema)
-                if embedded
-                else iter(())
-            )
-            buf = _parquet_bytes(schema, itertools.chain([head], tail))
-            source: Any = buf
-        else:
-            objs = act.non_file_dicts(snapshot, checkpoint_version=v, sidecars=sidecars)
-            lines = act.json_lines(objs)
-            if embedded:
-                lines = itertools.chain(
-                    lines, act.json_file_action_lines(files, tombstones, plan.layout)
-                )
-            source = b"".join(lines)
-        if plan.kind is CheckpointKind.V2_UUID:
-            name = filenames.uuid_checkpoint_name(v, str(uuid.uuid4()), plan.fmt)
-        else:
-            name = filenames.classic_checkpoint_name(v)
-        path = f"{LOG_DIR}/{name}"
-        if embedded:
-            adds, removes = _expected_files(files, tombstones)
-        else:
-            adds, removes = _expected_files(files.slice(0, 0), tombstones.slice(0, 0))
-        expected = Expected(
-            adds,
-            removes,
-            _expected_non_file(
-                snapshot, plan, json=plan.fmt == "json", checkpoint_version=v, sidecars=sidecars
-            ),
-        )
-        rows = verify_file(source, plan.fmt, expected, table=plan.table, version=v, file=path)
-        data = source.to_pybytes() if isinstance(source, pa.Buffer) else source
-        del source
-        published = True  # from here on a failure may leave the file in place
-        _put_verified(
-            storage, path, data, overwrite=plan.kind is CheckpointKind.V2_CLASSIC, plan=plan
-        )
-    except (CheckpointError, StorageError):
-        if not published:
-            _discard(storage, sidecar_paths)
-        raise
-    info = storage.info(path)
-    mtime = info.modification_time if info is not None else plan.now_ms
-    v2: dict[str, Any] = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime}
-    non_file = act.non_file_dicts(snapshot) + [{"checkpointMetadata": {"version": v}}]
-    if len(non_file) <= LAST_CHECKPOINT_LIST_THRESHOLD:
-        v2["nonFileActions"] = non_file
-    if len(sidecars) <= LAST_CHECKPOINT_LIST_THRESHOLD:
-        v2["sidecarFiles"] = sidecars
-    lc = build_last_checkpoint(
-        version=v,
-        size=rows + side_rows,
-        size_in_bytes=len(data) + side_bytes,
-        num_of_add_files=plan.num_adds,
-        checkpoint_schema=schema_for_last_checkpoint(schema) if plan.fmt == "parquet" else None,
-        v2_checkpoint=v2,
-    )
-    names = [name] + [p[len(LOG_DIR) + 1 :] for p in sidecar_paths]
-    return _Written(names, rows + side_rows, len(data) + side_bytes, lc)
-
-
-def _discard(storage: Storage, paths: list[str]) -> None:
-    """Best-effort removal of sidecars no checkpoint references (harmless if it fails:
-    metadata cleanup removes unreferenced sidecars)."""
-    for path in paths:
-        try:
-            storage.delete(path)
-        except StorageError:
-            pass
-
-
 # ---- the operation ----------------------------------------------------------------------------
 
 
@@ -487,8 +257,14 @@ def write_checkpoint(
     clock: Clock | None = None,
     engine: Engine | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    stream_threshold: int | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of the table at `version` (latest when None).
+
+    A table whose checkpoint files hold at least `stream_threshold` bytes (default
+    `log.stream.DEFAULT_STREAM_THRESHOLD_BYTES`, or `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is
+    checkpointed from a streamed state (`streamed.py`): the same files, in memory that does
+    not grow with the table.
 
     Args:
         table_or_storage: a `DeltaTable`, a `Storage` rooted at the table, or a table URI.
@@ -503,8 +279,12 @@ def write_checkpoint(
         now_ms: the time (ms since the epoch) for tombstone expiry, instead of `clock`.
         clock: the clock (`delta_ops.clock`) read once for tombstone expiry; default: the
             system clock. Give `clock` or `now_ms`, not both.
-        engine: where sidecars are written (default `LocalEngine()`).
+        engine: where sidecars are written (default `LocalEngine()`). On a distributed
+            engine (Spark), a table large enough to stream is checkpointed by one worker
+            task running the streamed writer; this process only advances
+            `_last_checkpoint`.
         storage_options: options of the table's storage when it is given by URI.
+        stream_threshold: checkpoint bytes from which the state is streamed (0: always).
 
     Returns:
         CheckpointResult; `already_existed` when a valid checkpoint of that kind was there.
@@ -522,45 +302,97 @@ def write_checkpoint(
     """
     storage = Storage.of(table_or_storage, storage_options)
     started = start_time(clock, now_ms, operation="write_checkpoint")
-    snapshot = load_snapshot(storage, version)
+    stream = (
+        large_state(storage, version, stream_threshold_bytes(stream_threshold))
+        and not (fmt == "json" and sidecar_actions == 0)
+    )
+    options = _Options(version, kind, fmt, sidecar_actions, parts, started)
+    if stream and engine is not None and engine.distributed:
+        # A large table on a distributed engine: the streamed writer runs in one worker
+        # (temp file, verification and put there, as Delta on Spark writes a classic
+        # checkpoint from one task); this process receives the summary only.
+        task = functools.partial(_write_remotely, options)
+        result, lc, replace = engine.map_tasks(storage, task, [None])[0]
+    else:
+        if engine is None:
+            from delta_ops.engine.local import LocalEngine
+
+            engine = LocalEngine()
+        result, lc, replace = write_checkpoint_files(storage, options, engine, stream=stream)
+    updated = advance_last_checkpoint(storage, lc, replace_same_version=replace)
+    return dataclasses.replace(result, last_checkpoint_updated=updated)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What `write_checkpoint` was asked for, the clock already read (`now_ms`)."""
+
+    version: int | None
+    kind: CheckpointKind | str | None
+    fmt: str
+    sidecar_actions: int | None
+    parts: int | None
+    now_ms: int
+
+
+def write_checkpoint_files(
+    storage: Storage, options: _Options, engine: Engine, *, stream: bool
+) -> tuple[CheckpointResult, LastCheckpoint, bool]:
+    """Everything `write_checkpoint` does before `_last_checkpoint`: load (streamed when
+    `stream`), check, plan, cross-check, then find an existing checkpoint or write one.
+
+    Returns the result (with `last_checkpoint_updated` False), the `_last_checkpoint`
+    content to advance to, and whether it may replace one of the same version (not for a
+    checkpoint that was already there)."""
+    started = options.now_ms
+    snapshot = load_snapshot(storage, options.version, stream=stream)
     snapshot.ensure_supported("checkpoint")
     plan = plan_checkpoint(
-        snapshot, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions, parts=parts, now_ms=started
+        snapshot,
+        kind=options.kind,
+        fmt=options.fmt,
+        sidecar_actions=options.sidecar_actions,
+        parts=options.parts,
+        now_ms=started,
     )
     cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=started)
-    existing = find_existing(storage, plan.version, plan.kind, parts=parts)
+    existing = find_existing(storage, plan.version, plan.kind, parts=options.parts)
     if existing is not None:
-        updated = advance_last_checkpoint(
-            storage, last_checkpoint_of(existing, plan.version), replace_same_version=False
-        )
-        return CheckpointResult(
+        result = CheckpointResult(
             version=plan.version,
             kind=plan.kind.value,
             files=existing.names,
             num_actions=existing.num_actions,
             num_add_files=existing.num_add_files,
             size_in_bytes=existing.size_in_bytes,
-            last_checkpoint_updated=updated,
+            last_checkpoint_updated=False,
             already_existed=True,
             cross_check=cross.note,
         )
-    if engine is None:
-        from delta_ops.engine.local import LocalEngine
-
-        engine = LocalEngine()
+        return result, last_checkpoint_of(existing, plan.version), False
     written = apply_checkpoint(storage, snapshot, plan, engine)
-    updated = advance_last_checkpoint(storage, written.last_checkpoint)
-    return CheckpointResult(
+    result = CheckpointResult(
         version=plan.version,
         kind=plan.kind.value,
         files=tuple(written.names),
         num_actions=written.num_actions,
         num_add_files=plan.num_adds,
         size_in_bytes=written.size_in_bytes,
-        last_checkpoint_updated=updated,
+        last_checkpoint_updated=False,
         already_existed=False,
         cross_check=cross.note,
     )
+    return result, written.last_checkpoint, True
 
 
-__all__ = ["CheckpointResult", "apply_checkpoint", "write_checkpoint"]
+def _write_remotely(
+    options: _Options, storage: Storage, _item: object
+) -> tuple[CheckpointResult, LastCheckpoint, bool]:
+    """On a worker: `write_checkpoint_files` from a streamed state, sidecars written by a
+    local engine there."""
+    from delta_ops.engine.local import LocalEngine
+
+    return write_checkpoint_files(storage, options, LocalEngine(), stream=True)
+
+
+__all__ = ["CheckpointResult", "apply_checkpoint", "write_checkpoint", "write_checkpoint_files"]

@@ -5,7 +5,11 @@ where the files are.
 Spec section: "Version Checksum File" (every field, from the reconstructed state).
 """
 
-from collections.abc import Mapping
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,7 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import read_commit
 from delta_ops.log.snapshot import Snapshot
+from delta_ops.log.stream import BATCH_ROWS, StreamedActions
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumPolicy,
@@ -39,6 +44,7 @@ from delta_ops.protocol.crc import (
     FileSizeHistogram,
     VersionChecksum,
 )
+from delta_ops.storage import Storage
 
 # ---- full computation ---------------------------------------------------------------------
 
@@ -65,15 +71,29 @@ def checksum_from_snapshot(
     files = snapshot.files
     protocol = action_dict(snapshot.protocol)
     metadata = action_dict(snapshot.metadata.raw)
-    sizes = files.column("size") if files.num_rows else pa.array([], pa.int64())
-    sizes_arr = sizes.combine_chunks() if isinstance(sizes, pa.ChunkedArray) else sizes
-    counts, totals = _engine(engine).size_histogram(sizes_arr, policy.boundaries)
-    histogram = FileSizeHistogram(tuple(policy.boundaries), tuple(counts), tuple(totals))
-    table_size = int(pc.sum(sizes_arr).as_py() or 0) if len(sizes_arr) else 0
-
-    num_dv = num_deleted = drc = None
-    if _dv_readable(protocol, metadata):
-        num_dv, num_deleted, drc = _dv_metrics(files)
+    dv_readable = _dv_readable(protocol, metadata)
+    # One pass over the live files, a bounded table at a time (the whole table when it is
+    # loaded; a row group at a time when the snapshot is streamed): partial aggregates
+    # added up, so memory does not grow with the table. A streamed state on a distributed
+    # engine is read on its workers, which send back one `_Totals` per row group.
+    boundaries = list(policy.boundaries)
+    if isinstance(files, StreamedActions) and _engine(engine).distributed:
+        agg = _distributed_totals(files, _engine(engine), boundaries, dv_readable)
+    else:
+        agg = _Totals.empty(len(boundaries))
+        for part in _file_parts(files, ["size", "deletionVector"]):
+            sizes = _contiguous(part.column("size"))
+            c, t = _engine(engine).size_histogram(sizes, boundaries)
+            agg = agg.plus(_part_totals(part, c, t, dv_readable))
+    num_files, table_size = agg.num_files, agg.table_size
+    counts, totals = agg.counts, agg.totals
+    num_dv, num_deleted, dv_counts = agg.num_dv, agg.num_deleted, agg.dv_counts
+    histogram = FileSizeHistogram(tuple(boundaries), tuple(counts), tuple(totals))
+    drc = None
+    if dv_readable:
+        drc = DeletedRecordCountsHistogram(tuple(dv_counts))
+    else:
+        num_dv = num_deleted = None
 
     if _txn_retention_configured(metadata):
         txns = None
@@ -87,11 +107,11 @@ def checksum_from_snapshot(
         policy.max_domain_metadata,
     )
     all_files = None
-    if policy.include_all_files(files.num_rows):
-        all_files = tuple(_clean_add(a) for a in files.to_pylist())
+    if policy.include_all_files(num_files):
+        all_files = tuple(_clean_add(a) for part in _file_parts(files) for a in part.to_pylist())
     return VersionChecksum(
         table_size_bytes=table_size,
-        num_files=files.num_rows,
+        num_files=num_files,
         txn_id=(commit_info or {}).get("txnId"),
         in_commit_timestamp=_ict(metadata, version, commit_info),
         set_transactions=txns,
@@ -105,6 +125,110 @@ def checksum_from_snapshot(
         all_files=all_files,
         histogram_field=policy.histogram_field,
     )
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """Partial aggregates of some live files: what a worker sends back for a row group."""
+
+    num_files: int
+    table_size: int
+    counts: list[int]
+    totals: list[int]
+    num_dv: int
+    num_deleted: int
+    dv_counts: list[int]
+
+    @classmethod
+    def empty(cls, bins: int) -> _Totals:
+        return cls(0, 0, [0] * bins, [0] * bins, 0, 0, [0] * len(DELETED_RECORD_COUNT_BIN_STARTS))
+
+    def plus(self, other: _Totals) -> _Totals:
+        def add(a: list[int], b: list[int]) -> list[int]:
+            return [x + y for x, y in zip(a, b, strict=True)]
+
+        return _Totals(
+            self.num_files + other.num_files,
+            self.table_size + other.table_size,
+            add(self.counts, other.counts),
+            add(self.totals, other.totals),
+            self.num_dv + other.num_dv,
+            self.num_deleted + other.num_deleted,
+            add(self.dv_counts, other.dv_counts),
+        )
+
+
+def _part_totals(part: pa.Table, counts: list[int], totals: list[int], dv: bool) -> _Totals:
+    """The aggregates of `part`, its size histogram (`counts`, `totals`) given."""
+    sizes = _contiguous(part.column("size"))
+    num_dv = num_deleted = 0
+    dv_counts = [0] * len(DELETED_RECORD_COUNT_BIN_STARTS)
+    if dv:
+        num_dv, num_deleted, hist = _dv_metrics(part)
+        dv_counts = list(hist.deleted_record_counts)
+    return _Totals(
+        part.num_rows,
+        int(pc.sum(sizes).as_py() or 0),
+        list(counts),
+        list(totals),
+        num_dv,
+        num_deleted,
+        dv_counts,
+    )
+
+
+def _read_item_totals(
+    spec: dict[str, Any],
+    boundaries: list[int],
+    dv: bool,
+    storage: Storage,
+    item: tuple[str, str, int],
+) -> _Totals:
+    """On a worker: the aggregates of one row group of the checkpoint's live files (the
+    superseded keys, a small set, travel in `spec`)."""
+    from delta_ops.engine.local import histogram
+
+    agg = _Totals.empty(len(boundaries))
+    for part in StreamedActions.from_portable(storage, spec).read_item(item):
+        c, t = histogram(_contiguous(part.column("size")), boundaries)
+        agg = agg.plus(_part_totals(part, c, t, dv))
+    return agg
+
+
+def _distributed_totals(
+    files: StreamedActions, engine: Engine, boundaries: list[int], dv: bool
+) -> _Totals:
+    """The aggregates of a streamed state's live files, the checkpoint's row groups read on
+    the engine's workers (one task per row group), the commits' winners here."""
+    from delta_ops.engine.local import histogram
+
+    task = functools.partial(_read_item_totals, files.portable(), boundaries, dv)
+    agg = _Totals.empty(len(boundaries))
+    for partial in engine.map_tasks(files.storage, task, files.read_items()):
+        agg = agg.plus(partial)
+    held = files.held()
+    for start in range(0, held.num_rows, BATCH_ROWS):
+        part = held.slice(start, BATCH_ROWS)
+        c, t = histogram(_contiguous(part.column("size")), boundaries)
+        agg = agg.plus(_part_totals(part, c, t, dv))
+    return agg
+
+
+def _file_parts(
+    files: pa.Table | StreamedActions, columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    """The live files: a loaded table as it is, a streamed one a row group at a time (only
+    `columns` read from the checkpoint when given)."""
+    if isinstance(files, StreamedActions):
+        yield from files.tables(columns)
+    else:
+        yield files  # even empty: the engine aggregates the (empty) histogram, as always
+
+
+def _contiguous(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
 
 
 def _dv_metrics(files: pa.Table) -> tuple[int, int, DeletedRecordCountsHistogram]:

@@ -17,7 +17,8 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import build_log_segment, list_log
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
+from delta_ops.log.stream import stream_threshold_bytes
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumBackfillResult,
@@ -49,6 +50,13 @@ from delta_ops.protocol.filenames import LogFileKind, checksum_name
 from delta_ops.storage import Storage
 
 # ---- the operations -----------------------------------------------------------------------
+
+
+def _load(storage: Storage, version: int | None) -> Snapshot:
+    """The snapshot a full computation aggregates: streamed when the table is large
+    (`log.stream`), so memory does not grow with the table."""
+    stream = large_state(storage, version, stream_threshold_bytes())
+    return load_snapshot(storage, version, stream=stream)
 
 
 def _latest_version(storage: Storage) -> int:
@@ -120,7 +128,7 @@ def _compute(
                 f"cannot derive the checksum incrementally: {reason}",
                 table=storage.root, version=version,
             )
-    snapshot = load_snapshot(storage, version)
+    snapshot = _load(storage, version)
     checksum = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
     return ComputedChecksum(version, checksum, "full", reason), snapshot
 
@@ -317,7 +325,7 @@ def write_checksums(
             computed = ComputedChecksum(version, checksum, "incremental")
             incremental += 1
         else:
-            snapshot = load_snapshot(storage, version)
+            snapshot = _load(storage, version)
             checksum = checksum_from_snapshot(
                 snapshot, engine=engine, commit_info=_first_commit_info(actions), policy=policy
             )
@@ -395,7 +403,7 @@ def _verify_one(storage: Storage, version: int, engine: Engine | None) -> list[C
     if recorded is None:  # deleted since listed
         return []
     try:
-        snapshot = load_snapshot(storage, version)
+        snapshot = _load(storage, version)
     except VersionNotFoundError as exc:
         return [ChecksumMismatch(version, "version", "checksum file present", exc.reason)]
     boundaries = (

@@ -1,0 +1,295 @@
+"""A real `dagster dev` on 127.0.0.1 and a small GraphQL client for it (`test_dagster_e2e`,
+`docs/screenshots.py`).
+
+`dagster dev` runs in its own session (process group = its PID) with SIGINT/SIGTERM reset
+to their defaults before exec (a non-interactive shell starts children with them ignored,
+and `dagster dev` would then ignore SIGTERM); `stop_group` ends the whole group by that PID,
+SIGTERM first, then SIGKILL for whatever is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+LOCATION = {"repositoryLocationName": "delta_ops", "repositoryName": "__repository__"}
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reset_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def start_dagster_dev(
+    workspace: Path, cwd: Path, env: dict[str, str], log: IO[bytes], port: int
+) -> subprocess.Popen:
+    """`dagster dev -w workspace` on 127.0.0.1:port, leading its own process group."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(workspace),
+         "-h", "127.0.0.1", "-p", str(port)],
+        cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=_reset_signals,
+    )
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the group dagster dev leads, then SIGKILL whatever is left of it."""
+    pgid = proc.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and group_members(pgid):
+        time.sleep(0.5)
+    for pid in group_members(pgid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=20)
+
+
+class Dagit:
+    """The webserver's GraphQL endpoint, with the queries the tests and the docs need."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def query(self, text: str, variables: dict | None = None) -> dict:
+        body = json.dumps({"query": text, "variables": variables or {}}).encode()
+        req = urllib.request.Request(self.url, data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            out = json.loads(resp.read())
+        assert "errors" not in out, out["errors"]
+        return out["data"]
+
+    # ---- the code location -------------------------------------------------------------
+
+    def wait_for_location(self, proc: subprocess.Popen, timeout: float) -> None:
+        """Until the delta_ops location is loaded (an error loading it fails at once)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, "dagster dev exited"
+            try:
+                data = self.query("""{ workspaceOrError { ... on Workspace { locationEntries {
+                    name loadStatus locationOrLoadError { __typename
+                    ... on PythonError { message } } } } } }""")
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(1)
+                continue
+            entries = [e for e in data["workspaceOrError"]["locationEntries"]
+                       if e["name"] == LOCATION["repositoryLocationName"]]
+            if entries and entries[0]["loadStatus"] == "LOADED" and \
+                    entries[0]["locationOrLoadError"]:
+                loaded = entries[0]["locationOrLoadError"]
+                assert loaded["__typename"] == "RepositoryLocation", loaded
+                return
+            time.sleep(1)
+        raise AssertionError(f"the delta_ops code location did not load in {timeout} s")
+
+    def reload(self) -> None:
+        """Deployment -> Reload of the delta_ops location (returns once it has reloaded)."""
+        out = self.query(
+            """mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName:
+                 $name) { __typename ... on WorkspaceLocationEntry { loadStatus
+                 locationOrLoadError { __typename ... on PythonError { message } } }
+                 ... on PythonError { message } } }""",
+            {"name": LOCATION["repositoryLocationName"]},
+        )["reloadRepositoryLocation"]
+        assert out["__typename"] == "WorkspaceLocationEntry", out
+        assert out["locationOrLoadError"]["__typename"] == "RepositoryLocation", out
+
+    def asset_nodes(self) -> list[dict]:
+        return self.query("""{ assetNodes { assetKey { path } dependencyKeys { path }
+                             groupName isObservable } }""")["assetNodes"]
+
+    # ---- runs ----------------------------------------------------------------------------
+
+    def launch(self, job: str, run_config: dict | None = None,
+               partition: str | None = None) -> str:
+        params: dict = {"selector": {**LOCATION, "jobName": job},
+                        "runConfigData": run_config or {}}
+        if partition is not None:
+            params["executionMetadata"] = {"tags": [{"key": "dagster/partition",
+                                                     "value": partition}]}
+        data = self.query(
+            """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+                 __typename ... on LaunchRunSuccess { run { runId } }
+                 ... on PythonError { message } ... on RunConfigValidationInvalid {
+                 errors { message } } } }""",
+            {"p": params},
+        )["launchRun"]
+        assert data["__typename"] == "LaunchRunSuccess", data
+        return data["run"]["runId"]
+
+    def status(self, run_id: str) -> str:
+        return self.query(
+            "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+            {"id": run_id},
+        )["runOrError"]["status"]
+
+    def wait(self, run_id: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(run_id)
+            if status in FINISHED:
+                return status
+            time.sleep(1)
+        raise AssertionError(f"run {run_id} did not finish in {timeout} s")
+
+    def step_stats(self, run_id: str) -> dict[str, str]:
+        """Step key -> SUCCESS / FAILURE / SKIPPED of a finished run."""
+        data = self.query(
+            """query($id: ID!) { runOrError(runId: $id) { ... on Run {
+                 stepStats { stepKey status } } } }""",
+            {"id": run_id},
+        )["runOrError"]
+        return {s["stepKey"]: s["status"] for s in data["stepStats"]}
+
+    def events(self, run_id: str) -> list[dict]:
+        """The run's events: message, type, step, and for failures and materializations
+        what they carry."""
+        data = self.query(
+            """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
+                 events { __typename ... on MessageEvent { message stepKey }
+                   ... on ExecutionStepFailureEvent { error { message }
+                     failureMetadata { description } }
+                   ... on MaterializationEvent { assetKey { path }
+                     metadataEntries { label ... on IntMetadataEntry { intValue } } }
+                 } } } }""",
+            {"id": run_id},
+        )
+        return data["logsForRun"]["events"]
+
+    def messages(self, run_id: str) -> list[str]:
+        return [e.get("message") or "" for e in self.events(run_id)]
+
+    def runs(self, tags: dict[str, str]) -> list[dict]:
+        """Runs carrying every tag in `tags`: id, status and tags."""
+        data = self.query(
+            """query($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs {
+                 results { runId status tags { key value } } } } }""",
+            {"f": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}},
+        )
+        return [{"runId": r["runId"], "status": r["status"],
+                 "tags": {t["key"]: t["value"] for t in r["tags"]}}
+                for r in data["runsOrError"]["results"]]
+
+    def partitions(self, partition_set: str) -> set[str]:
+        data = self.query(
+            """query($r: RepositorySelector!, $p: String!) { partitionSetOrError(
+                 repositorySelector: $r, partitionSetName: $p) { ... on PartitionSet {
+                 partitionsOrError { ... on Partitions { results { name } } } } } }""",
+            {"r": LOCATION, "p": partition_set},
+        )
+        return {p["name"] for p in
+                data["partitionSetOrError"]["partitionsOrError"]["results"]}
+
+    def latest_observation(self, asset: list[str]) -> dict:
+        """label -> value (numbers and text) of the asset's newest observation."""
+        data = self.query(
+            """query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset {
+                 assetObservations(limit: 1) { metadataEntries { label
+                   ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text }
+                 } } } } }""",
+            {"k": {"path": asset}},
+        )["assetOrError"]["assetObservations"]
+        assert data, f"no observation of {asset}"
+        return {m["label"]: m.get("intValue", m.get("text"))
+                for m in data[0]["metadataEntries"]}
+
+    # ---- checks --------------------------------------------------------------------------
+
+    def check_evaluation(self, asset: list[str], check: str) -> dict | None:
+        """The latest evaluation of a check: success, severity, description and metadata
+        (label -> text, markdown or number); None when it never ran."""
+        data = self.query(
+            """query($k: AssetKeyInput!, $c: String!) { assetCheckExecutions(assetKey: $k,
+                 checkName: $c, limit: 1) { status evaluation { success severity description
+                 metadataEntries { label ... on IntMetadataEntry { intValue }
+                   ... on MarkdownMetadataEntry { mdStr } ... on TextMetadataEntry { text }
+                 } } } }""",
+            {"k": {"path": asset}, "c": check},
+        )["assetCheckExecutions"]
+        if not data or data[0]["evaluation"] is None:
+            return None
+        ev = data[0]["evaluation"]
+        meta = {}
+        for m in ev["metadataEntries"]:
+            meta[m["label"]] = next(
+                (m[k] for k in ("intValue", "mdStr", "text") if k in m), None
+            )
+        return {"success": ev["success"], "severity": ev["severity"],
+                "description": ev["description"] or "", "metadata": meta}
+
+    # ---- sensors -------------------------------------------------------------------------
+
+    def _sensor(self, name: str) -> dict:
+        return self.query(
+            """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
+                 __typename ... on Sensor { sensorState { id status ticks(limit: 20) {
+                 status timestamp runIds skipReason error { message } } } } } }""",
+            {"s": {**LOCATION, "sensorName": name}},
+        )["sensorOrError"]
+
+    def sensor_ticks(self, name: str) -> list[dict]:
+        """The sensor's ticks, newest first."""
+        return self._sensor(name)["sensorState"]["ticks"]
+
+    def start_sensor(self, name: str) -> None:
+        out = self.query(
+            """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+                 __typename ... on Sensor { sensorState { status } }
+                 ... on PythonError { message } } }""",
+            {"s": {**LOCATION, "sensorName": name}},
+        )["startSensor"]
+        assert out["__typename"] == "Sensor" and out["sensorState"]["status"] == "RUNNING", out
+
+    def stop_sensor(self, name: str) -> None:
+        state_id = self._sensor(name)["sensorState"]["id"]
+        out = self.query(
+            """mutation($id: String) { stopSensor(id: $id) { __typename
+                 ... on StopSensorMutationResult { instigationState { status } }
+                 ... on PythonError { message } } }""",
+            {"id": state_id},
+        )["stopSensor"]
+        assert out["__typename"] == "StopSensorMutationResult", out
+        assert out["instigationState"]["status"] == "STOPPED", out
+
+
+__all__ = ["FINISHED", "LOCATION", "Dagit", "free_port", "group_members", "start_dagster_dev",
+           "stop_group"]

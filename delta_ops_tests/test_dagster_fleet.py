@@ -1,0 +1,225 @@
+"""The Dagster layer with a fleet of 1,000 discovered tables: the watch sensor's cursor stays
+small (Dagster stores it with every tick) while the sensor keeps its behaviour: one run per
+table per tick with all of that table's due components, quiet tables cost no new events,
+new tables and new commits are picked up. Sizes only; times are for
+`benchmarks/bench_dagster.py`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dagster import DagsterInstance, Definitions, build_sensor_context
+
+from delta_ops.defs import definitions_kwargs
+from delta_ops.defs.sensors import watch_tick
+from delta_ops.defs.sources import (
+    RegistrySource,
+    assemble_registry,
+    discovered_name,
+    refresh_discovery,
+)
+from delta_ops.defs.watch_cursor import (
+    CURSOR_PREFIX,
+    DUE_PROPERTIES,
+    due_settings,
+    dump_cursor,
+    load_cursor,
+)
+from delta_ops.log.state import TableSettings
+from delta_ops_tests import s3_server as s3_fixtures
+from delta_ops_tests.fleet import fleet_configuration, fleet_path, write_fleet
+
+FLEET = 1000
+CURSOR_LIMIT = 20_000
+
+
+@pytest.fixture(autouse=True)
+def _dagster_home(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+
+
+def _tick(defs: Definitions, instance: DagsterInstance, cursor: str | None):
+    sensor = defs.resolve_sensor_def("delta_tables_watch")
+    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                   resources={"registry": defs.resources["registry"]})
+    return sensor(context)
+
+
+def _name(source: RegistrySource, i: int) -> str:
+    return discovered_name(source.discover[0], fleet_path(i))
+
+
+def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
+    lake = tmp_path / "lake"
+    write_fleet(lake, FLEET, commits=3)
+    source = RegistrySource(
+        base_dir=str(tmp_path), defaults={"engine": "local"},
+        discover=[{"prefix": str(lake), "max_depth": 2}], discovery_cache="cache.json",
+    )
+    assert refresh_discovery(source)["found"] == FLEET
+    defs = Definitions(**definitions_kwargs(source=source))
+    instance = DagsterInstance.ephemeral()
+
+    first = _tick(defs, instance, None)
+    assert first.cursor.startswith(CURSOR_PREFIX)
+    assert len(first.cursor.encode()) < CURSOR_LIMIT, len(first.cursor)
+    # One run per table, each with every component due: tables with
+    # delta.checkpointInterval=2 (every fifth) need a checkpoint too.
+    keys = {r.tags["delta_ops/table"]: r.run_key for r in first.run_requests}
+    assert len(first.run_requests) == len(keys) == FLEET
+    for i in (0, 1, 5, 999):
+        wanted = "checkpoint+version_checksum" if i % 5 == 0 else "version_checksum"
+        assert keys[_name(source, i)] == f"{_name(source, i)}:2:{wanted}"
+    assert len(first.asset_events) == FLEET
+    # What the cursor keeps is what the next tick needs: version, protocol, due properties.
+    entries = load_cursor(first.cursor)
+    assert len(entries) == FLEET
+    entry = entries[_name(source, 3)]
+    assert entry["version"] == 2 and entry["status"] == "ok"
+    assert entry["settings"]["protocol"] == {"minReaderVersion": 1, "minWriterVersion": 4}
+    assert entries[_name(source, 5)]["settings"]["configuration"] == {
+        "delta.checkpointInterval": "2"}
+    assert entries[_name(source, 6)]["settings"]["configuration"] == {}
+
+    # A quiet tick: the same run keys (Dagster skips them), no new observation.
+    quiet = _tick(defs, instance, first.cursor)
+    assert not quiet.asset_events
+    assert {r.run_key for r in quiet.run_requests} == set(keys.values())
+    assert len(quiet.cursor.encode()) < CURSOR_LIMIT
+
+    # A new commit on one table and a new table found by discovery.
+    table_7 = lake / fleet_path(7) / "_delta_log"
+    (table_7 / f"{3:020d}.json").write_text(
+        json.dumps({"commitInfo": {"timestamp": 1_700_000_001_000, "operation": "WRITE"}})
+        + "\n")
+    write_fleet(lake, 1, commits=3, start=FLEET)
+    assert refresh_discovery(source)["added"] == [_name(source, FLEET)]
+    defs = Definitions(**definitions_kwargs(source=source))
+    moved = _tick(defs, instance, quiet.cursor)
+    assert {e.asset_key.path[0] for e in moved.asset_events} == {
+        _name(source, 7), _name(source, FLEET)}
+    keys = {r.tags["delta_ops/table"]: r.run_key for r in moved.run_requests}
+    assert len(keys) == FLEET + 1
+    assert keys[_name(source, 7)] == f"{_name(source, 7)}:3:version_checksum"
+    assert keys[_name(source, FLEET)] == f"{_name(source, FLEET)}:2:checkpoint+version_checksum"
+    assert len(moved.cursor.encode()) < CURSOR_LIMIT
+
+
+def test_cursor_keeps_only_the_due_properties_unless_one_is_invalid():
+    settings = TableSettings(4, {"minReaderVersion": 1, "minWriterVersion": 2},
+                             fleet_configuration(5))
+    kept = due_settings(settings)
+    assert kept.configuration == {"delta.checkpointInterval": "2"}
+    assert kept.checkpoint_interval == settings.checkpoint_interval == 2
+    assert set(DUE_PROPERTIES) >= set(kept.configuration)
+    # An invalid known property makes the due rules use their defaults: kept whole, so the
+    # sensor's decision stays the one `delta-ops due` makes from the full configuration.
+    broken = TableSettings(4, settings.protocol, {**settings.configuration,
+                                                  "delta.appendOnly": "maybe"})
+    assert due_settings(broken) == broken
+    assert due_settings(broken).checkpoint_interval == 10
+
+
+def test_cursor_round_trip_and_older_or_broken_cursors():
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    entries = {
+        "a": {"status": "ok", "version": 7,
+              "settings": {"version": 7, "protocol": protocol, "configuration": {}}},
+        "b": {"status": "error", "version": 3,
+              "settings": {"version": 3, "protocol": protocol, "configuration": {}}},
+        "c": {"status": "ok", "version": 9, "settings": {
+            "version": 8, "protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                       "readerFeatures": [], "writerFeatures": ["appendOnly"]},
+            "configuration": {"delta.checkpointInterval": "5"}}},
+        "missing": {"status": "missing"},
+        "invalid": {"status": "invalid"},
+    }
+    assert load_cursor(dump_cursor(entries)) == entries
+    # The plain JSON cursor of format 1 (before the packing) is still read.
+    legacy = json.dumps({"format": 1, "tables": entries})
+    assert load_cursor(legacy) == entries
+    for garbage in ("", "not json", CURSOR_PREFIX + "!!!", CURSOR_PREFIX + "eJzLSM3JBwAGLAIW",
+                    json.dumps({"format": 7, "tables": entries})):
+        assert load_cursor(garbage) == {}
+
+
+@pytest.mark.parametrize("step", ["delta_log", "maintenance"])
+def test_a_table_step_is_its_template_op_renamed(step):
+    """Each table's step is the template op copied under the table's name (loading 1,000
+    tables validates the op once): the same op Dagster's own renaming gives."""
+    from delta_ops.defs.engines import engine_pool
+    from delta_ops.defs.tables import _template, renamed_op
+
+    template = _template(step, engine_pool("local") if step == "maintenance" else None).op
+    ours = renamed_op(template, f"sales__{step}", "Maintenance of sales")
+    theirs = template.with_replaced_properties(name=f"sales__{step}",
+                                               description="Maintenance of sales")
+    assert template.name == f"table__{step}"
+    for attribute in ("name", "description", "pool", "tags", "required_resource_keys",
+                      "compute_fn", "positional_inputs", "retry_policy"):
+        assert getattr(ours, attribute) == getattr(theirs, attribute), attribute
+    for ours_defs, theirs_defs in ((ours.input_defs, theirs.input_defs),
+                                   (ours.output_defs, theirs.output_defs)):
+        assert [(d.name, d.dagster_type.key) for d in ours_defs] == [
+            (d.name, d.dagster_type.key) for d in theirs_defs]
+    assert [o.is_required for o in ours.output_defs] == [o.is_required for o in theirs.output_defs]
+    assert ours.config_schema.config_type.key == theirs.config_schema.config_type.key
+
+
+def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
+    import copy
+
+    from delta_ops.defs.engines import engine_pool
+    from delta_ops.defs.tables import _template, renamed_op
+
+    template = _template("maintenance", engine_pool("local")).op
+    cached = copy.copy(template)
+    cached._some_cache = {"name": "table__maintenance"}  # what a Dagster upgrade might add
+    renamed = renamed_op(cached, "sales__maintenance", None)
+    assert renamed.name == "sales__maintenance"
+    assert not hasattr(renamed, "_some_cache")  # rebuilt by with_replaced_properties
+    plain = renamed_op(template, "sales__maintenance", None)
+    assert plain._compute_fn is template._compute_fn and plain.name == "sales__maintenance"
+
+
+s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
+
+
+@pytest.mark.s3
+def test_a_tick_over_tables_on_s3_reads_them_concurrently_in_registry_order(
+    tmp_path, s3_server, monkeypatch
+):
+    """Tables on an object store are read by several threads at once; the decisions, log
+    lines and requests still come in the registry's order, and the cursor works the same."""
+    monkeypatch.setenv("FLEET_S3_KEY", s3_fixtures.ACCESS_KEY)
+    monkeypatch.setenv("FLEET_S3_SECRET", s3_fixtures.SECRET_KEY)
+    local = tmp_path / "local"
+    paths = write_fleet(local, 12, commits=3)
+    prefix = s3_server.fresh_uri("fleet")
+    client = s3_server.client()
+    bucket, key_prefix = prefix[len("s3://"):].split("/", 1)
+    for path in local.rglob("*.json"):
+        client.upload_file(str(path), bucket, f"{key_prefix}/{path.relative_to(local)}")
+    options = {"endpoint_url": s3_server.endpoint_url, "key": {"env": "FLEET_S3_KEY"},
+               "secret": {"env": "FLEET_S3_SECRET"}}
+    tables = [{"name": f"t{i:02d}", "uri": f"{prefix}/{p}", "storage_options": options}
+              for i, p in enumerate(paths)]
+    tables.append({"name": "gone", "uri": f"{prefix}/nothing_here", "storage_options": options})
+    registry = assemble_registry(RegistrySource(
+        base_dir=str(tmp_path), defaults={"engine": "local"}, tables=tables))
+    lines: list[str] = []
+    first = watch_tick(registry, None, lines.append)
+    assert [r.tags["delta_ops/table"] for r in first.requests] == [
+        f"t{i:02d}" for i in range(12)]
+    assert first.requests[0].run_key == "t00:2:checkpoint+version_checksum"  # interval 2
+    assert first.requests[1].run_key == "t01:2:version_checksum"
+    assert lines[-1].startswith("gone: no Delta table at ")
+    assert [line.split(":")[0] for line in lines[:-1]] == sorted(
+        line.split(":")[0] for line in lines[:-1])
+    quiet = watch_tick(registry, first.cursor, lines.append)
+    assert not quiet.observations
+    assert [r.run_key for r in quiet.requests] == [r.run_key for r in first.requests]
