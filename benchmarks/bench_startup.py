@@ -20,10 +20,11 @@ alternating in one run (`benchmarks.harness.compare_processes`).
 interpreter. Run from a byte-compiled checkout (`make install` compiles it), or the first
 processes pay for compiling the project when the environment sets PYTHONDONTWRITEBYTECODE.
 
-With `BENCH_BASELINE=DIR` (another checkout, e.g. `git worktree add DIR COMMIT`, then
-`python -m compileall -q DIR/delta_ops`), that checkout's `delta-ops` runs too, in the
-same rounds, and the rows gain `baseline_s`, `baseline_time_ratio` and `baseline_rss_mb`:
-before and after a change, measured under the same conditions.
+`BENCH_STARTUP_REPEATS` sets the rounds (default 5). With `BENCH_BASELINE=DIR` (another
+checkout, e.g. `git worktree add DIR COMMIT`, then `python -m compileall -q DIR/delta_ops`),
+that checkout's `delta-ops` runs too, in the same rounds, and the rows gain `baseline_s`,
+`baseline_time_ratio` and `baseline_rss_mb`: before and after a change, measured under the
+same conditions.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def _baseline(*args: str) -> tuple[list[str], str] | None:
     return [*env, sys.executable, "-c", _DELTA_OPS, *args], checkout
 
 
-def main(repeats: int = 5, *, large: bool = True) -> list[dict]:
+def main(repeats: int | None = None, *, large: bool = True) -> list[dict]:
+    repeats = repeats or int(os.environ.get("BENCH_STARTUP_REPEATS", "5"))
     one = str(corpus_root() / ONE_FILE_TABLE)
     m = str(table_m())
     rows = [
