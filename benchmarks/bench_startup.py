@@ -19,10 +19,17 @@ alternating in one run (`benchmarks.harness.compare_processes`).
 `delta-ops` runs as its console script does (`sys.exit(delta_ops.cli.run())`) with this
 interpreter. Run from a byte-compiled checkout (`make install` compiles it), or the first
 processes pay for compiling the project when the environment sets PYTHONDONTWRITEBYTECODE.
+
+`BENCH_STARTUP_REPEATS` sets the rounds (default 5). With `BENCH_BASELINE=DIR` (another
+checkout, e.g. `git worktree add DIR COMMIT`, then `python -m compileall -q DIR/delta_ops`),
+that checkout's `delta-ops` runs too, in the same rounds, and the rows gain `baseline_s`,
+`baseline_time_ratio` and `baseline_rss_mb`: before and after a change, measured under the
+same conditions.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -63,17 +70,28 @@ def deltalake(program: str, *args: str) -> list[str]:
     return [sys.executable, "-c", program, *args]
 
 
-def main(repeats: int = 5, *, large: bool = True) -> list[dict]:
+def _baseline(*args: str) -> tuple[list[str], str] | None:
+    """`BENCH_BASELINE`'s `delta-ops` with `args`, run in that checkout (None when unset)."""
+    checkout = os.environ.get("BENCH_BASELINE")
+    if not checkout:
+        return None
+    checkout = os.path.abspath(checkout)
+    env = ["/usr/bin/env", f"PYTHONPATH={checkout}"]
+    return [*env, sys.executable, "-c", _DELTA_OPS, *args], checkout
+
+
+def main(repeats: int | None = None, *, large: bool = True) -> list[dict]:
+    repeats = repeats or int(os.environ.get("BENCH_STARTUP_REPEATS", "5"))
     one = str(corpus_root() / ONE_FILE_TABLE)
     m = str(table_m())
     rows = [
         compare_processes(
             "snapshot 1 file", delta_ops("snapshot", one), deltalake(_SNAPSHOT, one),
-            repeats=repeats, goal_time_ratio=SMALL_GOAL,
+            repeats=repeats, goal_time_ratio=SMALL_GOAL, baseline=_baseline("snapshot", one),
         ),
         compare_processes(
             "snapshot M", delta_ops("snapshot", m), deltalake(_SNAPSHOT, m),
-            repeats=repeats, goal_time_ratio=GOAL,
+            repeats=repeats, goal_time_ratio=GOAL, baseline=_baseline("snapshot", m),
         ),
         compare_processes(
             "snapshot 1 file, Arrow path", delta_ops("snapshot", one, arrow=True),
@@ -88,7 +106,7 @@ def main(repeats: int = 5, *, large: bool = True) -> list[dict]:
         big = str(table_l())
         rows.append(compare_processes(
             "snapshot L", delta_ops("snapshot", big), deltalake(_SNAPSHOT, big),
-            repeats=repeats, goal_time_ratio=GOAL,
+            repeats=repeats, goal_time_ratio=GOAL, baseline=_baseline("snapshot", big),
         ))
     work = DATA / "startup_runs" / "t"
 
@@ -99,15 +117,14 @@ def main(repeats: int = 5, *, large: bool = True) -> list[dict]:
     rows.append(compare_processes(
         "checkpoint M", delta_ops("checkpoint", str(work)), deltalake(_CHECKPOINT, str(work)),
         repeats=repeats, goal_time_ratio=GOAL, before_each=fresh_copy,
+        baseline=_baseline("checkpoint", str(work)),
     ))
     shutil.rmtree(work.parent, ignore_errors=True)
     with_files = str(table_m(with_files=True))
+    vacuum = ("vacuum", with_files, "--retention-hours", "0", "--force-retention", "--dry-run")
     rows.append(compare_processes(
-        "vacuum dry run M",
-        delta_ops("vacuum", with_files, "--retention-hours", "0", "--force-retention",
-                  "--dry-run"),
-        deltalake(_VACUUM, with_files),
-        repeats=repeats, goal_time_ratio=GOAL,
+        "vacuum dry run M", delta_ops(*vacuum), deltalake(_VACUUM, with_files),
+        repeats=repeats, goal_time_ratio=GOAL, baseline=_baseline(*vacuum),
     ))
     print_rows(rows)
     return rows

@@ -57,10 +57,11 @@ def measure(setup: str, run: str) -> Measurement:
 GNU_TIME = "/usr/bin/time"
 
 
-def measure_process(argv: Sequence[str]) -> Measurement:
-    """One whole process: wall time from start to exit (taken here, finer than GNU time's
-    centiseconds; the wrapper's own start adds about a millisecond) and peak RSS as
-    `/usr/bin/time` reports it. Output is discarded; a failure raises with its stderr."""
+def measure_process(argv: Sequence[str], *, cwd: str | None = None) -> Measurement:
+    """One whole process (in `cwd`, else this one's): wall time from start to exit (taken
+    here, finer than GNU time's centiseconds; the wrapper's own start adds about a
+    millisecond) and peak RSS as `/usr/bin/time` reports it. Output is discarded; a
+    failure raises with its stderr."""
     if not os.access(GNU_TIME, os.X_OK):
         raise RuntimeError(f"whole-process benchmarks need GNU time at {GNU_TIME}")
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
@@ -68,6 +69,7 @@ def measure_process(argv: Sequence[str]) -> Measurement:
         proc = subprocess.run(
             [GNU_TIME, "-f", "%M", "-o", report.name, *argv],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+            cwd=cwd,
         )
         dt = time.perf_counter() - t0
         lines = report.read().split()
@@ -84,17 +86,32 @@ def compare_processes(
     repeats: int = 5,
     goal_time_ratio: float | None = None,
     before_each: Callable[[], None] | None = None,
+    baseline: tuple[Sequence[str], str] | None = None,
 ) -> dict:
     """Alternate whole processes `ours`/`theirs` (argv lists) `repeats` times; medians of the
     wall times, the largest peak RSS of each side, and ratios (ours / theirs). `before_each`
-    runs (untimed) before every process, e.g. to give it a fresh copy of a table."""
-    a, b = [], []
+    runs (untimed) before every process, e.g. to give it a fresh copy of a table.
+    `baseline`: (argv, directory) of a third process, e.g. another checkout's command run
+    in that checkout, alternated in the same rounds; its median time, ratio to theirs and
+    peak RSS join the row (`baseline_*`)."""
+    runs: list[tuple[Sequence[str], str | None, list[Measurement]]] = [(ours, None, [])]
+    if baseline is not None:
+        runs.append((baseline[0], baseline[1], []))
+    runs.append((theirs, None, []))
     for _ in range(repeats):
-        for argv, out in ((ours, a), (theirs, b)):
+        for argv, cwd, out in runs:
             if before_each is not None:
                 before_each()
-            out.append(measure_process(argv))
-    return _row(name, a, b, goal_time_ratio)
+            out.append(measure_process(argv, cwd=cwd))
+    row = _row(name, runs[0][2], runs[-1][2], goal_time_ratio)
+    if baseline is not None:
+        base = runs[1][2]
+        tb = statistics.median(m.seconds for m in runs[-1][2])
+        tz = statistics.median(m.seconds for m in base)
+        row["baseline_s"] = round(tz, 4)
+        row["baseline_time_ratio"] = round(tz / tb, 3) if tb else None
+        row["baseline_rss_mb"] = round(max(m.rss_mb for m in base), 1)
+    return row
 
 
 def compare(

@@ -10,7 +10,7 @@ below the data directories, and at the top level only when no empty directory li
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from delta_ops.clock import Clock, start_time
@@ -50,7 +50,9 @@ class VacuumResult:
     messages: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        # Shallow: every field is a scalar or a tuple of strings, which `asdict` would
+        # deep-copy one element at a time (tens of ms for 20,000 files).
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["files"] = list(self.files)
         out["directories"] = list(self.directories)
         out["messages"] = list(self.messages)
