@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.maintenance.checkpoint.verify import NON_FILE_COLUMNS, _key, normalize
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
+from delta_ops.protocol.arrays import to_numpy
 
 _DV_FIELDS = [f.name for f in DELETION_VECTOR_TYPE]
 #: Stands for a null string (no path or deletion vector field holds a NUL character).
@@ -72,8 +73,8 @@ class _Field:
             return
         if arr.null_count:
             arr = pc.fill_null(arr, _NULL_INT)
-        values = arr.to_numpy(zero_copy_only=False).astype("<i8")
-        self.data.update(values.tobytes())
+        # Through the values buffer: Arrow's own `to_numpy` imports pandas (0.4 s).
+        self.data.update(to_numpy(arr).astype("<i8").tobytes())
 
     def value(self) -> bytes:
         return self.lengths.digest() + self.data.digest()

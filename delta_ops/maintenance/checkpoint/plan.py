@@ -50,7 +50,9 @@ class CheckpointPlan:
         sidecar_actions: most file actions per sidecar; 0 embeds every file action in the
             top-level file (V2 only; 0 for V1 kinds).
         layout: the checkpoint's column layout (add fields, typed columns).
-        num_adds: live files written.
+        num_adds: live files written; None for a classic checkpoint of a streamed state,
+            whose adds are counted while they are written (counting them first would read
+            the whole checkpoint once more).
         tombstones: the unexpired remove actions written (REMOVE_SCHEMA).
         now_ms: the clock used for tombstone expiry.
     """
@@ -62,7 +64,7 @@ class CheckpointPlan:
     parts: int | None
     sidecar_actions: int
     layout: CheckpointLayout
-    num_adds: int
+    num_adds: int | None
     tombstones: pa.Table | StreamedActions
     now_ms: int
 
@@ -72,6 +74,8 @@ class CheckpointPlan:
 
     @property
     def num_file_actions(self) -> int:
+        if self.num_adds is None:
+            raise ValueError("the live files of this plan are counted while they are written")
         return self.num_adds + self.num_removes
 
     @property
@@ -168,7 +172,10 @@ def plan_checkpoint(
         raise refuse(f"a multi-part checkpoint has at least 2 parts, got {parts}")
 
     tombstones = snapshot.unexpired_tombstones(now_ms)
-    num_adds = snapshot.num_files
+    # A streamed classic checkpoint counts its adds as it writes them (`streamed.py`); the
+    # other kinds size their parts or sidecars from the count, so they count first.
+    counted_later = snapshot.streamed and requested is CheckpointKind.CLASSIC
+    num_adds = None if counted_later else snapshot.num_files
     for what, actions in (("live files", snapshot.files), ("tombstones", tombstones)):
         if has_null_paths(actions):
             raise CorruptLogError(
@@ -177,6 +184,7 @@ def plan_checkpoint(
                 version=version,
             )
     if requested is CheckpointKind.MULTI_PART and parts is None:
+        assert num_adds is not None
         parts = max(2, math.ceil((num_adds + tombstones.num_rows) / DEFAULT_PART_ACTIONS))
     if requested.is_v2:
         sidecars = DEFAULT_SIDECAR_ACTIONS if sidecar_actions is None else sidecar_actions

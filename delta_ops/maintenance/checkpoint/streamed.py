@@ -111,9 +111,10 @@ def write_single_streamed(
     non_file: dict[str, list[Any]],
     embedded: bool,
     overwrite: bool,
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """One Parquet checkpoint file (classic, or a V2 top-level file): non-file actions,
-    then every file action when `embedded`. Returns (rows, bytes)."""
+    then every file action when `embedded`. Returns (rows, bytes, adds): the adds written,
+    which the read-back verified."""
     with tempfile.TemporaryDirectory(prefix="delta-ops-checkpoint-") as tmp:
         local = Path(tmp) / name
         digest = Digest()
@@ -124,7 +125,7 @@ def write_single_streamed(
                     digest.add_table(kind, t)
                     w.write_batch(_batch(kind, t, plan, schema), row_group_size=act.BATCH_ROWS)
         rows = _verify(local, name, digest, non_file, plan)
-        return rows, _put(storage, local, name, plan, overwrite=overwrite)
+        return rows, _put(storage, local, name, plan, overwrite=overwrite), digest.adds
 
 
 def write_multipart_streamed(

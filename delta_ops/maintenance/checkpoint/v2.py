@@ -130,7 +130,7 @@ def _write_v2(
             path = f"{LOG_DIR}/{name}"
             _, head = streamed.head_batch(snapshot, plan, checkpoint_version=v, sidecars=[])
             published = True  # put_atomic/put_if_absent run inside; nothing to discard
-            rows, size = streamed.write_single_streamed(
+            rows, size, _ = streamed.write_single_streamed(
                 storage, snapshot, plan, name=name, schema=schema, head=head,
                 non_file=_expected_non_file(snapshot, plan, checkpoint_version=v, sidecars=[]),
                 embedded=True, overwrite=plan.kind is CheckpointKind.V2_CLASSIC,

@@ -123,12 +123,12 @@ def _write_classic(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan) -
     if snapshot.streamed:
         name = filenames.classic_checkpoint_name(plan.version)
         schema, head = streamed.head_batch(snapshot, plan)
-        rows, size = streamed.write_single_streamed(
+        rows, size, adds = streamed.write_single_streamed(
             storage, snapshot, plan, name=name, schema=schema, head=head,
             non_file=_expected_non_file(snapshot, plan), embedded=True, overwrite=True,
         )
         lc = build_last_checkpoint(
-            version=plan.version, size=rows, size_in_bytes=size, num_of_add_files=plan.num_adds,
+            version=plan.version, size=rows, size_in_bytes=size, num_of_add_files=adds,
             checkpoint_schema=schema_for_last_checkpoint(schema),
         )
         return _Written([name], rows, size, lc)
@@ -376,7 +376,10 @@ def write_checkpoint_files(
         kind=plan.kind.value,
         files=tuple(written.names),
         num_actions=written.num_actions,
-        num_add_files=plan.num_adds,
+        num_add_files=(
+            plan.num_adds if plan.num_adds is not None
+            else written.last_checkpoint.num_of_add_files
+        ),
         size_in_bytes=written.size_in_bytes,
         last_checkpoint_updated=False,
         already_existed=False,
