@@ -404,6 +404,22 @@ def test_spark_engine_joins_bucketed_keys(spark_engine, table_copy, spill_dir): 
     assert os.listdir(spill_dir) == []
 
 
+@pytest.mark.spark
+def test_spark_sql_bucket_of_a_path_is_bucket_ids(spark_engine):  # noqa: F811
+    # The Spark engine anti-joins one bucket at a time and finds a listed path's bucket
+    # with Spark's `pmod(hash(path), B)`: it must be the bucket the keys were spilled to.
+    keys = [f"part={i % 7}/f-{i}.parquet" for i in range(300)] + [
+        "", "é:%20", "a b/c%3Ad.parquet", "x//y.parquet", "日本/ü.parquet",
+    ]
+    frame = spark_engine.session.createDataFrame(pa.table({"path": string_array(keys)}))
+    for buckets in (2, 7, 256):
+        got = frame.selectExpr("path", f"pmod(hash(path), {buckets}) AS b").toArrow()
+        by_path = dict(zip(got.column("path").to_pylist(), got.column("b").to_pylist(),
+                           strict=True))
+        want = bucket_ids(string_array(keys), buckets).tolist()
+        assert [by_path[k] for k in keys] == want, buckets
+
+
 @pytest.mark.s3
 def test_s3_partitioned_plan_equals_in_memory_plan(s3_server, spill_dir):
     name = "golden__dv-partitioned-with-checkpoint"

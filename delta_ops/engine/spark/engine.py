@@ -218,11 +218,38 @@ class SparkEngine(Engine):
             return LISTING_SCHEMA.empty_table()
         # SQL text rather than pyspark.sql.functions: the same on classic and Connect.
         old = frame.where(f"modification_time < {int(older_than_ms)}")
-        keep_frame = self._keep_frame(keep)
-        if keep_frame is not None:
-            old = old.join(keep_frame, on="path", how="left_anti")
-        found = self._collect(old, "find unreferenced files", storage)
+        if isinstance(keep, KeyBuckets) and keep.buckets > 1:
+            found = self._anti_join_by_bucket(old, keep, storage)
+        else:
+            keep_frame = self._keep_frame(keep)
+            if keep_frame is not None:
+                old = old.join(keep_frame, on="path", how="left_anti")
+            found = self._collect(old, "find unreferenced files", storage)
         return _conform(found, LISTING_SCHEMA).sort_by("path")
+
+    def _anti_join_by_bucket(self, old: DataFrame, keep: KeyBuckets, storage: Storage) -> pa.Table:
+        """The anti-join one bucket at a time, so that the driver (this process and its
+        JVM, which holds a DataFrame created from local data until the job ends) holds one
+        bucket of keys, not the referenced set. The listing is computed once and kept on
+        the executors; a listed path's bucket is Spark's own `pmod(hash(path), B)`, the
+        function the keys were bucketed with (`engine.spill.bucket_ids`)."""
+        n = int(keep.buckets)
+        listed = old.persist()
+        found: list[pa.Table] = []
+        try:
+            for b in range(n):
+                side = listed.where(f"pmod(hash(path), {n}) = {b}")
+                paths = keep.bucket(b).cast(pa.string())
+                if isinstance(paths, pa.ChunkedArray):
+                    paths = paths.combine_chunks()
+                if len(paths):
+                    keys = self.session.createDataFrame(pa.table({"path": paths}))
+                    side = side.join(keys, on="path", how="left_anti")
+                del paths
+                found.append(self._collect(side, "find unreferenced files", storage))
+        finally:
+            listed.unpersist()
+        return pa.concat_tables(found) if found else LISTING_SCHEMA.empty_table()
 
     def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
         config = self._storage_config(storage)
