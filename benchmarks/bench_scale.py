@@ -74,13 +74,18 @@ def _ours_only(name: str, argv: list[str], repeats: int) -> dict:
     }
 
 
+def files_max() -> int:
+    """The largest size generated with placeholder data files (`BENCH_SCALE_FILES_MAX`)."""
+    return _count(os.environ.get("BENCH_SCALE_FILES_MAX", "3M"))
+
+
 def main(repeats: int | None = None) -> list[dict]:
     repeats = repeats or int(os.environ.get("BENCH_SCALE_REPEATS", "3"))
-    files_max = _count(os.environ.get("BENCH_SCALE_FILES_MAX", "3M"))
+    most_files = files_max()
     ops = os.environ.get("BENCH_SCALE_OPS", "checkpoint,vacuum,crc").split(",")
     rows = []
     for n in sizes():
-        with_files = n <= files_max
+        with_files = n <= most_files
         root = big_table(n, with_files=with_files)
         restore_log(root, n)  # also after an interrupted run
         check_same(root, n)

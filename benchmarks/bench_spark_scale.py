@@ -1,8 +1,9 @@
 """Scaling on Spark (issue 15): whole `delta-ops --engine spark` processes on the generated
 tables of `benchmarks.big_tables` (no placeholder files), on a `local-cluster` master.
 
-For each size and operation (`checkpoint`, a full rebuild at version 101, and `crc compute
---full`), one process runs under `/usr/bin/time` (its figure is the largest peak RSS of the
+For each size and operation (`checkpoint`, a full rebuild at version 101; `crc compute
+--full`; and `vacuum`, a dry run with a full listing of the table generated with placeholder
+data files, up to `BENCH_SCALE_FILES_MAX` as in `bench_scale`), one process runs under `/usr/bin/time` (its figure is the largest peak RSS of the
 process tree: driver, driver JVM, executors and their Python workers, whichever is
 largest). The process also reports, just before the engine stops its session, the peak RSS
 (`VmHWM`) of each of its processes by role: the Python driver itself, the driver JVM, the
@@ -10,7 +11,7 @@ executor JVMs and the executors' Python workers. The Python driver's figure is t
 issue's goal is about (the state must not be held there).
 
 Environment: `BENCH_SCALE_SIZES` (as `bench_scale`, default `1M`), `BENCH_SCALE_OPS`
-(`checkpoint,crc`), `BENCH_SCALE_REPEATS` (default 1), `BENCH_SPARK_MASTER` (default
+(`checkpoint,crc`; also `vacuum`), `BENCH_SCALE_REPEATS` (default 1), `BENCH_SPARK_MASTER` (default
 `local-cluster[2,1,1024]`), `DELTA_OPS_STREAM_THRESHOLD_BYTES` (passed through: the
 default streams tables whose checkpoint holds 48 MiB or more).
 """
@@ -22,7 +23,7 @@ import os
 import sys
 import tempfile
 
-from benchmarks.bench_scale import sizes
+from benchmarks.bench_scale import files_max, sizes
 from benchmarks.big_tables import big_table, restore_log
 from benchmarks.harness import measure_process, print_rows
 
@@ -106,7 +107,17 @@ def main() -> list[dict]:
             "checkpoint": ("checkpoint", str(root)),
             "crc": ("crc", "compute", "--full", str(root)),
         }
+        if "vacuum" in ops and n <= files_max():
+            # VACUUM reads the log and lists N + 10,000 placeholder files; the Spark engine
+            # lists on the executors and anti-joins the references there.
+            with_files = big_table(n, with_files=True)
+            commands["vacuum"] = (
+                "vacuum", str(with_files), "--retention-hours", "0", "--force-retention",
+                "--dry-run",
+            )
         for op in ops:
+            if op not in commands:
+                continue
             for _ in range(repeats):
                 restore_log(root, n)
                 with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
