@@ -1,9 +1,10 @@
 """Scaling on Spark (issue 15): whole `delta-ops --engine spark` processes on the generated
-tables of `benchmarks.big_tables` (no placeholder files), on a `local-cluster` master.
+tables of `benchmarks.big_tables`, on a `local-cluster` master.
 
-For each size and operation (`checkpoint`, a full rebuild at version 101; `crc compute
---full`; and `vacuum`, a dry run with a full listing of the table generated with placeholder
-data files, up to `BENCH_SCALE_FILES_MAX` as in `bench_scale`), one process runs under `/usr/bin/time` (its figure is the largest peak RSS of the
+For each size and operation (`checkpoint` at version 101, from the old checkpoint and the
+commits; `crc compute --full`; `vacuum`, a dry run with a full listing of the table
+generated with placeholder data files, up to `BENCH_SCALE_FILES_MAX` as in `bench_scale`),
+one process runs under `/usr/bin/time` (its figure is the largest peak RSS of the
 process tree: driver, driver JVM, executors and their Python workers, whichever is
 largest). The process also reports, just before the engine stops its session, the peak RSS
 (`VmHWM`) of each of its processes by role: the Python driver itself, the driver JVM, the
