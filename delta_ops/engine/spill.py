@@ -7,22 +7,22 @@ Spark's `hash()`, Murmur3 over the UTF-8 bytes, seed 42), so a Spark job computi
 the same bucket, which is all a per-bucket join needs: two spills with the same bucket count
 over the same key space can be joined bucket by bucket.
 
-The files live in a fresh temporary directory (`tempfile`, so `TMPDIR` decides where) that
-`close` removes, and leaving a `with` block closes, on error too. Nothing in them is ever
-read by anything but the spill that wrote them.
+The files live in a fresh scratch directory (`engine.scratch`: under `TMPDIR`) that `close`
+removes, and leaving a `with` block closes, on error too; one left behind by a killed process
+is removed by the next scratch directory made. Nothing in them is ever read by anything but
+the spill that wrote them.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from delta_ops.engine.scratch import ScratchDir
 from delta_ops.protocol.arrays import from_numpy
 from delta_ops.protocol.checkpoint_schema import spark_hash
 
@@ -78,7 +78,8 @@ class BucketSpill:
         self.key = key
         self.buckets = buckets
         self.rows = [0] * buckets
-        self._dir: str | None = tempfile.mkdtemp(prefix=f"delta-ops-{name}-")
+        self._scratch = ScratchDir(name)
+        self._dir: str | None = self._scratch.path
         self._sinks: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
         self._closed_writers = False
 
@@ -174,9 +175,8 @@ class BucketSpill:
         finally:
             self._sinks.clear()
             self._closed_writers = True
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-                self._dir = None
+            self._scratch.close()
+            self._dir = None
 
     def __enter__(self) -> BucketSpill:
         return self

@@ -14,13 +14,13 @@ state is not held in memory:
 3. Only then is it put under its final name, copied from disk (`Storage.put_atomic` with a
    local file: streamed to local storage, a multipart upload to S3).
 
-The temporary files live in a directory of the system's temp location (`$TMPDIR`), removed
-when the write ends, whatever happens.
+The temporary files live in a scratch directory of the system's temp location (`$TMPDIR`,
+`engine.scratch`), removed when the write ends, whatever happens; one left by a killed
+process is removed by the next delta_ops process that makes one.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import StreamedActions
@@ -115,7 +116,7 @@ def write_single_streamed(
     """One Parquet checkpoint file (classic, or a V2 top-level file): non-file actions,
     then every file action when `embedded`. Returns (rows, bytes, adds): the adds written,
     which the read-back verified."""
-    with tempfile.TemporaryDirectory(prefix="delta-ops-checkpoint-") as tmp:
+    with ScratchDir("checkpoint") as tmp:
         local = Path(tmp) / name
         digest = Digest()
         with _writer(local, schema) as w:
@@ -144,7 +145,7 @@ def write_multipart_streamed(
     schema = classic_schema(plan.layout.add)
     home = null_key_partition(n)
     names = [filenames.multipart_checkpoint_name(plan.version, p + 1, n) for p in range(n)]
-    with tempfile.TemporaryDirectory(prefix="delta-ops-checkpoint-") as tmp:
+    with ScratchDir("checkpoint") as tmp:
         locals_ = [Path(tmp) / name for name in names]
         digests = [Digest() for _ in range(n)]
         writers = [_writer(p, schema) for p in locals_]

@@ -1,0 +1,121 @@
+"""Scratch directories (`delta_ops.engine.scratch`): what a killed process leaves is swept
+by the next one, and nothing a live process or another program owns is ever touched.
+
+The owners here are real processes: one killed with SIGKILL while it holds a spill and a
+streamed checkpoint's scratch directory (no cleanup runs), one still running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from delta_ops.engine.scratch import PREFIX, ScratchDir, sweep
+from delta_ops.engine.spill import BucketSpill
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, tempfile, time
+    tempfile.tempdir = sys.argv[1]
+    import pyarrow as pa
+    from delta_ops.engine.scratch import ScratchDir
+    from delta_ops.engine.spill import BucketSpill
+    spill = BucketSpill(pa.schema([("k", pa.string())]), "k", 4, name="vacuum-listing")
+    spill.append(pa.table({"k": [f"f{i}" for i in range(100)]}))
+    scratch = ScratchDir("checkpoint")
+    open(scratch.path + "/00000000000000000010.checkpoint.parquet", "wb").write(b"x" * 4096)
+    print("ready", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.fixture()
+def tmpdir_(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "tmp"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    return d
+
+
+def _holder(tmp: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp)], stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _ours(tmp: Path) -> list[str]:
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith(PREFIX))
+
+
+def test_a_killed_owners_directories_are_swept_a_live_owners_are_not(tmpdir_):
+    live = _holder(tmpdir_)
+    killed = _holder(tmpdir_)
+    try:
+        assert len(_ours(tmpdir_)) == 4
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        # Another program's directory with our prefix but no lock file, and a file.
+        foreign = tmpdir_ / f"{PREFIX}someone-else"
+        foreign.mkdir()
+        (foreign / "data").write_bytes(b"keep")
+        (tmpdir_ / f"{PREFIX}a-file").write_bytes(b"keep")
+        before = set(_ours(tmpdir_))
+        removed = sweep()
+        assert len(removed) == 2  # the killed process's spill and checkpoint scratch
+        after = set(_ours(tmpdir_))
+        assert before - after == {Path(p).name for p in removed}
+        assert (foreign / "data").read_bytes() == b"keep"
+        assert (tmpdir_ / f"{PREFIX}a-file").read_bytes() == b"keep"
+        # The live holder's two directories are still whole.
+        spill_dirs = [tmpdir_ / n for n in after if n.startswith(f"{PREFIX}vacuum-listing-")]
+        checkpoint_dirs = [tmpdir_ / n for n in after if n.startswith(f"{PREFIX}checkpoint-")]
+        assert len(spill_dirs) == len(checkpoint_dirs) == 1
+        assert (spill_dirs[0] / ".owner").exists()
+        assert len(list(spill_dirs[0].glob("*.arrows"))) == 4
+        written = checkpoint_dirs[0] / "00000000000000000010.checkpoint.parquet"
+        assert written.read_bytes() == b"x" * 4096
+        assert sweep() == []  # nothing more to take while the holder lives
+    finally:
+        live.kill()
+        live.wait()
+        killed.kill()
+        killed.wait()
+    # Now the other owner is gone too: the next scratch directory made sweeps its two.
+    with ScratchDir("checkpoint") as path:
+        assert set(_ours(tmpdir_)) == {f"{PREFIX}someone-else", f"{PREFIX}a-file",
+                                       Path(path).name}
+    assert set(_ours(tmpdir_)) == {f"{PREFIX}someone-else", f"{PREFIX}a-file"}
+
+
+def test_a_directory_in_use_in_this_process_is_never_swept(tmpdir_):
+    with BucketSpill(pa.schema([("k", pa.string())]), "k", 2) as spill:
+        spill.append(pa.table({"k": ["a", "b", "c"]}))
+        with ScratchDir("checkpoint") as path:
+            assert sweep() == []
+            assert os.path.isdir(path)
+            assert sorted(spill.bucket(0).column("k").to_pylist()
+                          + spill.bucket(1).column("k").to_pylist()) == ["a", "b", "c"]
+    assert _ours(tmpdir_) == []
+
+
+def test_an_unlocked_owner_file_is_taken_only_by_the_sweep(tmpdir_):
+    # A directory whose lock file exists but is held by nobody: what a killed process
+    # leaves, made here by hand.
+    d = tmpdir_ / f"{PREFIX}vacuum-dead"
+    d.mkdir()
+    (d / ".owner").write_bytes(b"")
+    (d / "00000.arrows").write_bytes(b"spilled")
+    assert sweep() == [str(d)]
+    assert not d.exists()
