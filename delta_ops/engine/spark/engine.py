@@ -228,25 +228,30 @@ class SparkEngine(Engine):
         return _conform(found, LISTING_SCHEMA).sort_by("path")
 
     def _anti_join_by_bucket(self, old: DataFrame, keep: KeyBuckets, storage: Storage) -> pa.Table:
-        """The anti-join one bucket at a time, so that the driver (this process and its
-        JVM, which holds a DataFrame created from local data until the job ends) holds one
-        bucket of keys, not the referenced set. The listing is computed once and kept on
-        the executors; a listed path's bucket is Spark's own `pmod(hash(path), B)`, the
-        function the keys were bucketed with (`engine.spill.bucket_ids`)."""
+        """The anti-join one bucket at a time: the listing is computed once and kept on the
+        executors, each bucket of it (Spark's `pmod(hash(path), B)`, the function the keys
+        were bucketed with: `engine.spill.bucket_ids`) is collected and its referenced
+        paths taken out here. Neither this process nor the driver JVM ever holds more than
+        one bucket of keys and of the listing. (Sending each bucket's keys to Spark as a
+        DataFrame instead kept them in the driver JVM: at 3M files its heap filled and a
+        job's tasks were never launched.)"""
         n = int(keep.buckets)
         listed = old.persist()
         found: list[pa.Table] = []
         try:
             for b in range(n):
-                side = listed.where(f"pmod(hash(path), {n}) = {b}")
+                side = self._collect(
+                    listed.where(f"pmod(hash(path), {n}) = {b}"), "find unreferenced files",
+                    storage,
+                )
                 paths = keep.bucket(b).cast(pa.string())
                 if isinstance(paths, pa.ChunkedArray):
                     paths = paths.combine_chunks()
-                if len(paths):
-                    keys = self.session.createDataFrame(pa.table({"path": paths}))
-                    side = side.join(keys, on="path", how="left_anti")
+                if side.num_rows and len(paths):
+                    kept = pc.is_in(side.column("path"), value_set=paths)
+                    side = side.filter(pc.invert(kept))
                 del paths
-                found.append(self._collect(side, "find unreferenced files", storage))
+                found.append(side)
         finally:
             listed.unpersist()
         return pa.concat_tables(found) if found else LISTING_SCHEMA.empty_table()
