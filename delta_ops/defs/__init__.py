@@ -14,6 +14,7 @@ opened, no pyspark imported, no JVM started.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 from collections.abc import Iterator
@@ -47,11 +48,36 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: From this many tables on, a code location's definitions are frozen
+#: (`keep_for_the_process`); below, the collections over them cost little.
+FREEZE_FROM_TABLES = 100
+_FREEZE_AT_EXIT = False
+
+
+def keep_for_the_process() -> None:
+    """The definitions of many tables, just built, live as long as the process (a code
+    server, `dg check defs`): move every object tracked so far to the garbage collector's
+    permanent generation (`gc.freeze`), so that no later collection traverses them again
+    (neither those while Dagster builds the repository and jobs over them nor those of a
+    code server's sensor ticks), and freeze again at interpreter exit, so that the final
+    collections do not traverse the repository, jobs and asset graphs Dagster built since
+    (1-2 s of exit at 1,000 tables). Nothing is lost: building the definitions leaves no
+    cyclic garbage, a frozen object is still freed when its last reference goes, and exit
+    handlers registered earlier still run afterwards; only reference cycles that become
+    unreachable later are left for the end of the process instead of being collected."""
+    global _FREEZE_AT_EXIT
+    gc.freeze()
+    if not _FREEZE_AT_EXIT:
+        atexit.register(gc.freeze)
+        _FREEZE_AT_EXIT = True
+
+
 def definitions_kwargs(
     registry: Registry | str | os.PathLike[str] | None = None,
     *,
     spark: SparkResource | None = None,
     source: RegistrySource | None = None,
+    keep: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for `dagster.Definitions`: everything the registry defines.
 
@@ -63,28 +89,32 @@ def definitions_kwargs(
         source: instead of `registry`, the table sources of a `DeltaMaintenanceComponent`
             (registry file, listed tables, discovery); an invalid entry then fails only its
             own table's assets, and a discovery sensor refreshes the discovery cache.
+        keep: the definitions are a code location's, kept until the process ends: from
+            `FREEZE_FROM_TABLES` tables on they are frozen (`keep_for_the_process`).
 
     Raises:
         RegistryError: the registry file is missing or invalid.
     """
-    if source is not None:
-        registry = assemble_registry(source)
-        registry_resource = RegistryResource(source=source.model_dump_json())
-    else:
-        if not isinstance(registry, Registry):
-            registry = load_registry(
-                registry if registry is not None else default_registry_path()
-            )
-        registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
-    maintenance = maintenance_job(registry)
-    sensors = [
-        watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
-        automation_sensor(),
-    ]
-    if source is not None and source.discover:
-        sensors.append(discovery_sensor(source))
     with gc_paused():
+        if source is not None:
+            registry = assemble_registry(source)
+            registry_resource = RegistryResource(source=source.model_dump_json())
+        else:
+            if not isinstance(registry, Registry):
+                registry = load_registry(
+                    registry if registry is not None else default_registry_path()
+                )
+            registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
+        maintenance = maintenance_job(registry)
+        sensors = [
+            watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
+            automation_sensor(),
+        ]
+        if source is not None and source.discover:
+            sensors.append(discovery_sensor(source))
         assets = [a for t in registry.tables for a in table_assets(t)]
+    if keep and len(registry.tables) >= FREEZE_FROM_TABLES:
+        keep_for_the_process()
     return {
         "assets": assets,
         "jobs": [maintenance, row_tracking_backfill_job],
