@@ -192,20 +192,32 @@ def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
 
 
 #: A code server's view of a project: its definitions loaded and resolved, then what the
-#: process imported, how many objects the collector froze, and, from an exit handler
-#: registered before the definitions were loaded (so it runs after theirs), how many
-#: objects the final collections still had to traverse.
+#: process imported and how many objects the collector froze; then full collections until
+#: those whose survivors are frozen are spent, after which a new reference cycle is
+#: collected and new objects stay tracked; and, from an exit handler registered before the
+#: definitions were loaded (so it runs after theirs), how many objects the final
+#: collections still had to traverse.
 LOAD_PROBE = """
 import atexit, gc, json, sys
 atexit.register(lambda: print(json.dumps({"tracked_at_exit": len(gc.get_objects())})))
 from dagster import Definitions
 from fleet_proj.definitions import defs
+from delta_ops.defs import collector
 Definitions.validate_loadable(defs)
-print(json.dumps({
+loaded = {
     "assets": len(defs.resolve_asset_graph().get_all_asset_keys()),
     "heavy": sorted(m for m in ("pyarrow", "numpy", "pandas", "pyspark") if m in sys.modules),
     "frozen": gc.get_freeze_count(),
-}))
+}
+for _ in range(collector.FREEZE_FULL_COLLECTIONS):
+    gc.collect()
+kept = [[i] for i in range(5000)]
+cycle = []
+cycle.append(cycle)
+del cycle
+loaded["collected_later"] = gc.collect()
+loaded["tracked_later"] = len(gc.get_objects())
+print(json.dumps(loaded))
 """
 
 
@@ -213,7 +225,8 @@ print(json.dumps({
 def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path, tables):
     """Loading the definitions (a listed table is never opened at load) imports no Arrow,
     numpy, pandas or pyspark; from FREEZE_FROM_TABLES tables on, the definitions are frozen
-    once built and the rest at exit, so the final collections traverse almost nothing."""
+    once built, then the survivors of a bounded number of full collections, and the rest at
+    exit, so the final collections traverse almost nothing; later garbage is collected."""
     project = new_project(tmp_path / "project", "fleet_proj")
     write_component(project, "fleet_proj", {
         "defaults": {"engine": "local"},
@@ -227,6 +240,7 @@ def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path,
     loaded, at_exit = (json.loads(line) for line in out.stdout.splitlines()[-2:])
     assert loaded["assets"] == 7 * tables
     assert loaded["heavy"] == []
+    assert loaded["collected_later"] >= 1 and loaded["tracked_later"] > 5000, loaded
     if tables >= FREEZE_FROM_TABLES:
         assert loaded["frozen"] > 100_000, loaded
         assert at_exit["tracked_at_exit"] < 1_000, at_exit

@@ -9,21 +9,19 @@ Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`,
 `sensors`, `schedules` (the cron automation), `jobs`. What a table needs now is decided in
 `delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
 `delta-ops due` does. Loading the definitions reads only the registry file: no table is
-opened, no pyspark imported, no JVM started.
+opened, neither pyarrow nor pyspark imported, no JVM started; `collector` keeps the garbage
+collector from traversing a large code location's definitions again and again.
 """
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dagster import in_process_executor
 
+from delta_ops.defs.collector import FREEZE_FROM_TABLES, gc_paused, keep_for_the_process
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
@@ -31,45 +29,6 @@ from delta_ops.defs.schedules import automation_sensor
 from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_sensor
 from delta_ops.defs.sources import RegistrySource, assemble_registry
 from delta_ops.defs.tables import table_assets
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while building many long-lived definitions (it would
-    traverse them again and again as they pile up: a third of the build at 1,000 tables),
-    back to its previous state afterwards. Nothing is leaked: cycles made meanwhile are
-    collected once it runs again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-#: From this many tables on, a code location's definitions are frozen
-#: (`keep_for_the_process`); below, the collections over them cost little.
-FREEZE_FROM_TABLES = 100
-_FREEZE_AT_EXIT = False
-
-
-def keep_for_the_process() -> None:
-    """The definitions of many tables, just built, live as long as the process (a code
-    server, `dg check defs`): move every object tracked so far to the garbage collector's
-    permanent generation (`gc.freeze`), so that no later collection traverses them again
-    (neither those while Dagster builds the repository and jobs over them nor those of a
-    code server's sensor ticks), and freeze again at interpreter exit, so that the final
-    collections do not traverse the repository, jobs and asset graphs Dagster built since
-    (1-2 s of exit at 1,000 tables). Nothing is lost: building the definitions leaves no
-    cyclic garbage, a frozen object is still freed when its last reference goes, and exit
-    handlers registered earlier still run afterwards; only reference cycles that become
-    unreachable later are left for the end of the process instead of being collected."""
-    global _FREEZE_AT_EXIT
-    gc.freeze()
-    if not _FREEZE_AT_EXIT:
-        atexit.register(gc.freeze)
-        _FREEZE_AT_EXIT = True
 
 
 def definitions_kwargs(
@@ -140,4 +99,4 @@ def build_definitions(
     return Definitions(**definitions_kwargs(registry, spark=spark))
 
 
-__all__ = ["build_definitions", "definitions_kwargs"]
+__all__ = ["FREEZE_FROM_TABLES", "build_definitions", "definitions_kwargs"]
