@@ -8,13 +8,16 @@ a `dg` project beside them whose `defs.yaml` discovers them, scans the prefix on
 the discovery sensor does), then reports:
 
 - `discover_s`: the scan of the prefix (`refresh_discovery`, in this process);
-- `load_ready_s` / `load_process_s`: a fresh interpreter loading the project's definitions
-  (`load_from_defs_folder`: the component reads the discovery cache) and
-  `Definitions.validate_loadable`: seconds until they are ready (imports included), and the
-  whole process under `/usr/bin/time` (exit included: the interpreter's final garbage
-  collections over the definitions cost a second or two); medians of `--repeats`;
-- `validate_cli_s`: `dagster definitions validate` on the project, whole process (what
-  `dg check defs` runs: the definitions plus the snapshots a code server sends the UI);
+- `load_ready_s` / `load_process_s` / `load_cpu_s`: a fresh interpreter loading the
+  project's definitions (`load_from_defs_folder`: the component reads the discovery cache)
+  and `Definitions.validate_loadable`: seconds until they are ready (imports included), the
+  whole process under `/usr/bin/time` (exit included) and its CPU seconds (user + system:
+  steadier than wall time on a shared machine); medians of `--repeats`; `load_rss_mb`
+  the largest peak RSS;
+- `validate_cli_s` / `validate_cpu_s`: `dagster definitions validate` on the project, whole
+  process (what `dg check defs` runs: the definitions plus the snapshots a code server
+  sends the UI);
+- `load_average`: the 1-minute load average at the end of those rounds;
 - `tick_first_s` / `tick_cursored_s`: one evaluation of the `delta_tables_watch` sensor
   through Dagster (`build_sensor_context`) without, then with, the cursor, in a process
   that loaded the definitions (as a code server has); `cursor_bytes`, `requests` (one per
@@ -25,6 +28,13 @@ the discovery sensor does), then reports:
   materializations ran on which engine: the default policy sends these small tables to the
   local engine), `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is
   the SQLite event log committing each of the run's ~50 events per table).
+
+Child processes write and use bytecode caches (`PYTHONDONTWRITEBYTECODE` is dropped), and
+each checkout loads once before the timed rounds, as in an installed environment. With
+`BENCH_BASELINE=DIR` (another checkout of delta_ops, e.g. `git archive` of an older commit)
+every load and validate round also runs with that checkout, alternated with this one, and
+the same keys are reported with a `baseline_` prefix: before and after a change under the
+same load.
 """
 
 from __future__ import annotations
@@ -63,29 +73,34 @@ def write_project(root: Path, lake: Path) -> Path:
     return root
 
 
-def _child_env(project: Path, home: Path | None = None) -> dict[str, str]:
+def _child_env(project: Path, home: Path | None = None, code: Path = HERE.parent) -> dict[str, str]:
+    """The environment of a child process: the project and the delta_ops checkout `code` on
+    the path; bytecode caches written and used, as in an installed environment."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(project), str(HERE.parent)])
+    env["PYTHONPATH"] = os.pathsep.join([str(project), str(code)])
     env["PYTHONWARNINGS"] = "ignore"
     env.pop("DELTA_OPS_REGISTRY", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if home is not None:
         env["DAGSTER_HOME"] = str(home)
     return env
 
 
 def _timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, float, float]:
-    """(the JSON the process printed last, or {}; wall seconds; peak RSS MB) of one whole
-    process run under GNU time."""
+    """(the JSON the process printed last, or {}, with `cpu_s`: its user + system CPU
+    seconds; wall seconds; peak RSS MB) of one whole process run under GNU time."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         start = time.perf_counter()
-        proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", report.name, *argv], cwd=cwd,
-                              env=env, capture_output=True, text=True, check=False)
+        proc = subprocess.run([GNU_TIME, "-f", "%M %U %S", "-o", report.name, *argv],
+                              cwd=cwd, env=env, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - start
-        rss_kb = int(report.read().split()[-1])
+        rss_kb, user_s, sys_s = report.read().split()[-3:]
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:5])} failed:\n{proc.stderr[-3000:]}")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    return (json.loads(lines[-1]) if lines else {}), wall, rss_kb / 1024
+    out = json.loads(lines[-1]) if lines else {}
+    out["cpu_s"] = float(user_s) + float(sys_s)
+    return out, wall, int(rss_kb) / 1024
 
 
 def _home(base: Path) -> Path:
@@ -185,29 +200,37 @@ def main(argv: list[str] | None = None) -> dict:
     discover_s = time.perf_counter() - start
 
     me = [sys.executable, "-m", "benchmarks.bench_dagster", "--child"]
-    env = _child_env(project)
-    ready, process, rss = [], [], []
+    validate = [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
+                "-m", f"{PACKAGE}.definitions"]
+    checkouts = {"": HERE.parent}
+    if os.environ.get("BENCH_BASELINE"):
+        checkouts["baseline_"] = Path(os.environ["BENCH_BASELINE"]).resolve()
+    samples: dict[str, dict[str, list[float]]] = {p: {} for p in checkouts}
+    for code in checkouts.values():  # one load each, not counted: bytecode caches written
+        _timed_process([*me, "load"], code, _child_env(project, code=code))
     for _ in range(args.repeats):
-        out, wall, peak = _timed_process([*me, "load"], HERE.parent, env)
-        ready.append(out["ready_s"])
-        process.append(wall)
-        rss.append(peak)
-    dagster_cli = str(Path(sys.executable).parent / "dagster")
-    validate = [
-        _timed_process([dagster_cli, "definitions", "validate", "-m", f"{PACKAGE}.definitions"],
-                       project, _child_env(project, _home(base)))[1]
-        for _ in range(args.repeats)
-    ]
-    ticks, _, _ = _timed_process([*me, "tick"], HERE.parent, env)
+        # Alternated: each round loads with every checkout, then validates with every one.
+        for prefix, code in checkouts.items():
+            out, wall, peak = _timed_process([*me, "load"], code, _child_env(project, code=code))
+            for key, value in (("load_ready_s", out["ready_s"]), ("load_process_s", wall),
+                               ("load_cpu_s", out["cpu_s"]), ("load_rss_mb", peak)):
+                samples[prefix].setdefault(key, []).append(value)
+        for prefix, code in checkouts.items():
+            out, wall, _ = _timed_process(validate, project,
+                                          _child_env(project, _home(base), code))
+            samples[prefix].setdefault("validate_cli_s", []).append(wall)
+            samples[prefix].setdefault("validate_cpu_s", []).append(out["cpu_s"])
+    ticks, _, _ = _timed_process([*me, "tick"], HERE.parent, _child_env(project))
+    ticks.pop("cpu_s")
     result: dict = {
         "tables": args.tables,
         "write_tables_s": round(write_s, 2),
         "discovered": found["found"],
         "discover_s": round(discover_s, 3),
-        "load_ready_s": round(statistics.median(ready), 2),
-        "load_process_s": round(statistics.median(process), 2),
-        "load_rss_mb": round(max(rss)),
-        "validate_cli_s": round(statistics.median(validate), 2),
+        "load_average": round(os.getloadavg()[0], 1),
+        **{f"{prefix}{key}": round(max(values)) if key.endswith("_mb") else
+           round(statistics.median(values), 2)
+           for prefix, by_key in samples.items() for key, values in by_key.items()},
         **{k: round(v, 3) if isinstance(v, float) else v for k, v in ticks.items()},
     }
     if not args.no_run:
@@ -220,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
             "step_failures": run["step_failures"],
         })
     for key, value in result.items():
-        print(f"{key:>18}: {value}")
+        print(f"{key:>24}: {value}")
     shutil.rmtree(base, ignore_errors=True)
     return result
 

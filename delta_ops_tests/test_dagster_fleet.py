@@ -8,11 +8,14 @@ new tables and new commits are picked up. Sizes only; times are for
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from dagster import DagsterInstance, Definitions, build_sensor_context
 
-from delta_ops.defs import definitions_kwargs
+from delta_ops.defs import FREEZE_FROM_TABLES, definitions_kwargs
 from delta_ops.defs.sensors import watch_tick
 from delta_ops.defs.sources import (
     RegistrySource,
@@ -29,6 +32,8 @@ from delta_ops.defs.watch_cursor import (
 )
 from delta_ops.log.state import TableSettings
 from delta_ops_tests import s3_server as s3_fixtures
+from delta_ops_tests.conftest import REPO_ROOT
+from delta_ops_tests.dg_project import new_project, write_component
 from delta_ops_tests.fleet import fleet_configuration, fleet_path, write_fleet
 
 FLEET = 1000
@@ -184,6 +189,64 @@ def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
     assert not hasattr(renamed, "_some_cache")  # rebuilt by with_replaced_properties
     plain = renamed_op(template, "sales__maintenance", None)
     assert plain._compute_fn is template._compute_fn and plain.name == "sales__maintenance"
+
+
+#: A code server's view of a project: its definitions loaded and resolved, then what the
+#: process imported and how many objects the collector froze; then full collections until
+#: those whose survivors are frozen are spent, after which a new reference cycle is
+#: collected and new objects stay tracked; and, from an exit handler registered before the
+#: definitions were loaded (so it runs after theirs), how many objects the final
+#: collections still had to traverse.
+LOAD_PROBE = """
+import atexit, gc, json, sys
+atexit.register(lambda: print(json.dumps({"tracked_at_exit": len(gc.get_objects())})))
+from dagster import Definitions
+from fleet_proj.definitions import defs
+from delta_ops.defs import collector
+Definitions.validate_loadable(defs)
+loaded = {
+    "assets": len(defs.resolve_asset_graph().get_all_asset_keys()),
+    "heavy": sorted(m for m in ("pyarrow", "numpy", "pandas", "pyspark") if m in sys.modules),
+    "frozen": gc.get_freeze_count(),
+}
+for _ in range(collector.FREEZE_FULL_COLLECTIONS):
+    gc.collect()
+kept = [[i] for i in range(5000)]
+cycle = []
+cycle.append(cycle)
+del cycle
+loaded["collected_later"] = gc.collect()
+loaded["tracked_later"] = len(gc.get_objects())
+print(json.dumps(loaded))
+"""
+
+
+@pytest.mark.parametrize("tables", [3, FREEZE_FROM_TABLES])
+def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path, tables):
+    """Loading the definitions (a listed table is never opened at load) imports no Arrow,
+    numpy, pandas or pyspark; from FREEZE_FROM_TABLES tables on, the definitions are frozen
+    once built, then the survivors of a bounded number of full collections, and the rest at
+    exit, so the final collections traverse almost nothing; later garbage is collected."""
+    project = new_project(tmp_path / "project", "fleet_proj")
+    write_component(project, "fleet_proj", {
+        "defaults": {"engine": "local"},
+        "tables": [{"name": f"t{i:03d}", "uri": str(tmp_path / "lake" / f"t{i:03d}")}
+                   for i in range(tables)],
+    })
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(project), str(REPO_ROOT)]))
+    out = subprocess.run([sys.executable, "-c", LOAD_PROBE], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded, at_exit = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert loaded["assets"] == 7 * tables
+    assert loaded["heavy"] == []
+    assert loaded["collected_later"] >= 1 and loaded["tracked_later"] > 5000, loaded
+    if tables >= FREEZE_FROM_TABLES:
+        assert loaded["frozen"] > 100_000, loaded
+        assert at_exit["tracked_at_exit"] < 1_000, at_exit
+    else:
+        assert loaded["frozen"] == 0
+        assert at_exit["tracked_at_exit"] > 10_000, at_exit
 
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module

@@ -9,20 +9,19 @@ Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`,
 `sensors`, `schedules` (the cron automation), `jobs`. What a table needs now is decided in
 `delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
 `delta-ops due` does. Loading the definitions reads only the registry file: no table is
-opened, no pyspark imported, no JVM started.
+opened, neither pyarrow nor pyspark imported, no JVM started; `collector` keeps the garbage
+collector from traversing a large code location's definitions again and again.
 """
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dagster import in_process_executor
 
+from delta_ops.defs.collector import FREEZE_FROM_TABLES, gc_paused, keep_for_the_process
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
@@ -32,26 +31,12 @@ from delta_ops.defs.sources import RegistrySource, assemble_registry
 from delta_ops.defs.tables import table_assets
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while building many long-lived definitions (it would
-    traverse them again and again as they pile up: a third of the build at 1,000 tables),
-    back to its previous state afterwards. Nothing is leaked: cycles made meanwhile are
-    collected once it runs again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def definitions_kwargs(
     registry: Registry | str | os.PathLike[str] | None = None,
     *,
     spark: SparkResource | None = None,
     source: RegistrySource | None = None,
+    keep: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for `dagster.Definitions`: everything the registry defines.
 
@@ -63,28 +48,32 @@ def definitions_kwargs(
         source: instead of `registry`, the table sources of a `DeltaMaintenanceComponent`
             (registry file, listed tables, discovery); an invalid entry then fails only its
             own table's assets, and a discovery sensor refreshes the discovery cache.
+        keep: the definitions are a code location's, kept until the process ends: from
+            `FREEZE_FROM_TABLES` tables on they are frozen (`keep_for_the_process`).
 
     Raises:
         RegistryError: the registry file is missing or invalid.
     """
-    if source is not None:
-        registry = assemble_registry(source)
-        registry_resource = RegistryResource(source=source.model_dump_json())
-    else:
-        if not isinstance(registry, Registry):
-            registry = load_registry(
-                registry if registry is not None else default_registry_path()
-            )
-        registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
-    maintenance = maintenance_job(registry)
-    sensors = [
-        watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
-        automation_sensor(),
-    ]
-    if source is not None and source.discover:
-        sensors.append(discovery_sensor(source))
     with gc_paused():
+        if source is not None:
+            registry = assemble_registry(source)
+            registry_resource = RegistryResource(source=source.model_dump_json())
+        else:
+            if not isinstance(registry, Registry):
+                registry = load_registry(
+                    registry if registry is not None else default_registry_path()
+                )
+            registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
+        maintenance = maintenance_job(registry)
+        sensors = [
+            watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
+            automation_sensor(),
+        ]
+        if source is not None and source.discover:
+            sensors.append(discovery_sensor(source))
         assets = [a for t in registry.tables for a in table_assets(t)]
+    if keep and len(registry.tables) >= FREEZE_FROM_TABLES:
+        keep_for_the_process()
     return {
         "assets": assets,
         "jobs": [maintenance, row_tracking_backfill_job],
@@ -110,4 +99,4 @@ def build_definitions(
     return Definitions(**definitions_kwargs(registry, spark=spark))
 
 
-__all__ = ["build_definitions", "definitions_kwargs"]
+__all__ = ["FREEZE_FROM_TABLES", "build_definitions", "definitions_kwargs"]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetObservation,
@@ -60,13 +60,7 @@ from delta_ops.defs.metadata import (
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.engine.base import Engine
-from delta_ops.log.snapshot import load_snapshot
 from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
-from delta_ops.maintenance.checkpoint import CheckpointResult, write_checkpoint
-from delta_ops.maintenance.checksum import read_checksum, write_checksums
-from delta_ops.maintenance.cleanup import cleanup_metadata
-from delta_ops.maintenance.compaction import compact_by_policy
 from delta_ops.maintenance.due import (
     checkpoint_current,
     checkpoint_interval,
@@ -74,12 +68,17 @@ from delta_ops.maintenance.due import (
     checkpoint_need,
     compaction_interval,
 )
-from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
-from delta_ops.maintenance.sizing import table_size
-from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol import features
 from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    from delta_ops.engine.base import Engine
+    from delta_ops.maintenance.checkpoint import CheckpointResult
+
+# The operations (`delta_ops.maintenance.*`, the snapshot) are imported in the functions that
+# run them: they read Arrow, and loading the Dagster definitions, which name these functions,
+# should not import pyarrow (a second and more at 1,000 tables, with everything else).
 
 # ---- the runtime view of one table --------------------------------------------------------
 
@@ -108,7 +107,7 @@ class TableRun:
     def storage(self) -> Storage:
         return self.table.storage()
 
-    def engine(self) -> Engine:
+    def engine(self) -> "Engine":
         """The engine for this table: its policy's, by its size when the policy sets a
         threshold (`delta_ops.defs.engines`; one per run; Spark starts on first use).
 
@@ -117,6 +116,8 @@ class TableRun:
             DeltaOpsError: the cheap reads of the table's size failed.
         """
         if self.engine_choice is None:
+            from delta_ops.maintenance.sizing import table_size
+
             size = table_size(self.storage, inspect_log(self.storage)) if needs_size(
                 self.policy) else None
             self.engine_choice = choose_engine(self.policy, size)
@@ -211,6 +212,8 @@ def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
 
 def observe_log(run: TableRun) -> ObserveResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram."""
+    from delta_ops.log.snapshot import load_snapshot
+
     with refusals(run.name, DELTA_LOG):
         snap, duration = _timed(lambda: load_snapshot(run.storage))
         unsupported = snap.unsupported_features("vacuum")
@@ -264,6 +267,8 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     reads the table in full (`write_checkpoint`). A latest version that already has the
     checkpoint the writer would write, named by `_last_checkpoint`, is reported as it is.
     """
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+
     force = config.force if config is not None else False
     with refusals(run.name, CHECKPOINT):
         start_time = time.monotonic()
@@ -291,9 +296,11 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     )
 
 
-def current_checkpoint(state: LogState) -> CheckpointResult:
+def current_checkpoint(state: LogState) -> "CheckpointResult":
     """What `write_checkpoint` reports for a checkpoint already there, from the listing and
     `_last_checkpoint` alone (`checkpoint_current(state, ...)` must hold)."""
+    from delta_ops.maintenance.checkpoint import CheckpointResult
+
     ckpt, hint = state.segment.checkpoint, state.segment.last_checkpoint
     assert ckpt is not None and hint is not None
     sidecars = (hint.v2_checkpoint or {}).get("sidecarFiles") or []
@@ -315,6 +322,8 @@ def current_checkpoint(state: LogState) -> CheckpointResult:
 def run_checksum(run: TableRun) -> MaterializeResult:
     """Write the missing `.crc` files from the newest existing one (or the latest version)
     up to the latest version, each derived incrementally from the previous one."""
+    from delta_ops.maintenance.checksum import read_checksum, write_checksums
+
     if not run.policy.checksum.enabled:
         return noop(run, VERSION_CHECKSUM, None, "checksums are off in this table's policy")
     with refusals(run.name, VERSION_CHECKSUM):
@@ -349,6 +358,8 @@ def run_checksum(run: TableRun) -> MaterializeResult:
 
 
 def run_compaction(run: TableRun) -> MaterializeResult:
+    from delta_ops.maintenance.compaction import compact_by_policy
+
     with refusals(run.name, LOG_COMPACTION):
         start_time = time.monotonic()
         state, settings = run.inspect("compaction")
@@ -375,6 +386,8 @@ def run_compaction(run: TableRun) -> MaterializeResult:
 
 
 def run_cleanup(run: TableRun) -> MaterializeResult:
+    from delta_ops.maintenance.cleanup import cleanup_metadata
+
     policy = run.policy.cleanup
     with refusals(run.name, METADATA_CLEANUP):
         result, duration = _timed(lambda: cleanup_metadata(
@@ -392,6 +405,8 @@ def run_cleanup(run: TableRun) -> MaterializeResult:
 
 
 def run_vacuum(run: TableRun) -> MaterializeResult:
+    from delta_ops.maintenance.vacuum import vacuum
+
     policy = run.policy.vacuum
     with refusals(run.name, VACUUM):
         result, duration = _timed(lambda: vacuum(
@@ -432,6 +447,9 @@ def run_row_tracking(
 ) -> dict[str, Any]:
     """Backfill row tracking (or, when the policy says no, report what is missing);
     returns materialization metadata. `log` receives one line per committed step."""
+    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
+
     policy = run.policy.row_tracking
     do_backfill = config.backfill if config.backfill is not None else policy.backfill
     batch_size = config.batch_size or policy.batch_size

@@ -40,9 +40,7 @@ from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.snapshot import load_snapshot
 from delta_ops.log.state import inspect_log, read_settings
-from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import relative_key
@@ -102,6 +100,8 @@ def protocol_supported_result(run: TableRun) -> AssetCheckResult:
 def files_exist_result(run: TableRun) -> AssetCheckResult:
     """A cheap FSCK: the table directory is listed once and every live file of the latest
     version inside it must be there; the failing result names the missing paths."""
+    from delta_ops.log.snapshot import load_snapshot  # here: it reads Arrow
+
     try:
         snap = load_snapshot(run.storage)
         listed = {f.path for f in run.storage.walk()}
@@ -136,6 +136,8 @@ def files_exist_result(run: TableRun) -> AssetCheckResult:
 
 
 def checksum_matches_result(run: TableRun) -> AssetCheckResult:
+    from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
+
     try:
         state = inspect_log(run.storage)
         newest = state.newest_checksum

@@ -148,7 +148,8 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
             ) from None
 
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
-        return Definitions(**definitions_kwargs(source=self.source(context)))
+        # The definitions of a code location live as long as its process (`keep`).
+        return Definitions(**definitions_kwargs(source=self.source(context), keep=True))
 
 
 __all__ = ["DeltaMaintenanceComponent", "DeltaMaintenanceScaffolder", "ScaffoldParams"]

@@ -19,10 +19,13 @@ instance's concurrency settings (`dagster instance concurrency set delta_ops_spa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from delta_ops.defs.keys import CHECKPOINT, ROW_TRACKING, VACUUM, VERSION_CHECKSUM
 from delta_ops.defs.policy import Policy
-from delta_ops.maintenance.sizing import TableSize
+
+if TYPE_CHECKING:
+    from delta_ops.maintenance.sizing import TableSize
 
 #: Components whose work runs on the table's engine; the others only read and write log
 #: files from the run's process.

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import fields, is_dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
 from dagster import MetadataValue, TableColumn, TableColumnConstraints, TableSchema
 
 from delta_ops.protocol.crc import FILE_SIZE_BIN_BOUNDARIES
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Most list entries shown in a markdown metadata value.
 MAX_LISTED = 25
@@ -86,6 +87,9 @@ def size_histogram(
     boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES,
 ) -> MetadataValue:
     """File sizes as a markdown table of the non-empty bins (Delta's checksum bins)."""
+    import numpy as np  # here: the definitions load without numpy and Arrow
+    import pyarrow as pa
+
     arr = np.asarray(
         sizes.to_numpy() if isinstance(sizes, (pa.Array, pa.ChunkedArray)) else list(sizes),
         dtype=np.int64,

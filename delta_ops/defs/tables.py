@@ -113,14 +113,22 @@ def cron_condition(table: RegisteredTable, component: str) -> AutomationConditio
     """Once per tick of the policy's cron (UTC), unless a run of it is in progress."""
     section = CRON_SECTIONS.get(component)
     cron = getattr(table.policy, section).cron if section else None
-    if cron is None:
-        return None
+    return _cron_condition(component, cron) if cron is not None else None
+
+
+@functools.cache
+def _cron_condition(component: str, cron: str) -> AutomationCondition:
+    # One (immutable) condition per component and cron, shared by the tables that have it.
     return (
         AutomationCondition.cron_tick_passed(cron, "UTC") & ~AutomationCondition.in_progress()
     ).with_label(f"{component} on {cron} (UTC)")
 
 
-def component_spec(table: RegisteredTable, component: str) -> AssetSpec:
+def component_spec(
+    table: RegisteredTable, component: str, metadata: dict[str, Any] | None = None
+) -> AssetSpec:
+    """The spec of `[table, component]`; `metadata`: the table's `spec_metadata`, when the
+    caller has it already (the specs of one table get copies of it)."""
     engine = table.policy.engine
     return AssetSpec(
         asset_key(table.name, component),
@@ -128,7 +136,7 @@ def component_spec(table: RegisteredTable, component: str) -> AssetSpec:
         group_name=table.group,
         description=(table.description or DESCRIPTIONS[component])
         if component == DELTA_LOG else DESCRIPTIONS[component],
-        metadata=spec_metadata(table),
+        metadata=dict(metadata) if metadata is not None else spec_metadata(table),
         kinds={"delta", "spark"}
         if engine == "spark" and component in ENGINE_COMPONENTS else {"delta"},
         tags={**table.tags, "delta_ops/component": component},
@@ -237,7 +245,8 @@ def _from_template(
     template: AssetsDefinition, table: RegisteredTable, step: str, components: tuple[str, ...],
     description: str | None = None,
 ) -> AssetsDefinition:
-    specs = {c: component_spec(table, c) for c in components}
+    metadata = spec_metadata(table)
+    specs = {c: component_spec(table, c, metadata) for c in components}
     checks = {s.name: s for c in components for s in check_specs(table, c)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # execution_type (observable) is beta

@@ -33,15 +33,16 @@ from typing import Any
 
 from delta_ops.errors import InvalidTablePropertyError
 from delta_ops.log.state import TableSettings
-from delta_ops.maintenance.compaction import COMPACTION_INTERVAL_PROPERTY
 from delta_ops.protocol.properties import TableProperties
 
 #: The packed format (2); format 1 was plain JSON `{"format": 1, "tables": {...}}`.
 CURSOR_PREFIX = "z2:"
 LEGACY_FORMAT = 1
-#: Table properties the due rules read.
+#: Table properties the due rules read (the last one is
+#: `delta_ops.maintenance.compaction.COMPACTION_INTERVAL_PROPERTY`, not imported from there:
+#: that module reads Arrow, which loading the definitions does without).
 DUE_PROPERTIES = (
-    "delta.checkpointInterval", "delta.checkpointPolicy", COMPACTION_INTERVAL_PROPERTY,
+    "delta.checkpointInterval", "delta.checkpointPolicy", "delta.logCompactionInterval",
 )
 
 

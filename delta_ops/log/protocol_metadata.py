@@ -29,17 +29,21 @@ import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.checkpoint_reader import _columns_with_values
-from delta_ops.log.replay import _drop_nulls, delta_lines_oldest_first
 from delta_ops.log.segment import CheckpointFiles, Delta, LogSegment
 from delta_ops.protocol.actions import Metadata
 from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow (and the modules reading Arrow) are imported where a log file is read, not here:
+# what imports this module only to name its functions (the Dagster definitions, the due
+# rules) then loads without Arrow.
 
 PROTOCOL = "protocol"
 METADATA = "metaData"
@@ -211,6 +215,8 @@ def _scan_delta(
     needles = {key: f'"{key}"'.encode() for key in want}
     if not any(n in data for n in needles.values()):
         return  # most commits hold neither: one substring search each
+    from delta_ops.log.replay import delta_lines_oldest_first
+
     lines = delta_lines_oldest_first(data, is_compaction=is_compaction).splitlines()
     for line in reversed(lines):  # newest line first: the first one met is the last to win
         keys = [k for k in tuple(want) if needles[k] in line]
@@ -239,7 +245,10 @@ def _scan_checkpoint(
 ) -> None:
     """The checkpoint's protocol/metaData (one of each in a valid checkpoint; the first met
     is taken). Parquet: only those columns are read; JSON: only the lines naming them."""
+    import pyarrow as pa
     import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
+
+    from delta_ops.log.checkpoint_reader import _columns_with_values
 
     table = storage.root
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
@@ -285,6 +294,10 @@ def _scan_checkpoint(
 
 def _take_first(t: pa.Table, columns: list[str], want: set[str], found: dict[str, dict]) -> None:
     """The first non-null value of each of `columns` in `t`, into `found`."""
+    import pyarrow.compute as pc
+
+    from delta_ops.log.replay import _drop_nulls
+
     for name in columns:
         col = t.column(name)
         valid = col.filter(pc.is_valid(col))

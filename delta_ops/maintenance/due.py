@@ -30,8 +30,6 @@ from delta_ops.log.state import (
     inspect_log,
     read_settings,
 )
-from delta_ops.maintenance.compaction import compaction_interval as _compaction_interval
-from delta_ops.maintenance.compaction import compaction_plan
 from delta_ops.protocol import features
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
@@ -151,6 +149,10 @@ def checkpoint_interval(policy_interval: int | None, settings: TableSettings | N
 def compaction_interval(settings: TableSettings, override: int | None) -> int | None:
     """The policy's compaction interval, else delta.logCompactionInterval; None: off (also
     when the property is not a non-negative integer)."""
+    # Imported here: the compaction module reads Arrow, which the Dagster definitions (that
+    # import this module for its names) do not need to load.
+    from delta_ops.maintenance.compaction import compaction_interval as _compaction_interval
+
     try:
         return _compaction_interval(settings.configuration, override=override)
     except ValueError:
@@ -240,6 +242,8 @@ def compaction_need(state: LogState, settings: TableSettings, policy: DuePolicy)
         return Need(LOG_COMPACTION, False, state.version,
                     "log compaction is off (no interval given, and the table sets no "
                     "delta.logCompactionInterval)", blocked)
+    from delta_ops.maintenance.compaction import compaction_plan
+
     plan = compaction_plan(list(state.listing), interval)
     if not plan:
         return Need(LOG_COMPACTION, False, state.version,
