@@ -133,6 +133,7 @@ def backfill_row_tracking(
             progress=progress,
             max_conflicts=max_conflicts,
             checkpoint_every=checkpoint_every,
+            stream_threshold=stream_threshold,
         )
     return backfill_loaded(
         storage,

@@ -57,6 +57,7 @@ from delta_ops.errors import CommitConflictError
 from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import list_log
 from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY
 from delta_ops.maintenance.row_tracking.commits import (
     Tally,
     commit_batch,
@@ -73,15 +74,14 @@ from delta_ops.maintenance.row_tracking.plan import (
     missing_tables,
 )
 from delta_ops.protocol.actions import ADD_SCHEMA, REMOVE_SCHEMA, file_key, file_keys
-from delta_ops.protocol.arrays import empty_table, string_array
+from delta_ops.protocol.arrays import empty_table, from_pylist, string_array
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
 
 __all__ = ["DEFAULT_CHECKPOINT_EVERY", "FOOTER_CHUNK", "backfill_streamed"]
 
-#: Backfilled files after which the streamed path checkpoints the table: 250,000 recommitted
-#: adds are about 75 MB of JSON, which a streamed load then holds decoded (~175 MB).
-DEFAULT_CHECKPOINT_EVERY = 250_000
+#: Backfilled files after which the streamed path checkpoints the table (see `options`).
+DEFAULT_CHECKPOINT_EVERY = DEFAULT_BACKFILL_CHECKPOINT_EVERY
 #: Paths whose footers are read in one Engine call during the survey.
 FOOTER_CHUNK = 50_000
 _SURVEY_COLUMNS = ("path", "stats")
@@ -97,6 +97,7 @@ def backfill_streamed(
     progress: Callable[[BackfillProgress], None] | None,
     max_conflicts: int,
     checkpoint_every: int,
+    stream_threshold: int | None = None,
 ) -> BackfillResult:
     """`backfill_row_tracking` on a streamed state (see the module docstring)."""
     tally: Tally | None = None
@@ -143,7 +144,7 @@ def backfill_streamed(
             _batches(
                 storage, base, plan, footers, tally,
                 batch_size=batch_size, common=common, engine=engine,
-                checkpoint_every=checkpoint_every,
+                checkpoint_every=checkpoint_every, stream_threshold=stream_threshold,
             )
 
 
@@ -202,6 +203,7 @@ def _batches(
     common: dict[str, Any],
     engine: Any,
     checkpoint_every: int,
+    stream_threshold: int | None,
 ) -> None:
     """Step 3: every batch of `base`'s files lacking row IDs, committed in order."""
     from delta_ops.maintenance.checkpoint import write_checkpoint
@@ -235,7 +237,11 @@ def _batches(
             since_checkpoint += kept.num_rows
             if since_checkpoint >= checkpoint_every:
                 done = write_checkpoint(
-                    storage, version=result.version, engine=engine, clock=common["clock"]
+                    storage,
+                    version=result.version,
+                    engine=engine,
+                    clock=common["clock"],
+                    stream_threshold=stream_threshold,
                 )
                 tally.checkpoints.append(done.version)
                 since_checkpoint = 0
@@ -305,7 +311,7 @@ class _FooterCounts:
             self._writer = pa.ipc.new_stream(self._sink, self._SCHEMA)
         self._writer.write_batch(
             pa.record_batch(
-                [string_array(paths), pa.array([counts[p] for p in paths], pa.int64())],
+                [string_array(paths), from_pylist([counts[p] for p in paths], pa.int64())],
                 schema=self._SCHEMA,
             )
         )
