@@ -172,7 +172,14 @@ def _survey(base: Snapshot, batch_size: int, footers: _FooterCounts) -> Backfill
             batch.extend(t.column("path").slice(0, batch_size - len(batch)).to_pylist())
         footers.add(lacking_num_records(t))
     footers.finish()
+    _release()
     return make_plan(base, str(uuid.uuid4()), missing, batch)
+
+
+def _release() -> None:
+    """Hand the pages Arrow's allocator keeps after a whole pass (or a checkpoint) back
+    to the system, so the next stage starts from what is live, not from that pass's peak."""
+    pa.default_memory_pool().release_unused()
 
 
 def _cut(tables: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
@@ -245,6 +252,7 @@ def _batches(
                 )
                 tally.checkpoints.append(done.version)
                 since_checkpoint = 0
+                _release()
             break
 
 
