@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from delta_ops.commands.common import add_table_arguments, open_table, positive_int
-from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
+from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY, DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from delta_ops.maintenance.row_tracking import BackfillProgress
@@ -34,6 +34,7 @@ def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         enable=not args.no_enable,
         progress=None if args.json or args.quiet else _report,
         engine=args.engine,
+        checkpoint_every=args.checkpoint_every,
     )
     obj = result.to_dict()
     if result.already_enabled:
@@ -51,6 +52,8 @@ def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
                 f"high-water mark   {result.high_water_mark}",
                 f"enabled           {'yes' if result.enabled else 'no'}",
                 f"versions          {', '.join(map(str, result.versions)) or '-'}",
+                f"state             {'streamed' if result.streamed else 'loaded'}",
+                f"checkpoints       {', '.join(map(str, result.checkpoints)) or '-'}",
             ]
         )
     return obj, text, 0
@@ -70,6 +73,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_BATCH_SIZE,
         metavar="N",
         help=f"most files re-committed per commit (default {DEFAULT_BATCH_SIZE})",
+    )
+    b.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=DEFAULT_BACKFILL_CHECKPOINT_EVERY,
+        metavar="N",
+        help="large (streamed) tables: checkpoint after every N backfilled files "
+        f"(default {DEFAULT_BACKFILL_CHECKPOINT_EVERY}); the stream threshold is "
+        "$DELTA_OPS_STREAM_THRESHOLD_BYTES",
     )
     b.add_argument(
         "--no-enable",

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["DEFAULT_ALL_FILES_THRESHOLD", "DEFAULT_BATCH_SIZE", "CheckpointKind"]
+__all__ = [
+    "DEFAULT_ALL_FILES_THRESHOLD",
+    "DEFAULT_BACKFILL_CHECKPOINT_EVERY",
+    "DEFAULT_BATCH_SIZE",
+    "CheckpointKind",
+]
 
 
 class CheckpointKind(str, enum.Enum):
@@ -37,3 +42,8 @@ DEFAULT_ALL_FILES_THRESHOLD = 50
 
 #: Row-tracking backfill: most files re-committed per commit.
 DEFAULT_BATCH_SIZE = 20_000
+
+#: Row-tracking backfill of a large (streamed) table: backfilled files after which the table
+#: is checkpointed. 250,000 recommitted adds are about 75 MB of JSON, which a streamed load
+#: (the next round's, a reader's, a resumed run's) would otherwise hold decoded (~175 MB).
+DEFAULT_BACKFILL_CHECKPOINT_EVERY = 250_000

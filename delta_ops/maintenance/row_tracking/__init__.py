@@ -1,0 +1,146 @@
+"""Row-tracking backfill: give every live file row IDs, then enable row tracking.
+
+Spec section: "Row Tracking" (supported vs. enabled, the `delta.rowTracking` high-water mark
+domain, "a backfill operation may be required to commit add and remove actions with the
+baseRowId field set for all data files before the table property delta.enableRowTracking
+can be set to true", materialized column names), "Table Features" (protocol upgrade),
+"Append-only Tables" (recommits with dataChange=false only rearrange).
+
+Three steps, each its own commit(s) through `delta_ops.commit.Transaction`
+(`commits.py`):
+
+1. Upgrade the protocol to support `rowTracking` and `domainMetadata` (writer version 7,
+   listing what the legacy versions imply) and assign the materialized column names.
+2. In batches of at most `batch_size` files, taken in the state's order (`plan.py` says
+   why), re-commit the live adds that lack `baseRowId` or `defaultRowCommitVersion`: same
+   file, `dataChange=false`, fresh `baseRowId`s above the high-water mark (counts from
+   stats, else from Parquet footers through the Engine, all read before anything is
+   written), `defaultRowCommitVersion` = the batch's version, and the new mark in
+   `delta.rowTracking`. Once the protocol supports row tracking, concurrent writers assign
+   row IDs themselves, so the set only shrinks; a batch that conflicts with a concurrent
+   commit is planned again.
+3. Set `delta.enableRowTracking=true` once no live file lacks row IDs.
+
+Two paths, with the same commits: a table whose checkpoint holds less than
+`log.stream.stream_threshold_bytes()` (16 MiB by default, `$DELTA_OPS_STREAM_THRESHOLD_BYTES`,
+the `stream_threshold` argument; 0 streams every table) is loaded and re-planned on a
+refreshed snapshot per batch (`loaded.py`); a larger one is streamed, its batches cut in one
+pass over the state, and checkpointed every `checkpoint_every` backfilled files
+(`streamed.py`), so memory does not grow with the table.
+
+Interrupted anywhere, a re-run picks up where the log says it stopped; on an enabled table
+it reports `already_enabled`. Planning (`plan_backfill`) is pure; `backfill_row_tracking`
+applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
+from delta_ops.log.snapshot import large_state
+from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
+from delta_ops.maintenance.row_tracking.commits import DEFAULT_MAX_CONFLICTS
+from delta_ops.maintenance.row_tracking.loaded import backfill_loaded
+from delta_ops.maintenance.row_tracking.plan import (
+    ROW_TRACKING_FEATURES,
+    BackfillPlan,
+    BackfillProgress,
+    BackfillResult,
+    plan_backfill,
+    row_counts,
+    verify_row_tracking,
+)
+from delta_ops.maintenance.row_tracking.streamed import DEFAULT_CHECKPOINT_EVERY, backfill_streamed
+from delta_ops.storage import Storage
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_CHECKPOINT_EVERY",
+    "DEFAULT_MAX_CONFLICTS",
+    "ROW_TRACKING_FEATURES",
+    "BackfillPlan",
+    "BackfillProgress",
+    "BackfillResult",
+    "backfill_row_tracking",
+    "plan_backfill",
+    "row_counts",
+    "verify_row_tracking",
+]
+
+
+def backfill_row_tracking(
+    table: Any,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    enable: bool = True,
+    engine: Any = None,
+    clock: Clock | None = None,
+    progress: Callable[[BackfillProgress], None] | None = None,
+    max_conflicts: int = DEFAULT_MAX_CONFLICTS,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    sleep: Callable[[float], None] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    stream_threshold: int | None = None,
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+) -> BackfillResult:
+    """Backfill row IDs on a table and (by default) enable row tracking.
+
+    Args:
+        table: A `Storage`, `DeltaTable` or URI.
+        batch_size: Most files re-committed per batch (default 20,000).
+        enable: Set `delta.enableRowTracking=true` at the end (False: backfill only).
+        engine: Reads Parquet footers for files whose stats lack numRecords (default
+            LocalEngine), and writes the streamed path's checkpoints.
+        clock: Milliseconds since the epoch (commit timestamps).
+        progress: Called after every commit with a `BackfillProgress`.
+        max_conflicts: Consecutive re-plans after conflicting concurrent commits before
+            giving up.
+        max_retries: Rebased retries per commit (see `Transaction`).
+        sleep: Waits between commit attempts.
+        storage_options: For a URI `table`.
+        stream_threshold: Checkpoint bytes from which the state is streamed instead of
+            loaded (default `$DELTA_OPS_STREAM_THRESHOLD_BYTES`, else 16 MiB; 0: always).
+        checkpoint_every: Streamed path: checkpoint the table after this many backfilled
+            files (default 250,000), so the backfill's own commits never pile up after the
+            checkpoint beyond that.
+
+    Returns:
+        What was done; `already_enabled` when row tracking was on before (nothing written).
+
+    Raises:
+        UnsupportedFeatureError: The table has features delta_ops cannot write; nothing
+            is written.
+        StorageError: A file lacking numRecords in its stats has no readable footer;
+            nothing is written.
+        CommitConflictError: Still conflicting after `max_conflicts` re-plans.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    storage = Storage.of(table, storage_options)
+    common = {"engine": engine, "clock": clock, "max_retries": max_retries, "sleep": sleep}
+    if large_state(storage, None, stream_threshold_bytes(stream_threshold)):
+        return backfill_streamed(
+            storage,
+            batch_size=batch_size,
+            enable=enable,
+            engine=engine,
+            common=common,
+            progress=progress,
+            max_conflicts=max_conflicts,
+            checkpoint_every=checkpoint_every,
+            stream_threshold=stream_threshold,
+        )
+    return backfill_loaded(
+        storage,
+        batch_size=batch_size,
+        enable=enable,
+        engine=engine,
+        common=common,
+        progress=progress,
+        max_conflicts=max_conflicts,
+    )
