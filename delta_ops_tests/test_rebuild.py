@@ -34,6 +34,7 @@ from delta_ops.storage import Storage
 from delta_ops_tests import test_checkpoint as tc
 from delta_ops_tests import test_replay_property as rp
 from delta_ops_tests.conftest import corpus_path
+from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 LOG = "_delta_log"
 BUCKETS = [1, 2, 7]
@@ -395,3 +396,67 @@ def test_random_histories_rebuild_as_loaded(tmp_path_factory, history, data):
             assert written["rebuilt"] == written["loaded"]
     finally:
         rb.CHUNK_BYTES = saved
+
+
+# ---- the command line --------------------------------------------------------------------------
+
+
+def test_cli_checkpoint_rebuild(tmp_path, capsys):
+    from delta_ops.cli import main
+
+    root = tmp_path / "t"
+    _json_only_table(root, 8, 10)
+    assert main(["checkpoint", str(root), "--rebuild", "--buckets", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rebuilt_buckets"] == 3 and out["version"] == 8 and not out["already_existed"]
+    assert out["num_add_files"] == load_snapshot(Storage.for_uri(str(root))).num_files
+    with pytest.raises(SystemExit) as exit_:
+        main(["checkpoint", str(root), "--rebuild", "--buckets", "0"])
+    assert exit_.value.code == 2
+    assert "must be >= 1" in capsys.readouterr().err
+
+
+# ---- Spark ---------------------------------------------------------------------------------
+
+
+SPARK_TABLES = [
+    "golden__basic-with-inserts-deletes-checkpoint",
+    "kernel-defaults__basic-dv-with-checkpoint",
+    "spark__delta-0.1.0",
+]
+
+
+@pytest.mark.spark
+def test_rebuild_on_spark_equals_local(tmp_path, monkeypatch, spark_engine):  # noqa: F811
+    """On Spark (`local[2]`) the rebuild runs in one executor task (spill, buckets, write and
+    verification there) and gives the local engine's checkpoint; the driver only advances
+    `_last_checkpoint`."""
+    tasks = []
+    real = spark_engine.map_tasks
+
+    def spy(storage_, fn, items):
+        tasks.append(fn)
+        return real(storage_, fn, items)
+
+    monkeypatch.setattr(spark_engine, "map_tasks", spy)
+    src = tmp_path / "json-only"
+    _json_only_table(src, 12, 30)
+    sources = [(str(src), None)] + [
+        (str(corpus_path(n)), n) for n in SPARK_TABLES if corpus_path(n).exists()
+    ]
+    assert len(sources) == 1 + len(SPARK_TABLES)
+    for path, name in sources:
+        got = {}
+        for where, engine in (("local", None), ("spark", spark_engine)):
+            dest = tmp_path / f"{name or 'json-only'}-{where}"
+            shutil.copytree(Path(path) / LOG, dest / LOG)
+            v = load_snapshot(Storage.for_uri(str(dest))).version
+            tc._delete_checkpoints_at(dest, v)
+            result = write_checkpoint(
+                str(dest), now_ms=tc.NOW, rebuild=True, buckets=2, engine=engine
+            )
+            assert result.rebuilt_buckets == 2 and result.last_checkpoint_updated
+            got[where] = (_checkpoint_actions(dest, result.files), result.num_add_files)
+        assert len(tasks) == 1, "the rebuild ran as one Spark task"
+        tasks.clear()
+        assert got["spark"] == got["local"], name
