@@ -62,7 +62,7 @@ from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
 from delta_ops.log.stream import BATCH_ROWS, Predicate, StreamedActions
 from delta_ops.protocol.actions import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, file_keys
-from delta_ops.protocol.arrays import from_numpy
+from delta_ops.protocol.arrays import empty_table, from_numpy, to_numpy
 from delta_ops.storage import Storage
 
 #: Environment variable overriding `DEFAULT_REBUILD_THRESHOLD_BYTES` (0: every checkpoint
@@ -164,7 +164,7 @@ class BucketedActions(StreamedActions):
         predicates: tuple[Predicate, ...] = (),
     ) -> None:
         schema = ADD_SCHEMA if kind == "add" else REMOVE_SCHEMA
-        super().__init__(storage, kind, (), version, None, schema.empty_table(), predicates)
+        super().__init__(storage, kind, (), version, None, empty_table(schema), predicates)
         self._spill = spill
         self._rows = rows
 
@@ -317,7 +317,7 @@ class _Spiller:
         version = segment.checkpoint.version
         for kind, schema in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)):
             reader = StreamedActions(
-                self.storage, kind, sources, version, None, schema.empty_table()
+                self.storage, kind, sources, version, None, empty_table(schema)
             )
             for t in reader.tables():
                 self.append(kind, t, version=version, file=segment.checkpoint.files[0].path)
@@ -387,17 +387,20 @@ def _newest_per_key(keys: pa.Array, orders: np.ndarray) -> np.ndarray:
     newest_first = np.argsort(orders, kind="stable")[::-1].astype(np.int64)
     ordered = pc.take(keys, from_numpy(newest_first))
     unique = pc.unique(ordered)
-    first = np.asarray(pc.index_in(unique, value_set=ordered).to_numpy(zero_copy_only=False))
+    first = to_numpy(pc.index_in(unique, value_set=ordered))
     winners = newest_first[first.astype(np.int64)]
     return winners[np.argsort(orders[winners], kind="stable")]
 
 
 def _independent_newest(keys: pa.Array, orders: np.ndarray) -> np.ndarray:
-    """The newest order of each key by a hash aggregation (sorted): the check's side."""
-    grouped = pa.table({"k": keys, "o": from_numpy(orders)}).group_by("k").aggregate(
-        [("o", "max")]
-    )
-    return np.sort(np.asarray(grouped.column("o_max").to_numpy()))
+    """The newest order of each key, sorted, by another route: keys dictionary-encoded,
+    then the maximum order per code (`np.maximum.at`), with no sort by order and no
+    first-occurrence search (the check's side of `_newest_per_key`)."""
+    encoded = pc.dictionary_encode(keys)
+    codes = to_numpy(encoded.indices).astype(np.int64)
+    newest = np.full(len(encoded.dictionary), -1, dtype=np.int64)
+    np.maximum.at(newest, codes, orders)
+    return np.sort(newest)
 
 
 def _reconcile_buckets(
@@ -422,7 +425,7 @@ def _reconcile_buckets(
                 a.column(_KEY).chunks + r.column(_KEY).chunks, type=pa.string()
             ))
             orders = np.concatenate([
-                a.column(_ORDER).to_numpy(), r.column(_ORDER).to_numpy()
+                to_numpy(a.column(_ORDER)), to_numpy(r.column(_ORDER))
             ]).astype(np.int64)
             winners = _newest_per_key(keys, orders)
             if not np.array_equal(np.sort(orders[winners]), _independent_newest(keys, orders)):
