@@ -403,6 +403,17 @@ def _independent_newest(keys: pa.Array, orders: np.ndarray) -> np.ndarray:
     return np.sort(newest)
 
 
+def _kept(t: pa.Table, rows: np.ndarray) -> pa.Table:
+    """The rows `rows` (ascending) of `t`: `t` itself when that is every row (a bucket
+    whose keys each appear once), else a filter, which keeps the spill's order (the order
+    of the log, as rows are appended in it)."""
+    if len(rows) == t.num_rows:
+        return t
+    mask = np.zeros(t.num_rows, dtype=bool)
+    mask[rows] = True
+    return t.filter(from_numpy(mask))
+
+
 def _reconcile_buckets(
     spiller: _Spiller, table: str, version: int, summary: RebuildSummary
 ) -> tuple[BucketSpill, BucketSpill]:
@@ -435,10 +446,8 @@ def _reconcile_buckets(
                     table=table, version=version,
                 )
             del keys
-            add_rows = winners[winners < n_a]
-            rm_rows = winners[winners >= n_a] - n_a
-            live = a.drop_columns([_KEY, _ORDER]).take(from_numpy(add_rows))
-            tombs = r.drop_columns([_KEY, _ORDER]).take(from_numpy(rm_rows))
+            live = _kept(a.drop_columns([_KEY, _ORDER]), winners[winners < n_a])
+            tombs = _kept(r.drop_columns([_KEY, _ORDER]), winners[winners >= n_a] - n_a)
             del a, r
             summary.live_files += live.num_rows
             summary.tombstones += tombs.num_rows
