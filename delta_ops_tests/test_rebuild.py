@@ -209,6 +209,14 @@ def test_bucket_count_follows_the_log_size(tmp_path, monkeypatch):
     monkeypatch.setattr(rb, "ACTIONS_PER_BUCKET", 10)
     assert rb.bucket_count(segment) > 3
     assert rb.bucket_count(segment, 5) == 5
+    # With a checkpoint, its own count of actions (from `_last_checkpoint`) is used.
+    monkeypatch.setattr(rb, "ACTIONS_PER_BUCKET", 1)
+    cp_segment = load_snapshot(
+        Storage.for_uri(str(corpus_path("golden__basic-with-inserts-deletes-checkpoint")))
+    ).segment
+    assert cp_segment.last_checkpoint is not None and cp_segment.last_checkpoint.size
+    commits = sum(d.file.size for d in cp_segment.deltas) // rb.COMMIT_BYTES_PER_ACTION
+    assert rb.bucket_count(cp_segment) == cp_segment.last_checkpoint.size + commits
     monkeypatch.setenv(rb.BUCKETS_ENV, "4")
     assert rb.bucket_count(segment) == 4
     monkeypatch.setenv(rb.BUCKETS_ENV, "four")

@@ -126,19 +126,27 @@ def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -
     return sum(d.file.size for d in segment.deltas) >= threshold_bytes
 
 
-def bucket_count(segment: LogSegment, value: int | None = None) -> int:
+def bucket_count(
+    segment: LogSegment, value: int | None = None, *, checkpoint_bytes: int | None = None
+) -> int:
     """Buckets for `segment`: `value` when given, else `$DELTA_OPS_REBUILD_BUCKETS`, else
     one per `ACTIONS_PER_BUCKET` file actions estimated from the bytes (1 to
-    `MAX_BUCKETS`)."""
+    `MAX_BUCKETS`): the commits' at `COMMIT_BYTES_PER_ACTION`, the checkpoint's by the
+    count `_last_checkpoint` gives for it, else at `CHECKPOINT_BYTES_PER_ACTION` of
+    `checkpoint_bytes` (parts and sidecars, `CheckpointContent.source_bytes`; default: the
+    parts' sizes)."""
     fixed = value if value is not None else _env_int(BUCKETS_ENV)
     if fixed:
         return int(fixed)
     estimate = sum(d.file.size for d in segment.deltas) // COMMIT_BYTES_PER_ACTION
     if segment.checkpoint is not None:
-        cp_bytes = sum(info.size for info in segment.checkpoint.files)
-        if segment.last_checkpoint is not None and segment.last_checkpoint.size:
-            estimate += int(segment.last_checkpoint.size)
-        estimate += cp_bytes // CHECKPOINT_BYTES_PER_ACTION
+        hint = segment.last_checkpoint
+        if hint is not None and hint.version == segment.checkpoint.version and hint.size:
+            estimate += int(hint.size)  # the checkpoint's own count of actions
+        else:
+            if checkpoint_bytes is None:
+                checkpoint_bytes = sum(info.size for info in segment.checkpoint.files)
+            estimate += checkpoint_bytes // CHECKPOINT_BYTES_PER_ACTION
     return max(1, min(MAX_BUCKETS, math.ceil(estimate / ACTIONS_PER_BUCKET)))
 
 
@@ -475,14 +483,14 @@ def _read_segment(
     storage: Storage, segment: LogSegment, buckets: int | None
 ) -> Rebuilt:
     table = storage.root
-    b = bucket_count(segment, buckets)
+    cp = (
+        None if segment.checkpoint is None
+        else read_checkpoint(storage, segment.checkpoint, file_actions=False)
+    )
+    b = bucket_count(segment, buckets, checkpoint_bytes=None if cp is None else cp.source_bytes)
     summary = RebuildSummary(buckets=b)
     spiller = _Spiller(storage, b)
     try:
-        cp = (
-            None if segment.checkpoint is None
-            else read_checkpoint(storage, segment.checkpoint, file_actions=False)
-        )
         hint = [] if cp is None or cp.metadata is None else list(cp.metadata.partition_columns)
         if cp is not None:
             spiller.checkpoint(segment, cp.file_sources)
