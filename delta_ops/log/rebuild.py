@@ -74,9 +74,9 @@ THRESHOLD_ENV = "DELTA_OPS_REBUILD_THRESHOLD_BYTES"
 DEFAULT_REBUILD_THRESHOLD_BYTES = 64 * 1024 * 1024
 #: Environment variable fixing the bucket count (tests use it).
 BUCKETS_ENV = "DELTA_OPS_REBUILD_BUCKETS"
-#: Estimated file actions per bucket: a bucket of 500,000 actions with short statistics
-#: reconciles in about 300 MB.
-ACTIONS_PER_BUCKET = 500_000
+#: Estimated file actions per bucket: a bucket of 250,000 actions with short statistics
+#: reconciles in about 150 MB, under what the streamed writer itself takes (~450 MB).
+ACTIONS_PER_BUCKET = 250_000
 MAX_BUCKETS = 1024
 #: Bytes per file action, to estimate the count without reading: a checkpoint holds 30 to
 #: 60 bytes per action with short statistics (hundreds with wide ones), a commit 250 to
