@@ -98,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--buckets",
         type=_positive,
         metavar="B",
-        help="rebuild: the number of buckets (default: one per 500,000 file actions "
+        help="rebuild: the number of buckets (default: one per 250,000 file actions "
         "estimated from the log's size)",
     )
     p.set_defaults(handler=_cmd_checkpoint)

@@ -303,7 +303,7 @@ def write_checkpoint(
             the log has no usable checkpoint and its commits reach `rebuild_threshold`.
         rebuild_threshold: commits' JSON bytes from which `rebuild=None` rebuilds (0:
             every table).
-        buckets: the bucket count of a rebuild (default: one per 500,000 file actions
+        buckets: the bucket count of a rebuild (default: one per 250,000 file actions
             estimated from the log's bytes, or `$DELTA_OPS_REBUILD_BUCKETS`).
 
     Returns:
