@@ -468,3 +468,27 @@ def test_rebuild_on_spark_equals_local(tmp_path, monkeypatch, spark_engine):  # 
         assert len(tasks) == 1, "the rebuild ran as one Spark task"
         tasks.clear()
         assert got["spark"] == got["local"], name
+
+
+def test_the_latest_version_counts_compactions(tmp_path):
+    """Commits 2 and 3 cleaned up after a compaction covers them: the latest version is 3
+    and the rebuild reads the compaction (it must not rebuild version 1, the last commit
+    left)."""
+    root = tmp_path / "t"
+    log = root / LOG
+    log.mkdir(parents=True)
+    commits = [[{"protocol": rp.PROTOCOL}, {"metaData": rp.METADATA}]]
+    commits += [[rp._to_json(("add", "part-000.parquet", 0, v, False), root, v)] for v in (1, 2, 3)]
+    for v, objs in enumerate(commits):
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(o) for o in objs) + "\n")
+    lines = rp._spec_compaction(commits, 2, 3, root)
+    (log / f"{2:020d}.{3:020d}.compacted.json").write_text(
+        "".join(json.dumps(o) + "\n" for o in lines)
+    )
+    for v in (2, 3):
+        (log / f"{v:020d}.json").unlink()
+    with rb.rebuild_snapshot(Storage.for_uri(str(root)), buckets=2) as rebuilt:
+        assert rebuilt.snapshot.version == 3
+        assert _rows_dicts(rebuilt.snapshot.files)[0]["size"] == 3
+    result = write_checkpoint(str(root), now_ms=tc.NOW, rebuild=True)
+    assert result.version == 3 and result.cross_check.startswith("unavailable")

@@ -557,6 +557,12 @@ def rebuild_snapshot(
     def read(segment: LogSegment) -> Rebuilt:
         return _read_segment(storage, segment, buckets)
 
+    if version is None:
+        # The latest version as every reader sees it (compactions included): a log whose
+        # last commits were cleaned up after a compaction must not be rebuilt at the
+        # version of its last remaining commit.
+        version = build_log_segment(storage).version
+
     try:
         _, rebuilt = read_with_usable_checkpoint(
             storage, read, version=version, use_compactions=False
