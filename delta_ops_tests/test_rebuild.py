@@ -492,3 +492,5 @@ def test_the_latest_version_counts_compactions(tmp_path):
         assert _rows_dicts(rebuilt.snapshot.files)[0]["size"] == 3
     result = write_checkpoint(str(root), now_ms=tc.NOW, rebuild=True)
     assert result.version == 3 and result.cross_check.startswith("unavailable")
+    # The streamed state (the incremental path) reads the same latest version.
+    assert load_snapshot(Storage.for_uri(str(root)), stream=True).version == 3
