@@ -15,6 +15,14 @@ For each size:
   (`DELTA_OPS_VACUUM_PARTITION_FILES` set beyond the table) against deltalake again.
 - `crc compute --full` (the checksum of version 101 from the whole state); no deltalake
   counterpart.
+- `rebuild`: `checkpoint --rebuild` (the same version, its whole state reconciled by bucket
+  from the old checkpoint and the commits, `log.rebuild`) vs deltalake's
+  `create_checkpoint()`, alternating, the log restored before every process.
+- `json-first`: the first checkpoint of a log of commits only (`big_tables.json_table`: N
+  adds with statistics over 100 JSON commits, about 330 bytes each, no checkpoint), which
+  `checkpoint` rebuilds by bucket because its commits pass 64 MiB, vs deltalake's
+  `create_checkpoint()`; `json-first-memory` runs the same with the rebuild threshold set
+  beyond the log (the commits reconciled in memory, as before the rebuild existed).
 
 Each row also has RSS per live file (peak RSS / N, interpreter included). Medians of the
 wall times, the largest peak RSS. Before timing, delta_ops and deltalake load the table once
@@ -22,7 +30,7 @@ wall times, the largest peak RSS. Before timing, delta_ops and deltalake load th
 
 Sizes: `BENCH_SCALE_SIZES` (comma-separated, `1M,3M,10M` or plain numbers; default `1M`, so
 `make bench` stays reasonable); `BENCH_SCALE_OPS` (default `checkpoint,vacuum,crc`; also
-`vacuum-memory`);
+`vacuum-memory`, `rebuild`, `json-first`, `json-first-memory`);
 `BENCH_SCALE_REPEATS` (default 3); placeholder files for
 sizes up to `BENCH_SCALE_FILES_MAX` (default 3M). Generating a table takes about 25 s per
 million files with placeholders (once; kept under benchmarks/data/).
@@ -34,12 +42,20 @@ import os
 import statistics
 
 from benchmarks.bench_startup import _CHECKPOINT, _VACUUM, delta_ops, deltalake
-from benchmarks.big_tables import big_table, check_same, restore_log
+from benchmarks.big_tables import (
+    big_table,
+    check_same,
+    json_table,
+    restore_json_log,
+    restore_log,
+)
 from benchmarks.harness import compare_processes, measure_process, print_rows
 
 #: VACUUM's in-memory path whatever the table's size (`env` execs the command: the process
 #: measured is still delta-ops).
 _IN_MEMORY = ["env", "DELTA_OPS_VACUUM_PARTITION_FILES=1000000000000000"]
+#: The commits of a JSON-only log reconciled in memory (no rebuild by bucket).
+_NO_REBUILD = ["env", "DELTA_OPS_REBUILD_THRESHOLD_BYTES=1000000000000000"]
 
 
 def _count(text: str) -> int:
@@ -79,18 +95,49 @@ def files_max() -> int:
     return _count(os.environ.get("BENCH_SCALE_FILES_MAX", "3M"))
 
 
+def _json_first(n: int, label: str, ops: list[str], repeats: int) -> list[dict]:
+    """The first checkpoint of a log of n files in JSON commits: rebuilt by bucket (the
+    default above 64 MiB of commits) and, with `json-first-memory`, in memory."""
+    wanted = [op for op in ("json-first", "json-first-memory") if op in ops]
+    if not wanted:
+        return []
+    root = json_table(n)
+    p = str(root)
+
+    def restore(root=root) -> None:
+        restore_json_log(root)
+
+    rows = []
+    try:
+        for op in wanted:
+            ours = delta_ops("checkpoint", p)
+            name = f"first checkpoint of JSON {label}"
+            if op == "json-first-memory":
+                ours, name = [*_NO_REBUILD, *ours], f"{name}, in memory"
+            rows.append(_per_file(compare_processes(
+                name, ours, deltalake(_CHECKPOINT, p), repeats=repeats, goal_time_ratio=0.5,
+                before_each=restore,
+            ), n))
+    finally:
+        restore()
+    return rows
+
+
 def main(repeats: int | None = None) -> list[dict]:
     repeats = repeats or int(os.environ.get("BENCH_SCALE_REPEATS", "3"))
     most_files = files_max()
     ops = os.environ.get("BENCH_SCALE_OPS", "checkpoint,vacuum,crc").split(",")
     rows = []
     for n in sizes():
+        label = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else str(n)
+        rows += _json_first(n, label, ops, repeats)
+        if not {"checkpoint", "vacuum", "vacuum-memory", "crc", "rebuild"} & set(ops):
+            continue
         with_files = n <= most_files
         root = big_table(n, with_files=with_files)
         restore_log(root, n)  # also after an interrupted run
         check_same(root, n)
         p = str(root)
-        label = f"{n // 1_000_000}M" if n % 1_000_000 == 0 else str(n)
 
         def restore(root=root, n=n) -> None:
             restore_log(root, n)
@@ -99,6 +146,15 @@ def main(repeats: int | None = None) -> list[dict]:
             try:
                 rows.append(_per_file(compare_processes(
                     f"checkpoint {label}", delta_ops("checkpoint", p),
+                    deltalake(_CHECKPOINT, p), repeats=repeats, goal_time_ratio=0.5,
+                    before_each=restore,
+                ), n))
+            finally:
+                restore()
+        if "rebuild" in ops:
+            try:
+                rows.append(_per_file(compare_processes(
+                    f"checkpoint --rebuild {label}", delta_ops("checkpoint", "--rebuild", p),
                     deltalake(_CHECKPOINT, p), repeats=repeats, goal_time_ratio=0.5,
                     before_each=restore,
                 ), n))

@@ -221,6 +221,81 @@ def restore_log(root: Path, n: int) -> None:
     (log / "_last_checkpoint").write_bytes(_last_checkpoint(log, n))
 
 
+# ---- a log of commits only (the first checkpoint of a large JSON log) -----------------------
+
+#: Commits of a JSON-only table (version 0 holds protocol and metadata only).
+JSON_COMMITS = 100
+#: Files each JSON commit after the first removes (from the commit before it) and re-adds.
+JSON_CHURN = 100
+
+
+def json_table_root(n: int) -> Path:
+    return DATA / f"json_{n}"
+
+
+def _json_commit(commit: int, n: int) -> str:
+    """Commit `commit + 1`: its share of the n adds; after the first, also 100 removes of
+    the previous commit's files and 100 new adds, so the table keeps n live files."""
+    version = commit + 1
+    ts = T0 + version * 1000
+    per = n // JSON_COMMITS
+    lines = [json.dumps({"commitInfo": {"timestamp": ts, "operation": "WRITE"}})]
+    if commit:
+        step = per // JSON_CHURN
+        for j in range(JSON_CHURN):
+            i = (commit - 1) * per + j * step
+            lines.append(
+                f'{{"remove":{{"path":"{_path(i)}","deletionTimestamp":{ts},"dataChange":true,'
+                f'"extendedFileMetadata":true,"partitionValues":{{"part":"{i % PARTS}"}},'
+                f'"size":{_size(i)}}}}}'
+            )
+    extra = range(n + commit * JSON_CHURN, n + (commit + 1) * JSON_CHURN) if commit else ()
+    for i in [*range(commit * per, (commit + 1) * per), *extra]:
+        stats = _stats(i).replace('"', '\\"')
+        lines.append(
+            f'{{"add":{{"path":"{_path(i)}","partitionValues":{{"part":"{i % PARTS}"}},'
+            f'"size":{_size(i)},"modificationTime":{ts},"dataChange":true,"stats":"{stats}"}}}}'
+        )
+    return "\n".join(lines) + "\n"
+
+
+def json_table(n: int) -> Path:
+    """A table of `n` live files whose log is commits only, no checkpoint (created once;
+    returns its root): version 0 (protocol, metadata), then `JSON_COMMITS` commits of n/100
+    adds each with statistics, the later ones also removing 100 files of the one before
+    and adding 100 more. About 330 bytes of JSON per file."""
+    if n % JSON_COMMITS or n // JSON_COMMITS < JSON_CHURN:
+        raise ValueError(f"n must be a multiple of {JSON_COMMITS} and at least "
+                         f"{JSON_COMMITS * JSON_CHURN}")
+    root = json_table_root(n)
+    done = root.with_name(root.name + ".done")
+    if done.exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    md = _metadata(True)
+    (log / f"{0:020d}.json").write_text(
+        json.dumps({"protocol": PROTOCOL}) + "\n" + json.dumps({"metaData": md}) + "\n"
+    )
+    for commit in range(JSON_COMMITS):
+        (log / f"{commit + 1:020d}.json").write_text(_json_commit(commit, n))
+    done.write_text("")
+    return root
+
+
+def restore_json_log(root: Path) -> None:
+    """Delete what runs wrote in a JSON-only table's `_delta_log` (checkpoints, sidecars,
+    `_last_checkpoint`, .crc files), so the next run writes its first checkpoint again."""
+    generated = {f"{v:020d}.json" for v in range(JSON_COMMITS + 1)}
+    for e in (root / "_delta_log").iterdir():
+        if e.name not in generated:
+            if e.is_dir():
+                shutil.rmtree(e)
+            else:
+                e.unlink()
+
+
 _CHECK = """
 import gc, json, random, sys
 import pyarrow as pa

@@ -183,6 +183,12 @@ class CheckpointVerificationError(CheckpointError):
     """The checkpoint read back does not reproduce the snapshot; it was not published."""
 
 
+class RebuildCheckError(CheckpointVerificationError):
+    """A state reconciled by bucket (`log.rebuild`) failed its own check: a bucket's
+    winners differ from the independent aggregation, or spilled actions were lost; nothing
+    was published."""
+
+
 class UnusableCheckpointError(CorruptLogError):
     """A checkpoint cannot be read (corrupt Parquet or JSON, or a V2 checkpoint whose
     sidecar is missing); readers fall back to an older checkpoint or the commits."""

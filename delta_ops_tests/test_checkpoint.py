@@ -1085,6 +1085,7 @@ def test_cli_checkpoint_json(tmp_path, monkeypatch, capsys):
         "last_checkpoint_updated",
         "already_existed",
         "cross_check",
+        "rebuilt_buckets",
     }
     # No compaction file in this log: the commits-only segment is the independent path.
     assert obj["cross_check"].startswith("commits-only segment (commits 0..2)")

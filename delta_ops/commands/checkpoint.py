@@ -19,6 +19,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     from delta_ops.maintenance.checkpoint import write_checkpoint
 
@@ -31,6 +38,8 @@ def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]
         sidecar_actions=args.sidecar_actions,
         parts=args.parts,
         engine=args.engine,
+        rebuild=True if args.rebuild else None,
+        buckets=args.buckets,
     )
     obj = result.to_dict()
     state = "already existed" if result.already_existed else "written"
@@ -40,6 +49,8 @@ def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]
         f"{result.size_in_bytes} bytes",
         f"_last_checkpoint {'updated' if result.last_checkpoint_updated else 'unchanged'}",
     ]
+    if result.rebuilt_buckets:
+        lines.append(f"rebuilt     by bucket ({result.rebuilt_buckets} buckets)")
     lines += [f"  _delta_log/{name}" for name in result.files]
     return obj, "\n".join(lines), 0
 
@@ -73,5 +84,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         metavar="N",
         help="multi-part: number of parts (implies --kind multi-part)",
+    )
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="reconcile the whole state (previous checkpoint and commits) from scratch, "
+        "spilled by file key to local temporary files and reconciled one bucket at a time, "
+        "instead of loading it or streaming the previous checkpoint; a log without a "
+        "checkpoint whose commits hold 64 MiB or more (DELTA_OPS_REBUILD_THRESHOLD_BYTES) "
+        "is rebuilt this way without asking",
+    )
+    p.add_argument(
+        "--buckets",
+        type=_positive,
+        metavar="B",
+        help="rebuild: the number of buckets (default: one per 250,000 file actions "
+        "estimated from the log's size)",
     )
     p.set_defaults(handler=_cmd_checkpoint)

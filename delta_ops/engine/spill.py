@@ -125,6 +125,12 @@ class BucketSpill:
             self._write(int(b), grouped.slice(start, count))
             start += count
 
+    def write_bucket(self, b: int, table: pa.Table) -> None:
+        """Append `table` (of `schema`) to bucket `b` as it is, its rows already known to
+        belong there (the output of a per-bucket step)."""
+        if table.num_rows:
+            self._write(b, table)
+
     def finish(self) -> None:
         """Close the writers (nothing more will be appended); reading does it too."""
         if not self._closed_writers:

@@ -14,7 +14,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, UnusableCheckpointError
+from delta_ops.errors import CorruptLogError, UnusableCheckpointError, VersionNotFoundError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.checkpoint_reader import read_checkpoint
 from delta_ops.log.replay import ReplayState, replay
@@ -151,11 +151,15 @@ def load_snapshot(
         return replay(storage, segment, stream=stream)
 
     if stream:
+        if version is None:
+            # The latest version counting compactions: the commits-only segment alone would
+            # stop at the last commit left when later ones were cleaned up.
+            version = build_log_segment(storage).version
         try:
             segment, state = read_with_usable_checkpoint(
                 storage, read, version=version, use_compactions=False
             )
-        except CorruptLogError:
+        except (CorruptLogError, VersionNotFoundError):
             # Commits were cleaned up and only compaction files cover them.
             segment, state = read_with_usable_checkpoint(storage, read, version=version)
     else:

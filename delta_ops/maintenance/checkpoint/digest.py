@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.maintenance.checkpoint.verify import NON_FILE_COLUMNS, _key, normalize
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
-from delta_ops.protocol.arrays import to_numpy
+from delta_ops.protocol.arrays import from_numpy, string_array, to_numpy
 
 _DV_FIELDS = [f.name for f in DELETION_VECTOR_TYPE]
 #: Stands for a null string (no path or deletion vector field holds a NUL character).
@@ -54,7 +54,7 @@ class _Field:
         if not len(arr):
             return
         if arr.null_count:
-            arr = pc.fill_null(arr, _NULL_TEXT)
+            arr = pc.fill_null(arr, string_array([_NULL_TEXT]).cast(arr.type)[0])
         if pa.types.is_large_string(arr.type):
             width, dtype = 8, np.int64
         else:
@@ -72,9 +72,12 @@ class _Field:
         if not len(arr):
             return
         if arr.null_count:
-            arr = pc.fill_null(arr, _NULL_INT)
-        # Through the values buffer: Arrow's own `to_numpy` imports pandas (0.4 s).
-        self.data.update(to_numpy(arr).astype("<i8").tobytes())
+            # A scalar taken from an array: `pa.scalar` of a Python value imports pandas.
+            arr = pc.fill_null(arr, from_numpy(np.array([_NULL_INT])).cast(arr.type)[0])
+        if arr.type != pa.int64():
+            arr = pc.cast(arr, pa.int64())
+        values = to_numpy(arr).astype("<i8")  # not Array.to_numpy: it imports pandas
+        self.data.update(values.tobytes())
 
     def value(self) -> bytes:
         return self.lengths.digest() + self.data.digest()
@@ -104,7 +107,7 @@ class _Kind:
         present = pc.is_valid(dv)
         for i, f in enumerate(DELETION_VECTOR_TYPE):
             child = dv.field(i)
-            child = pc.if_else(present, child, pa.scalar(None, f.type))
+            child = pc.if_else(present, child, pa.nulls(len(child), f.type))
             if pa.types.is_string(f.type):
                 self.dv[f.name].strings(child)
             else:

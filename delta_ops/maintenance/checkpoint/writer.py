@@ -44,7 +44,8 @@ import pyarrow as pa
 
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
-from delta_ops.errors import CheckpointVerificationError
+from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
+from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
 from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
 from delta_ops.log.stream import stream_threshold_bytes
 from delta_ops.maintenance.checkpoint import actions as act
@@ -97,6 +98,8 @@ class CheckpointResult:
             independent replay (previous checkpoint + commits) when the snapshot was read
             through compaction files, the commits-only segment itself otherwise, or
             `unavailable (...)` when commits a compaction covers were cleaned up.
+        rebuilt_buckets: the number of buckets the state was reconciled in when it was
+            rebuilt by bucket (`log.rebuild`), 0 when it was loaded or streamed.
     """
 
     version: int
@@ -108,6 +111,7 @@ class CheckpointResult:
     last_checkpoint_updated: bool
     already_existed: bool
     cross_check: str = ""
+    rebuilt_buckets: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -258,13 +262,22 @@ def write_checkpoint(
     engine: Engine | None = None,
     storage_options: Mapping[str, Any] | None = None,
     stream_threshold: int | None = None,
+    rebuild: bool | None = None,
+    rebuild_threshold: int | None = None,
+    buckets: int | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of the table at `version` (latest when None).
 
     A table whose checkpoint files hold at least `stream_threshold` bytes (default
     `log.stream.DEFAULT_STREAM_THRESHOLD_BYTES`, or `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is
     checkpointed from a streamed state (`streamed.py`): the same files, in memory that does
-    not grow with the table.
+    not grow with the table. A log with no usable checkpoint whose commits hold at least
+    `rebuild_threshold` bytes of JSON (default
+    `log.rebuild.DEFAULT_REBUILD_THRESHOLD_BYTES`, 64 MiB, or
+    `$DELTA_OPS_REBUILD_THRESHOLD_BYTES`), or any table with `rebuild=True`, is rebuilt by
+    bucket (`log.rebuild`): every file action of the segment spilled by key to local
+    temporary files and reconciled one bucket at a time, then written by the streamed
+    writer; memory follows a bucket, not the table.
 
     Args:
         table_or_storage: a `DeltaTable`, a `Storage` rooted at the table, or a table URI.
@@ -285,6 +298,13 @@ def write_checkpoint(
             `_last_checkpoint`.
         storage_options: options of the table's storage when it is given by URI.
         stream_threshold: checkpoint bytes from which the state is streamed (0: always).
+        rebuild: True reconciles the whole segment (checkpoint and commits) by bucket
+            instead of loading or streaming it; False never does; None (default) does when
+            the log has no usable checkpoint and its commits reach `rebuild_threshold`.
+        rebuild_threshold: commits' JSON bytes from which `rebuild=None` rebuilds (0:
+            every table).
+        buckets: the bucket count of a rebuild (default: one per 250,000 file actions
+            estimated from the log's bytes, or `$DELTA_OPS_REBUILD_BUCKETS`).
 
     Returns:
         CheckpointResult; `already_existed` when a valid checkpoint of that kind was there.
@@ -302,15 +322,29 @@ def write_checkpoint(
     """
     storage = Storage.of(table_or_storage, storage_options)
     started = start_time(clock, now_ms, operation="write_checkpoint")
-    stream = (
+    # A JSON top-level file with every file action embedded is written from memory.
+    embedded_json = fmt == "json" and sidecar_actions == 0
+    if rebuild and embedded_json:
+        raise InvalidCheckpointRequestError(
+            "a rebuilt checkpoint cannot embed its file actions in a JSON top-level file; "
+            "use sidecars or the parquet format",
+            table=storage.root,
+            version=version,
+        )
+    if rebuild is None:
+        rebuild = not embedded_json and needs_rebuild(
+            storage, version, rebuild_threshold_bytes(rebuild_threshold)
+        )
+    stream = rebuild or (
         large_state(storage, version, stream_threshold_bytes(stream_threshold))
-        and not (fmt == "json" and sidecar_actions == 0)
+        and not embedded_json
     )
-    options = _Options(version, kind, fmt, sidecar_actions, parts, started)
+    options = _Options(version, kind, fmt, sidecar_actions, parts, started, rebuild, buckets)
     if stream and engine is not None and engine.distributed:
         # A large table on a distributed engine: the streamed writer runs in one worker
         # (temp file, verification and put there, as Delta on Spark writes a classic
-        # checkpoint from one task); this process receives the summary only.
+        # checkpoint from one task), after the rebuild's spill there too when asked;
+        # this process receives the summary only.
         task = functools.partial(_write_remotely, options)
         result, lc, replace = engine.map_tasks(storage, task, [None])[0]
     else:
@@ -333,19 +367,33 @@ class _Options:
     sidecar_actions: int | None
     parts: int | None
     now_ms: int
+    rebuild: bool = False
+    buckets: int | None = None
 
 
 def write_checkpoint_files(
     storage: Storage, options: _Options, engine: Engine, *, stream: bool
 ) -> tuple[CheckpointResult, LastCheckpoint, bool]:
     """Everything `write_checkpoint` does before `_last_checkpoint`: load (streamed when
-    `stream`), check, plan, cross-check, then find an existing checkpoint or write one.
+    `stream`, rebuilt by bucket when `options.rebuild`), check, plan, cross-check, then
+    find an existing checkpoint or write one.
 
     Returns the result (with `last_checkpoint_updated` False), the `_last_checkpoint`
     content to advance to, and whether it may replace one of the same version (not for a
     checkpoint that was already there)."""
-    started = options.now_ms
+    if options.rebuild:
+        with rebuild_snapshot(storage, options.version, buckets=options.buckets) as rebuilt:
+            return _checkpoint_snapshot(
+                storage, options, engine, rebuilt.snapshot, rebuilt.summary.buckets
+            )
     snapshot = load_snapshot(storage, options.version, stream=stream)
+    return _checkpoint_snapshot(storage, options, engine, snapshot, 0)
+
+
+def _checkpoint_snapshot(
+    storage: Storage, options: _Options, engine: Engine, snapshot: Snapshot, buckets: int
+) -> tuple[CheckpointResult, LastCheckpoint, bool]:
+    started = options.now_ms
     snapshot.ensure_supported("checkpoint")
     plan = plan_checkpoint(
         snapshot,
@@ -368,6 +416,7 @@ def write_checkpoint_files(
             last_checkpoint_updated=False,
             already_existed=True,
             cross_check=cross.note,
+            rebuilt_buckets=buckets,
         )
         return result, last_checkpoint_of(existing, plan.version), False
     written = apply_checkpoint(storage, snapshot, plan, engine)
@@ -384,6 +433,7 @@ def write_checkpoint_files(
         last_checkpoint_updated=False,
         already_existed=False,
         cross_check=cross.note,
+        rebuilt_buckets=buckets,
     )
     return result, written.last_checkpoint, True
 
@@ -391,8 +441,8 @@ def write_checkpoint_files(
 def _write_remotely(
     options: _Options, storage: Storage, _item: object
 ) -> tuple[CheckpointResult, LastCheckpoint, bool]:
-    """On a worker: `write_checkpoint_files` from a streamed state, sidecars written by a
-    local engine there."""
+    """On a worker: `write_checkpoint_files` from a streamed (or rebuilt) state, sidecars
+    written by a local engine there."""
     from delta_ops.engine.local import LocalEngine
 
     return write_checkpoint_files(storage, options, LocalEngine(), stream=True)
