@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -53,6 +51,7 @@ import pyarrow.compute as pc
 
 from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
+from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CommitConflictError
 from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import list_log
@@ -314,7 +313,8 @@ class _FooterCounts:
     def _flush(self, paths: list[str]) -> None:
         counts = footer_row_counts(self.storage, paths, engine=self.engine)
         if self._writer is None:
-            self._dir = tempfile.mkdtemp(prefix="delta-ops-backfill-")
+            self._scratch = ScratchDir("backfill")
+            self._dir = self._scratch.path
             self._sink = pa.OSFile(os.path.join(self._dir, "counts.arrows"), "wb")
             self._writer = pa.ipc.new_stream(self._sink, self._SCHEMA)
         self._writer.write_batch(
@@ -366,5 +366,5 @@ class _FooterCounts:
             self._source.close()
             self._source = None
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self._scratch.close()
             self._dir = None
