@@ -2,7 +2,8 @@
 tables of `benchmarks.big_tables`, on a `local-cluster` master.
 
 For each size and operation (`checkpoint` at version 101, from the old checkpoint and the
-commits; `crc compute --full`; `vacuum`, a dry run with a full listing of the table
+commits; `rebuild`, the same checkpoint rebuilt by bucket (`checkpoint --rebuild`, in
+one executor task); `crc compute --full`; `vacuum`, a dry run with a full listing of the table
 generated with placeholder data files, up to `BENCH_SCALE_FILES_MAX` as in `bench_scale`),
 one process runs under `/usr/bin/time` (its figure is the largest peak RSS of the
 process tree: driver, driver JVM, executors and their Python workers, whichever is
@@ -12,9 +13,9 @@ executor JVMs and the executors' Python workers. The Python driver's figure is t
 issue's goal is about (the state must not be held there).
 
 Environment: `BENCH_SCALE_SIZES` (as `bench_scale`, default `1M`), `BENCH_SCALE_OPS`
-(`checkpoint,crc`; also `vacuum`), `BENCH_SCALE_REPEATS` (default 1), `BENCH_SPARK_MASTER` (default
-`local-cluster[2,1,1024]`), `DELTA_OPS_STREAM_THRESHOLD_BYTES` (passed through: the
-default streams tables whose checkpoint holds 48 MiB or more).
+(`checkpoint,crc`; also `rebuild`, `vacuum`), `BENCH_SCALE_REPEATS` (default 1),
+`BENCH_SPARK_MASTER` (default `local-cluster[2,1,1024]`), `DELTA_OPS_STREAM_THRESHOLD_BYTES`
+(passed through: the default streams tables whose checkpoint holds 16 MiB or more).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def main() -> list[dict]:
         commands = {
             "checkpoint": ("checkpoint", str(root)),
             "crc": ("crc", "compute", "--full", str(root)),
+            "rebuild": ("checkpoint", "--rebuild", str(root)),
         }
         if "vacuum" in ops and n <= files_max():
             # VACUUM reads the log and lists N + 10,000 placeholder files; the Spark engine
