@@ -37,7 +37,6 @@ and 7).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,7 +56,13 @@ from delta_ops.log.action_replay import ActionReconciler, NonFileState, read_log
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.checkpoint_reader import _struct_array, read_checkpoint
 from delta_ops.log.commits import CommitFile, reconcile
-from delta_ops.log.replay import ReplayState, _reverses, delta_lines_oldest_first
+from delta_ops.log.reference_buckets import env_count
+from delta_ops.log.replay import (
+    ReplayState,
+    _reverses,
+    delta_lines_oldest_first,
+    fill_from_checkpoint,
+)
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
 from delta_ops.log.stream import BATCH_ROWS, Predicate, StreamedActions
@@ -91,26 +96,13 @@ _KEY = "_key"
 _ORDER = "_order"
 
 
-def _env_int(name: str) -> int | None:
-    text = os.environ.get(name)
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, not {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} cannot be negative ({value})")
-    return value
-
-
 def rebuild_threshold_bytes(value: int | None = None) -> int:
     """The commits' JSON bytes from which a log without a usable checkpoint is rebuilt by
     bucket: `value` when given, else `$DELTA_OPS_REBUILD_THRESHOLD_BYTES`, else the
     default. 0 rebuilds every table, checkpoint or not."""
     if value is not None:
         return int(value)
-    env = _env_int(THRESHOLD_ENV)
+    env = env_count(THRESHOLD_ENV)
     return DEFAULT_REBUILD_THRESHOLD_BYTES if env is None else env
 
 
@@ -135,7 +127,7 @@ def bucket_count(
     count `_last_checkpoint` gives for it, else at `CHECKPOINT_BYTES_PER_ACTION` of
     `checkpoint_bytes` (parts and sidecars, `CheckpointContent.source_bytes`; default: the
     parts' sizes)."""
-    fixed = value if value is not None else _env_int(BUCKETS_ENV)
+    fixed = value if value is not None else env_count(BUCKETS_ENV)
     if fixed:
         return int(fixed)
     estimate = sum(d.file.size for d in segment.deltas) // COMMIT_BYTES_PER_ACTION
@@ -505,14 +497,7 @@ def _read_segment(
             domains=rec.state.domains, commit_infos=rec.state.commit_infos,
         )
         if cp is not None:
-            if not rec._have_protocol and cp.protocol is not None:
-                state.protocol = cp.protocol
-            if not rec._have_metadata and cp.metadata is not None:
-                state.metadata = cp.metadata
-            for app_id, txn in cp.txns.items():
-                state.txns.setdefault(app_id, txn)
-            for domain, dm in cp.domains.items():
-                state.domains.setdefault(domain, dm)
+            fill_from_checkpoint(state, rec, cp)
         out_adds, out_removes = _reconcile_buckets(spiller, table, segment.version, summary)
     finally:
         spiller.close()

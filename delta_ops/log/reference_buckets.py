@@ -99,7 +99,9 @@ KEY_SCHEMA = pa.schema([("key", pa.string()), ("expired", pa.bool_())])
 WRITTEN_SCHEMA = pa.schema([("path", pa.string())])
 
 
-def _env_int(name: str) -> int | None:
+def env_count(name: str) -> int | None:
+    """A non-negative whole number from the environment variable `name` (None when unset
+    or empty)."""
     text = os.environ.get(name)
     if not text:
         return None
@@ -117,14 +119,14 @@ def partition_threshold(value: int | None = None) -> int:
     given, else `$DELTA_OPS_VACUUM_PARTITION_FILES`, else `DEFAULT_PARTITION_FILES`."""
     if value is not None:
         return int(value)
-    env = _env_int(THRESHOLD_ENV)
+    env = env_count(THRESHOLD_ENV)
     return DEFAULT_PARTITION_FILES if env is None else env
 
 
 def bucket_count(estimated_actions: int, value: int | None = None) -> int:
     """Buckets for a table of `estimated_actions` file actions: `value` when given, else
     `$DELTA_OPS_VACUUM_BUCKETS`, else one per `KEYS_PER_BUCKET` (1 to `MAX_BUCKETS`)."""
-    fixed = value if value is not None else _env_int(BUCKETS_ENV)
+    fixed = value if value is not None else env_count(BUCKETS_ENV)
     if fixed:
         return int(fixed)
     return max(1, min(MAX_BUCKETS, math.ceil(estimated_actions / KEYS_PER_BUCKET)))

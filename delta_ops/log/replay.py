@@ -191,6 +191,20 @@ def _replay_commits(
     return adds, removes, keys
 
 
+def fill_from_checkpoint(state: ReplayState, rec: _Reconciler, cp: CheckpointContent) -> None:
+    """Complete `state` (built from the commits after a checkpoint) with the checkpoint's
+    non-file actions: its protocol and metadata when no commit replaced them, and its txns
+    and domains where no commit named the same app id or domain."""
+    if not rec._have_protocol and cp.protocol is not None:
+        state.protocol = cp.protocol
+    if not rec._have_metadata and cp.metadata is not None:
+        state.metadata = cp.metadata
+    for app_id, txn in cp.txns.items():
+        state.txns.setdefault(app_id, txn)
+    for domain, dm in cp.domains.items():
+        state.domains.setdefault(domain, dm)
+
+
 def replay(storage: Storage, segment: LogSegment, *, stream: bool = False) -> ReplayState:
     """Reconcile the actions of `segment` into the state of `segment.version`.
 
@@ -224,14 +238,7 @@ def replay(storage: Storage, segment: LogSegment, *, stream: bool = False) -> Re
         adds, removes = empty_table(ADD_SCHEMA), empty_table(REMOVE_SCHEMA)
     state = rec.state
     if cp is not None:
-        if not rec._have_protocol and cp.protocol is not None:
-            state.protocol = cp.protocol
-        if not rec._have_metadata and cp.metadata is not None:
-            state.metadata = cp.metadata
-        for app_id, txn in cp.txns.items():
-            state.txns.setdefault(app_id, txn)
-        for domain, dm in cp.domains.items():
-            state.domains.setdefault(domain, dm)
+        fill_from_checkpoint(state, rec, cp)
         state.checkpoint_sidecars = cp.sidecars
         state.checkpoint_metadata = cp.checkpoint_metadata
         if stream:
