@@ -311,6 +311,23 @@ def test_delete_files(spark_engine_each, tmp_path):
 
 
 @pytest.mark.spark
+def test_delete_files_in_several_jobs(spark_engine_each, tmp_path, monkeypatch):
+    # Many paths are deleted by several jobs, one after the other (the driver JVM holds
+    # one job's paths at a time): the same files go, each once.
+    from delta_ops.engine.spark import engine as spark_module
+
+    monkeypatch.setattr(spark_module, "_PATHS_PER_JOB", 2)
+    a, b = copy_pair("golden__data-skipping-partition-and-data-column", tmp_path)
+    files = sorted(p for p in tree(a) if p.endswith(".parquet"))
+    doomed = files[::2] + ["missing/none.parquet"]
+    assert len(doomed) > 2 * 2  # at least three jobs
+    n_local = LocalEngine().delete_files(Storage.for_uri(str(a)), doomed)
+    assert spark_engine_each.delete_files(Storage.for_uri(str(b)), doomed) == n_local
+    assert n_local == len(files[::2])
+    assert tree(a) == tree(b)
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("name", ["golden__dv-partitioned-with-checkpoint", "spark__delta-0.1.0"])
 def test_parquet_row_counts(spark_engine_each, name):
     root = corpus_path(name)

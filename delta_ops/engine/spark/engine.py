@@ -52,6 +52,8 @@ _CALL_DDL = "i long, result binary"
 _MIN_SIZES_PER_TASK = 100_000
 #: Fewest paths per task for deletes and footer reads (smaller jobs use fewer tasks).
 _MIN_PATHS_PER_TASK = 64
+#: Most paths deleted by one Spark job (more go in several jobs, one after the other).
+_PATHS_PER_JOB = 200_000
 #: Executors run in other processes: an in-process store is invisible to them.
 _PROCESS_LOCAL_SCHEMES = frozenset({"memory"})
 
@@ -261,15 +263,21 @@ class SparkEngine(Engine):
         unique = sorted(set(paths))
         if not unique:
             return 0
-        # Contiguous runs of sorted paths keep each directory's files in few tasks (on S3
-        # a task checks a directory's keys with one listing, then DeleteObjects batches).
-        n = min(math.ceil(len(unique) / _MIN_PATHS_PER_TASK), self._max_partitions())
-        chunks = _chunks(unique, n)
-        paths = pa.table({"paths": pa.array(chunks, pa.list_(pa.string()))})
-        frame = self._frame(paths, len(chunks))
-        out = frame.mapInArrow(functools.partial(_delete_task, config), _DELETE_DDL)
-        counts = self._collect(out, "delete files", storage)
-        return int(pc.sum(counts.column("deleted")).as_py() or 0)
+        deleted = 0
+        # One job per _PATHS_PER_JOB paths: the paths reach the executors through the
+        # driver JVM (a DataFrame of local data), which then holds one job's worth.
+        for start in range(0, len(unique), _PATHS_PER_JOB):
+            part = unique[start : start + _PATHS_PER_JOB]
+            # Contiguous runs of sorted paths keep each directory's files in few tasks (on
+            # S3 a task checks a directory's keys with one listing, then DeleteObjects).
+            n = min(math.ceil(len(part) / _MIN_PATHS_PER_TASK), self._max_partitions())
+            chunks = _chunks(part, n)
+            paths = pa.table({"paths": pa.array(chunks, pa.list_(pa.string()))})
+            frame = self._frame(paths, len(chunks))
+            out = frame.mapInArrow(functools.partial(_delete_task, config), _DELETE_DDL)
+            counts = self._collect(out, "delete files", storage)
+            deleted += int(pc.sum(counts.column("deleted")).as_py() or 0)
+        return deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
         config = self._storage_config(storage)
