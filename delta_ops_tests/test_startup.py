@@ -277,3 +277,30 @@ def test_row_tracking_backfill_imports_no_pandas(name, tmp_path):
     code, files, enabled, mark = out[0].split()
     assert (code, enabled) == ("0", "True") and int(files) > 0 and int(mark) >= 0
     assert out[1] == "[]"
+
+
+@pytest.mark.parametrize("name", ["golden__dv-partitioned-with-checkpoint",
+                                  "kernel-defaults__basic-with-checkpoint"])
+def test_a_streamed_checkpoint_imports_no_pandas(name, tmp_path):
+    """The streamed writer's read-back digest takes integer columns (sizes, deletion-vector
+    offsets and cardinalities, nulls filled) through their buffers: `Array.to_numpy` and a
+    Python fill value would import pandas (0.4 s a process)."""
+    root = tmp_path / "t"
+    shutil.copytree(corpus_path(name), root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    out = _run(
+        "import contextlib, io, json, os\n"
+        "os.environ['DELTA_OPS_STREAM_THRESHOLD_BYTES'] = '0'\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['checkpoint', sys.argv[1], '--json'])\n"
+        "obj = json.loads(buf.getvalue())\n"
+        "print(code, obj['already_existed'], obj['num_add_files'])\n"
+        "print(loaded(('pandas', 'pyspark', 'dagster')))\n",
+        str(root),
+    )
+    code, existed, adds = out[0].split()
+    assert (code, existed) == ("0", "False") and int(adds) > 0  # a checkpoint was written
+    assert out[1] == "[]"

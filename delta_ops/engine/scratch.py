@@ -1,6 +1,6 @@
 """Scratch directories: where spills and checkpoint files live before they are put.
 
-A scratch directory is `delta-ops-<what>-XXXXXXXX` in the system's temp location
+A scratch directory is `delta-ops-<what>-<random suffix>` in the system's temp location
 (`tempfile.gettempdir()`, i.e. `$TMPDIR`). It holds a lock file, `.owner`, that the process
 using the directory keeps locked (`flock`, exclusive) until it removes the directory. The
 kernel releases a lock when its process ends, however it ends: a SIGKILL or the
