@@ -243,6 +243,19 @@ class SpilledReferences:
         expired = pa.concat_arrays(out)
         return expired.take(pc.array_sort_indices(expired))
 
+    def include(self, other: FileReferences) -> None:
+        """Add a reading held in memory (the staged commits' references): what it keeps is
+        kept, and its expired keys are lite mode's candidates only where nothing keeps
+        them, as `FileReferences.union` has it."""
+        reading = self._new_reading()
+        flags = np.concatenate(
+            [np.zeros(len(other.keep), bool), np.ones(len(other.expired), bool)]
+        )
+        keys = pa.concat_arrays([other.keep, other.expired])
+        reading.keys.append(pa.Table.from_arrays([keys, from_numpy(flags)], schema=KEY_SCHEMA))
+        reading.written.append(pa.Table.from_arrays([other.written], schema=WRITTEN_SCHEMA))
+        reading.finish()
+
     def close(self) -> None:
         """Remove every spill file (idempotent)."""
         readings, self._readings = self._readings, []

@@ -13,6 +13,9 @@ from enum import Enum
 
 LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
+#: Catalog-managed tables: proposed commits `<v>.<uuid>.json`, in `_delta_log` (spec
+#: "Catalog-managed tables", "Staged commit").
+STAGED_COMMITS_DIR = "_staged_commits"
 LAST_CHECKPOINT = "_last_checkpoint"
 VERSION_DIGITS = 20
 #: The largest table version: versions are Java longs in every writer (delta-spark,
@@ -165,6 +168,15 @@ def compaction_name(start: int, end: int) -> str:
     if start > end:
         raise ValueError(f"compaction start {start} is after its end {end}")
     return f"{version_prefix(start)}.{version_prefix(end)}.compacted.json"
+
+
+_STAGED = re.compile(r"^(\d{20})\.([^./]+)\.json$")
+
+
+def staged_commit_version(name: str) -> int | None:
+    """The version a staged commit named `<v>.<uuid>.json` (20 digits) proposes, else None."""
+    match = _STAGED.match(name)
+    return int(match.group(1)) if match else None
 
 
 def sidecar_path(name: str) -> str:

@@ -211,6 +211,34 @@ def relative_key(path: str, root: str) -> str | None:
     return normalize_relative(key) if relative else None
 
 
+def local_readings(path: str, root: str) -> tuple[str, ...]:
+    """Every local absolute path a reader may open for `path` under a `file` root, as
+    written: no dot segment resolved and no link followed (`..` after a link is the
+    file system's to resolve, and only it can say which file a spelling reaches). Empty
+    when the root is not local.
+
+    The readings of `reader_keys`, before any text is normalized: the path joined to the
+    root's path (decoded once, and literally: the spec's reading of a relative path, and
+    deltalake's of every path), and an absolute path or `file` URI of this host (decoded
+    once, and literally) as it stands.
+    """
+    root_loc = _root_location(root)
+    if root_loc is None or root_loc[0] != "file":
+        return ()
+    base = root_loc[1].rstrip("/")
+    scheme, rest = _classify(path)
+    forms = [path] if "%" not in path else [unquote(path), path]
+    out = [f"{base}/{form}" for form in forms]
+    if scheme == "file":
+        text = rest
+        if rest.startswith("//"):
+            authority, slash, tail = rest[2:].partition("/")
+            text = slash + tail if unquote(authority).lower() in ("", "localhost") else ""
+        if text.startswith("/"):
+            out += [unquote(text), text] if "%" in text else [text]
+    return tuple(dict.fromkeys(out))
+
+
 def file_key(path: str, dv: Mapping[str, Any] | None, root: str) -> str:
     """Reconciliation key of a file action: canonical path plus DV unique id."""
     uid = dv_unique_id(dv)

@@ -72,6 +72,17 @@ class _Backend(ABC):
         file reached without a symbolic link; missing files are no hazard."""
         return []
 
+    def real_paths(self, natives: list[str]) -> list[str | None]:
+        """The real path of the file each native path reaches (every symbolic link and
+        dot segment resolved), None when it reaches nothing; on a store without links,
+        every answer is None (a path has no spelling but its own there)."""
+        return [None] * len(natives)
+
+    def file_ids(self, natives: list[str]) -> list[tuple[int, int] | None]:
+        """(device, inode) of the file each native path reaches (links followed), None
+        when it reaches no regular file; on a store without links, every answer is None."""
+        return [None] * len(natives)
+
     @abstractmethod
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         """(name, size, mtime_ms) of the files directly inside `native_dir`."""

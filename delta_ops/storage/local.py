@@ -82,6 +82,43 @@ class _LocalBackend(_Backend):
                 out.append((rel, problem))
         return out
 
+    def real_paths(self, natives: list[str]) -> list[str | None]:
+        # The directory's real path once per directory; the last component resolved only
+        # when it is a link itself. A missing component reaches nothing; any other
+        # failure (no permission, a loop) leaves the identity unknown: OSError.
+        dirs: dict[str, str | None] = {}
+        out: list[str | None] = []
+        for native in natives:
+            head, _, name = native.rpartition("/")
+            if name in ("", ".", ".."):
+                out.append(_strict_realpath(native))  # a directory
+                continue
+            if head not in dirs:
+                dirs[head] = _strict_realpath(head or "/")
+            real_dir = dirs[head]
+            if real_dir is None:
+                out.append(None)
+                continue
+            full = f"{real_dir.rstrip('/')}/{name}"
+            try:
+                is_link = stat.S_ISLNK(os.lstat(full).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(None)
+                continue
+            out.append(_strict_realpath(full) if is_link else full)
+        return out
+
+    def file_ids(self, natives: list[str]) -> list[tuple[int, int] | None]:
+        out: list[tuple[int, int] | None] = []
+        for native in natives:
+            try:
+                st = os.stat(native)
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(None)
+                continue
+            out.append((st.st_dev, st.st_ino) if _is_regular(st.st_mode) else None)
+        return out
+
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         out: list[tuple[str, int, int]] = []
         if self._linked_top(native_dir):
@@ -360,6 +397,15 @@ def _raise_unless_missing(exc: OSError) -> None:
     """os.walk error handler: a directory deleted while walking is fine, others are not."""
     if not isinstance(exc, FileNotFoundError):
         raise exc
+
+
+def _strict_realpath(path: str) -> str | None:
+    """`os.path.realpath` that resolves every link or says why it cannot: None when a
+    component is missing (nothing is there); OSError for anything else."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def _unlink_quietly(path: str) -> None:

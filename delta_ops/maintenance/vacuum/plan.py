@@ -24,12 +24,14 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
-from delta_ops.errors import RetentionError
+from delta_ops.errors import CorruptLogError, RetentionError, StorageError, UnsafeDeletionError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.reference_buckets import SpilledReferences, read_references
 from delta_ops.log.references import FileReferences, read_deltas
 from delta_ops.log.segment import LogSegment
+from delta_ops.log.staged_commits import STAGED_DIR, staged_references
+from delta_ops.maintenance.vacuum.aliases import reached_through_aliases
 from delta_ops.maintenance.vacuum.listing import (
     _dirs_emptied,
     _has_directories,
@@ -221,9 +223,19 @@ def plan_vacuum(
         )
         retention_ms = int(retention.total_seconds() * 1000)
         delete_before = now_ms - retention_ms
+        staged = _staged(storage, delete_before, segment.version)
         refs = read_references(
             storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets
         )
+        if len(staged.keep) or len(staged.written):
+            if isinstance(refs, SpilledReferences):
+                try:
+                    refs.include(staged)
+                except BaseException:
+                    refs.close()
+                    raise
+            else:
+                refs = refs.union(staged)
         return _LogRead(found.metadata, retention_ms, delete_before, refs)
 
     # A checkpoint that cannot be read (corrupt, or a V2 one missing a sidecar) is left
@@ -233,6 +245,37 @@ def plan_vacuum(
         return _plan(storage, segment, log, lite=lite, engine=engine)
     finally:
         log.refs.close()  # spilled references remove their files
+
+
+def _staged(storage: Storage, delete_before: int, version: int) -> FileReferences:
+    """What the staged commits protect (`log.staged_commits`), or a refusal naming the
+    file when one cannot be read: a catalog may still publish any of them."""
+    try:
+        return staged_references(storage, delete_before)
+    except (StorageError, CorruptLogError) as exc:
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: cannot read the staged commits in {STAGED_DIR} "
+            f"({exc.reason}); the catalog may still publish any of them, so the files they "
+            "reference must be kept, and which those are is unknown; nothing was deleted",
+            table=storage.root, version=version, file=exc.file or STAGED_DIR,
+        ) from exc
+
+
+def _aliased(
+    storage: Storage, candidates: list[str], refs: FileReferences | SpilledReferences,
+    version: int,
+) -> set[str]:
+    """The candidates a referenced path reaches through another spelling of a directory
+    (`aliases.reached_through_aliases`), or a refusal when that cannot be told."""
+    try:
+        return reached_through_aliases(storage, candidates, refs.written_chunks())
+    except StorageError as exc:
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: cannot tell which file a referenced path reaches "
+            f"({exc.reason}), so it cannot be proven outside the files to delete; nothing "
+            "was deleted",
+            table=storage.root, version=version, file=exc.file,
+        ) from exc
 
 
 def _plan(
@@ -248,7 +291,7 @@ def _plan(
         "delete_before": delete_before, "lite": lite,
     }
     if lite:
-        plan = _plan_lite(storage, refs, prefixes, common)
+        plan = _plan_lite(storage, refs, prefixes, common, segment.version)
         _prove_deletable(storage, plan.files, refs, version=segment.version)
         return plan
     owned = engine is None
@@ -268,6 +311,11 @@ def _plan(
     unreadable = [p[len(UNREADABLE_PREFIX):] for p in paths if p.startswith(UNREADABLE_PREFIX)]
     if unreadable:
         keep_rows = [i for i, p in enumerate(paths) if not p.startswith(UNREADABLE_PREFIX)]
+        paths = [paths[i] for i in keep_rows]
+        sizes = [sizes[i] for i in keep_rows]
+    aliased = _aliased(storage, paths, refs, segment.version)
+    if aliased:
+        keep_rows = [i for i, p in enumerate(paths) if p not in aliased]
         paths = [paths[i] for i in keep_rows]
         sizes = [sizes[i] for i in keep_rows]
     chosen, side_idx = _select(paths, prefixes)
@@ -307,11 +355,14 @@ def _plan_lite(
     refs: FileReferences | SpilledReferences,
     prefixes: tuple[str, ...],
     common: dict[str, Any],
+    version: int,
 ) -> VacuumPlan:
     candidates = [
         p for p in refs.expired_keys().to_pylist()
         if not p.startswith(f"{LOG_DIR}/") and not _hidden_path(p, prefixes)
     ]
+    aliased = _aliased(storage, candidates, refs, version)
+    candidates = [p for p in candidates if p not in aliased]
     probes = candidates + [_side_file(p) for p in candidates]
     infos: list[FileInfo | None] = []
     if probes:

@@ -5,29 +5,47 @@ link on the way: `Storage.deletion_hazards`), and unreferenced by a second, inde
 normalisation of its path and of every referenced path (decoded until nothing changes, any
 scheme and `//localhost` dropped, slashes collapsed, dot segments resolved). It shares
 nothing with `reader_keys`, which chose the candidates; any doubt refuses the whole run.
+
+Two more readings the plan also makes, made here again on their own:
+
+* the staged commits (spec "Catalog-managed tables": a catalog may still publish any of
+  them): `_delta_log/_staged_commits` is read again and its lines parsed here, line by
+  line, every `path` of an add or a remove and every deletion vector file they name taken
+  as referenced; a file that does not parse refuses the run;
+* aliases on local storage: a referenced path may reach a candidate through a symbolic
+  link or `..` after one (`aliases`, which resolved real paths, chose what to drop). Here
+  the file system's own identity of a file (device and inode, links followed: a bind
+  mount too) of each candidate is compared with that of every spelling of the referenced
+  paths that could reach it (absolute ones, and those ending in a candidate's name).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from urllib.parse import unquote
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import UnsafeDeletionError
+from delta_ops.errors import DeletionVectorError, StorageError, UnsafeDeletionError
 from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
+from delta_ops.log.staged_commits import STAGED_DIR, read_staged_commits
 from delta_ops.protocol.arrays import string_array
+from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
+from delta_ops.storage.identity import file_ids
 
 # The independent check of a plan. It shares nothing with `reader_keys`: paths are decoded
 # until nothing changes, any scheme and `//localhost` dropped, slashes collapsed, dot
 # segments resolved, and for references also taken relative to the root spelt the same way.
 _ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//localhost(?=/))?", re.IGNORECASE)
 _PLAIN = r"%|:|^/|//|(^|/)\.|/$"
+_MAY_REACH = r"%|:|^/|/\.?$"
 
 
 def _loose(text: str) -> str:
@@ -70,6 +88,129 @@ def _found_in(candidates: pa.Array, references: pa.Array) -> pa.Array:
     return pc.is_in(candidates, value_set=hits)
 
 
+def _staged_written(storage: Storage, version: int) -> pa.Array:
+    """Every path the staged commits' adds and removes name, and their DV files, read
+    here line by line (not through `log.staged_commits.staged_references`)."""
+    table = storage.root
+    try:
+        commits = read_staged_commits(storage)
+    except StorageError as exc:
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: cannot read the staged commits in {STAGED_DIR} "
+            f"({exc.reason}); nothing was deleted",
+            table=table, version=version, file=exc.file or STAGED_DIR,
+        ) from exc
+    out: list[str] = []
+    for commit in commits:
+        for n, line in enumerate(commit.data.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                action = orjson.loads(line)
+                if not isinstance(action, dict):
+                    raise ValueError("not a JSON object")
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        out += _named_by(action[kind])
+            except (ValueError, TypeError, KeyError, DeletionVectorError) as exc:
+                raise UnsafeDeletionError(
+                    f"refusing to VACUUM: line {n} of a staged commit cannot be read "
+                    f"({exc}); the catalog may still publish it, and which files it needs "
+                    "is unknown; nothing was deleted",
+                    table=table, version=version, file=commit.path,
+                ) from exc
+    return string_array(out)
+
+
+def _named_by(action: object) -> list[str]:
+    """The path of a file action and its DV file's (`u`: `<prefix>/deletion_vector_<uuid>
+    .bin` below the root; `p`: as written)."""
+    if not isinstance(action, dict) or not isinstance(action.get("path"), str):
+        raise ValueError(f"file action without a path: {action!r:.200}")
+    out = [action["path"]]
+    dv = action.get("deletionVector")
+    if isinstance(dv, dict) and isinstance(dv.get("pathOrInlineDv"), str):
+        if dv.get("storageType") == "p":
+            out.append(dv["pathOrInlineDv"])
+        elif dv.get("storageType") == "u":
+            prefix, uid = decode_uuid_path(dv["pathOrInlineDv"])
+            name = f"deletion_vector_{uid}.bin"
+            out.append(f"{prefix}/{name}" if prefix else name)
+    return out
+
+
+def _spellings(path: str) -> list[str]:
+    """Paths the file system may open for a referenced path: as written and decoded, each
+    joined to the root and, without its scheme, as an absolute path when it is one;
+    trailing empty and `.` segments dropped too."""
+    out: list[str] = []
+    for form in dict.fromkeys((path, _decoded(path))):
+        bare = _ANY_SCHEME.sub("", form)
+        for p in (form, bare) if bare.startswith("/") else (form,):
+            out.append(p)
+            trimmed = re.sub(r"(/\.?)+$", "", p)
+            if trimmed and trimmed != p:
+                out.append(trimmed)
+    return out
+
+
+def _decoded(text: str) -> str:
+    for _ in range(16):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _prove_no_alias(
+    storage: Storage, files: Sequence[str], written: Iterable[pa.Array], version: int
+) -> None:
+    """Refuse when a referenced path reaches a file of the plan by the file system's own
+    identity (device, inode), whatever its spelling (local storage; object stores have
+    no links)."""
+    if storage.scheme != "file":
+        return
+    table = storage.root
+    try:
+        ids = file_ids(storage, files)
+        by_id = {i: f for i, f in zip(ids, files, strict=True) if i is not None}
+        if not by_id:
+            return
+        names = {f.rsplit("/", 1)[-1] for f in by_id.values()}
+        name_set = string_array(sorted(names))
+        spellings: dict[str, None] = {}
+        for chunk in written:
+            chunk = chunk.cast(pa.string()).drop_null()
+            if not len(chunk):
+                continue
+            # Only paths ending in a candidate's name, or spelt in a way that may not
+            # (encoded, absolute, with a scheme, ending in a slash or dot), can reach one.
+            last = pc.replace_substring_regex(chunk, r"^.*/", "")
+            worth = pc.or_(pc.is_in(last, value_set=name_set),
+                           pc.match_substring_regex(chunk, _MAY_REACH))
+            for path in chunk.filter(worth).to_pylist():
+                absolute = path.startswith("/") or _ANY_SCHEME.match(path) is not None
+                for sp in _spellings(path):
+                    if absolute or sp.rsplit("/", 1)[-1] in names:
+                        spellings[sp] = None
+        found = file_ids(storage, list(spellings))
+    except StorageError as exc:
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: cannot tell which file a referenced path reaches "
+            f"({exc.reason}); nothing was deleted",
+            table=table, version=version, file=exc.file,
+        ) from exc
+    for spelling, fid in zip(spellings, found, strict=True):
+        if fid is not None and fid in by_id:
+            raise UnsafeDeletionError(
+                f"refusing to VACUUM: the file chosen for deletion {by_id[fid]!r} is the "
+                f"file the log's path {spelling!r} reaches (another spelling of its "
+                "directory: a symbolic link, `..` or a mount); nothing was deleted",
+                table=table, version=version, file=by_id[fid],
+            )
+
+
 def _prove_deletable(
     storage: Storage,
     files: Sequence[str],
@@ -102,6 +243,9 @@ def _prove_deletable(
         named = pc.or_(named, _found_in(candidates, keep))
     for written in refs.written_chunks():
         named = pc.or_(named, _found_in(loose, _loose_references(written, table)))
+    staged = _staged_written(storage, version)
+    named = pc.or_(named, _found_in(candidates, staged))
+    named = pc.or_(named, _found_in(loose, _loose_references(staged, table)))
     if pc.any(named).as_py():
         clash = candidates.filter(named).to_pylist()
         raise UnsafeDeletionError(
@@ -110,6 +254,7 @@ def _prove_deletable(
             f"{clash[0]!r}); nothing was deleted",
             table=table, version=version, file=clash[0],
         )
+    _prove_no_alias(storage, files, chain(refs.written_chunks(), [staged]), version)
     hazards = storage.deletion_hazards(files)
     if hazards:
         path, reason = hazards[0]

@@ -1,0 +1,88 @@
+"""VACUUM's candidates that a referenced path reaches through another spelling of a
+directory: a symbolic link, `..` after a link, the root given through a link while the
+log spells the real path (or the other way round).
+
+Spec section: "Add File and Remove File" (a path is relative to the table root, or an
+absolute URI). The listing never follows links and the one path identity
+(`protocol.path_identity`) compares text, so `file:///t/link/a.parquet` with
+`link -> real` protects the key `link/a.parquet`, while the file it reaches lists as
+`real/a.parquet`. Only the file system can say which file a spelling reaches: each local
+reading of a referenced path (`path_identity.local_readings`) is resolved
+(`storage.identity.real_keys`: every link, the last component's too, and dot segments)
+and taken relative to the root's own real path. Which readings are resolved: every
+reading of an absolute path, and of a relative one those whose last name is a
+candidate's (only a link could make them reach a candidate; a relative path whose last
+component is itself a link to a file of another name is not looked at). Object stores
+have no links; their scheme spellings (`s3a://`, `s3://`) are the path identity's.
+
+The plan drops what this finds; the proof (`proof._prove_no_alias`) checks the plan again
+by the file system's own identity of a file (device and inode), sharing nothing with this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.protocol.arrays import string_array
+from delta_ops.protocol.path_identity import is_absolute, local_readings
+from delta_ops.storage import Storage
+from delta_ops.storage.identity import real_keys
+
+#: Paths that may not name their file by their plain last segment, or may be absolute.
+_ODD = r"%|^/|^[A-Za-z][A-Za-z0-9+.\-]+:|/\.?$"
+
+
+def _selected(written: pa.Array, names: pa.Array) -> list[str]:
+    """The written paths worth resolving: absolute ones, encoded or oddly ending ones,
+    and those whose last segment is a candidate's name."""
+    written = written.cast(pa.string()).drop_null()
+    if not len(written):
+        return []
+    last = pc.replace_substring_regex(written, r"^.*/", "")
+    mask = pc.or_(pc.is_in(last, value_set=names), pc.match_substring_regex(written, _ODD))
+    return written.filter(mask).to_pylist()
+
+
+def reached_through_aliases(
+    storage: Storage, candidates: Sequence[str], written_chunks: Iterable[pa.Array]
+) -> set[str]:
+    """The candidates some referenced path reaches once the file system resolves it.
+
+    Args:
+        storage: The table's storage.
+        candidates: Listing keys VACUUM would delete.
+        written_chunks: The referenced paths as written (the log's and the staged
+            commits'), in pieces.
+
+    Raises:
+        StorageError: A referenced path's identity cannot be established (no permission
+            to look, a loop of links): VACUUM refuses.
+    """
+    if storage.scheme != "file" or not candidates:
+        return set()
+    wanted = set(candidates)
+    names = {c.rsplit("/", 1)[-1] for c in candidates}
+    names_array = string_array(sorted(names))
+    root = storage.root
+    spellings: dict[str, None] = {}
+    for written in written_chunks:
+        for path in _selected(written, names_array):
+            absolute = is_absolute(path)
+            for reading in local_readings(path, root):
+                for form in _trimmed(reading):
+                    if absolute or form.rsplit("/", 1)[-1] in names:
+                        spellings[form] = None
+    keys = real_keys(storage, list(spellings))
+    return {k for k in keys if k is not None and k in wanted}
+
+
+def _trimmed(reading: str) -> tuple[str, ...]:
+    """The reading, and without trailing empty and `.` segments (a reader that
+    normalizes first opens the file `a/x/.` names)."""
+    trimmed = reading
+    while trimmed.endswith(("/", "/.")):
+        trimmed = trimmed[:-1] if trimmed.endswith("/") else trimmed[:-2]
+    return (reading,) if trimmed == reading or not trimmed else (reading, trimmed)
