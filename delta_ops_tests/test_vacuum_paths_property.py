@@ -11,6 +11,15 @@ symbolic link from inside the root to a directory outside it. A dry run and a re
 agree, delete only unreferenced files, and leave everything outside the root as it was.
 The run may also refuse as a whole (`UnsafeDeletionError`), and then nothing is deleted.
 A second property adds what deltalake opens (where it can open the table) to what must stay.
+
+Aliases of the root (issue 22): live files may also be spelt through a second link to
+the root, a link to an ancestor of the root, `..` after a link whose target lies elsewhere
+(`base/deep/..` is the root to the file system, `base` to the text), or a link to one of
+the root's own directories (relative); and the root itself may be given through a linked
+ancestor while the adds spell the real path. Catalog-managed tables (issue 22): files
+added only by staged commits (`_delta_log/_staged_commits`, versions at, below and above
+the latest published one) and live files removed by a staged commit must stay; a
+malformed staged commit must make the run refuse.
 """
 
 from __future__ import annotations
@@ -45,13 +54,32 @@ names = st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join).f
 )
 rel_paths = st.lists(names, min_size=1, max_size=3).map(lambda parts: "/".join(parts))
 SPELLINGS = ["rel_encoded", "rel_raw", "abs_path", "file_one", "file_three", "file_localhost",
-             "file_double_slash", "rel_double_slash", "encoded_keep_colon"]
+             "file_double_slash", "rel_double_slash", "encoded_keep_colon",
+             "abs_via_root_link", "file_via_ancestor_link", "abs_dotdot_after_link",
+             "rel_via_inner_link"]
+ROLES = ["live", "live", "removed_recent", "removed_expired", "orphan", "staged_add",
+         "staged_removed"]
+#: Versions of staged commits: at and below the latest published one (1), and above it.
+STAGED_VERSIONS = [0, 1, 2, 7]
+#: Links beside the root (`base/tables/<root>`): to the root, to its parent, and to its
+#: `_delta_log` (so that `deep/..` is the root to the file system).
+ROOT_LINK, ANCESTOR_LINK, DEEP_LINK = "rootlink", "tableslink", "deep"
 
 
 def spell(kind: str, rel: str, root: Path) -> str:
     """`rel` (a path on disk below `root`) as a writer might put it in an add."""
     enc_root = quote(str(root))
     enc = quote(rel)
+    base = root.parent.parent
+    if kind == "abs_via_root_link":
+        return f"{quote(str(base / ROOT_LINK))}/{enc}"
+    if kind == "file_via_ancestor_link":
+        return f"file://{quote(str(base / ANCESTOR_LINK))}/{quote(root.name)}/{enc}"
+    if kind == "abs_dotdot_after_link":
+        return f"{quote(str(base / DEEP_LINK))}/../{enc}"
+    if kind == "rel_via_inner_link":
+        head, _, tail = rel.partition("/")
+        return f"_in_{quote(head)}/{quote(tail)}" if tail else enc
     return {
         "rel_encoded": enc,
         "rel_raw": rel,
@@ -72,22 +100,47 @@ def tables(draw):
     # No path may be a directory of another.
     dirs = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
     paths = [p for p in paths if p not in dirs]
-    roles = draw(st.lists(
-        st.sampled_from(["live", "live", "removed_recent", "removed_expired", "orphan"]),
-        min_size=len(paths), max_size=len(paths),
-    ))
+    roles = draw(st.lists(st.sampled_from(ROLES), min_size=len(paths), max_size=len(paths)))
     kinds = draw(st.lists(st.sampled_from(SPELLINGS), min_size=len(paths), max_size=len(paths)))
+    staged = draw(st.lists(st.sampled_from(STAGED_VERSIONS), min_size=len(paths),
+                           max_size=len(paths)))
     link = draw(st.booleans())
-    return root_name, list(zip(paths, roles, kinds, strict=True)), link
+    extra = {
+        "root_via_ancestor_link": draw(st.booleans()),
+        "catalog": draw(st.booleans()),
+        "broken_staged": draw(st.integers(0, 9)) == 0,
+    }
+    return root_name, list(zip(paths, roles, kinds, staged, strict=True)), link, extra
+
+
+def vacuum_root(base: Path, spec) -> Path:
+    """The root as VACUUM is given it: the real path, or through a link to its parent."""
+    root_name, _entries, _link, extra = spec
+    parent = ANCESTOR_LINK if extra["root_via_ancestor_link"] else "tables"
+    return base / parent / root_name
+
+
+def refuses(spec) -> bool:
+    """Whether VACUUM must refuse the table (a malformed staged commit)."""
+    return spec[3]["broken_staged"]
 
 
 def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]:
     """The table; (root, files that must survive, files that may go, outside files)."""
-    root_name, entries, link = spec
+    root_name, entries, link, extra = spec
     root = base / "tables" / root_name
     (root / "_delta_log").mkdir(parents=True)
+    (base / ROOT_LINK).symlink_to(root, target_is_directory=True)
+    (base / ANCESTOR_LINK).symlink_to(base / "tables", target_is_directory=True)
+    (base / DEEP_LINK).symlink_to(root / "_delta_log", target_is_directory=True)
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    if extra["catalog"]:
+        protocol = {"minReaderVersion": 3, "minWriterVersion": 7,
+                    "readerFeatures": ["catalogManaged"],
+                    "writerFeatures": ["catalogManaged", "inCommitTimestamp"]}
+    staged: dict[int, list[dict]] = {}
     commit0 = [
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"protocol": protocol},
         {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
                       "schemaString": SCHEMA, "partitionColumns": [], "configuration": {},
                       "createdTime": OLD_MS}},
@@ -95,7 +148,7 @@ def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]
     commit1: list[dict] = []
     must_stay: set[str] = set()
     may_go: set[str] = set()
-    for rel, role, kind in entries:
+    for rel, role, kind, version in entries:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"data")
@@ -104,9 +157,23 @@ def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]
             may_go.add(rel)
             continue
         written = spell(kind, rel, root)
-        commit0.append({"add": {"path": written, "partitionValues": {}, "size": 4,
-                                "modificationTime": OLD_MS, "dataChange": True}})
-        if role == "live":
+        if kind == "rel_via_inner_link" and "/" in rel:
+            inner = root / f"_in_{rel.split('/', 1)[0]}"
+            if not inner.is_symlink():
+                inner.symlink_to(root / rel.split("/", 1)[0], target_is_directory=True)
+        add = {"add": {"path": written, "partitionValues": {}, "size": 4,
+                       "modificationTime": OLD_MS, "dataChange": True}}
+        if role == "staged_add":
+            must_stay.add(rel)
+            staged.setdefault(version, []).append(add)
+            continue
+        commit0.append(add)
+        if role == "staged_removed":
+            must_stay.add(rel)
+            staged.setdefault(version, []).append(
+                {"remove": {"path": written, "deletionTimestamp": EXPIRED_MS,
+                            "dataChange": True}})
+        elif role == "live":
             must_stay.add(rel)
         elif role == "removed_recent":
             must_stay.add(rel)
@@ -119,6 +186,13 @@ def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]
     log = root / "_delta_log"
     (log / f"{0:020}.json").write_text("".join(json.dumps(a) + "\n" for a in commit0))
     (log / f"{1:020}.json").write_text("".join(json.dumps(a) + "\n" for a in commit1))
+    if staged or extra["broken_staged"]:
+        (log / "_staged_commits").mkdir()
+    for version, actions in staged.items():
+        (log / "_staged_commits" / f"{version:020}.{version}a1b2.json").write_text(
+            "".join(json.dumps(a) + "\n" for a in actions))
+    if extra["broken_staged"]:
+        (log / "_staged_commits" / f"{3:020}.partial.json").write_text('{"add": {"path": ')
     outside = base / "outside"
     for rel in ("x.parquet", "d/y.parquet", "part=1/z.parquet"):
         (outside / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -164,10 +238,12 @@ def deltalake_files(root: Path) -> set[str]:
     except Exception:  # noqa: BLE001 - deltalake cannot tell: nothing to compare
         return set()
     out = set()
+    real_root = root.resolve()
     for uri in uris:
-        path = Path(uri.removeprefix("file://"))
-        if path.is_file() and not path.is_symlink() and root in path.parents:
-            out.add(path.relative_to(root).as_posix())
+        # The file it reaches, whatever links it goes through (an alias of the root too).
+        path = Path(uri.removeprefix("file://")).resolve()
+        if path.is_file() and real_root in path.parents:
+            out.add(path.relative_to(real_root).as_posix())
     return out
 
 
@@ -181,17 +257,24 @@ def check(spec, engine=None, *, with_deltalake: bool = False) -> None:
             must_stay = must_stay | read
             may_go = may_go - read
         before = files_below(root)
+        given = str(vacuum_root(base, spec))
+        args = {"now_ms": NOW_MS, "engine": engine, "allow_catalog_managed": True}
         try:
-            dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True, engine=engine)
+            dry = vacuum(given, dry_run=True, **args)
         except UnsafeDeletionError:
-            event("refused (disagreeing normalisations)")
+            event("refused")
             with pytest.raises(UnsafeDeletionError):
-                vacuum(str(root), now_ms=NOW_MS, engine=engine)
+                vacuum(given, **args)
+            with pytest.raises(UnsafeDeletionError):
+                vacuum(given, lite=True, **args)
             assert files_below(root) == before
             assert snapshot(base, root) == outside_before
             return
+        assert not refuses(spec), "a malformed staged commit did not make VACUUM refuse"
         assert not set(dry.files) & must_stay, "a referenced file was listed for deletion"
-        result = vacuum(str(root), now_ms=NOW_MS, engine=engine)
+        lite = vacuum(given, dry_run=True, lite=True, **args)
+        assert not set(lite.files) & must_stay, "lite mode listed a referenced file"
+        result = vacuum(given, **args)
         assert result.files == dry.files
         after = files_below(root)
         assert must_stay <= after
