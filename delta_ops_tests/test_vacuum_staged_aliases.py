@@ -348,3 +348,56 @@ def test_s3_vacuum_keeps_files_added_with_another_scheme_spelling(s3_server):
     vacuum(f"s3a://{bucket_and_prefix}", now_ms=later, storage_options=s3_server.storage_options)
     assert storage.exists("a.parquet") and storage.exists("b.parquet")
     assert not storage.exists("orphan.parquet")
+
+
+# ---- metadata cleanup on a catalog-managed table ------------------------------------------
+
+
+def test_metadata_cleanup_never_touches_staged_commits_nor_what_they_build_on(tmp_path):
+    """Cleanup deletes only published log files older than its cutoff checkpoint, and
+    never lists `_staged_commits`: the staged commits (at, below and above the latest
+    published version) all stay, the checkpoint and the published commits after it (what
+    a ratified unpublished commit is published on top of) stay, and VACUUM afterwards
+    still keeps what the staged commits add."""
+    root = tmp_path / "t"
+    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": SCHEMA, "partitionColumns": [],
+                         "configuration": {"delta.enableInCommitTimestamps": "true"},
+                         "createdTime": OLD_MS}}
+    for v in range(5):
+        info = {"commitInfo": {"inCommitTimestamp": OLD_MS + v * DAY_MS, "txnId": f"t{v}"}}
+        head = [CATALOG_PROTOCOL, meta] if v == 0 else []
+        _write(root / "_delta_log" / f"{v:020}.json", [info, *head, _add(f"p{v}.parquet")])
+        _data(root, f"p{v}.parquet")
+    staged = [_staged(root, 3, [_add("p3.parquet")]),
+              _staged(root, 5, [_add("s5.parquet")]),
+              _staged(root, 6, [_add("s6.parquet"), _remove("p0.parquet")])]
+    _data(root, "s5.parquet", "s6.parquet")
+    _age(root)
+    from datetime import timedelta
+
+    from delta_ops.maintenance.cleanup import cleanup_metadata
+
+    result = cleanup_metadata(str(root), retention=timedelta(0), force_retention=True,
+                              ensure_checkpoint=True, now_ms=NOW_MS,
+                              allow_catalog_managed=True)
+    assert result.checkpoint_version == 4 and result.files  # it did clean up
+    assert all(p.exists() for p in staged)
+    assert not any("_staged_commits" in f for f in result.files)
+    assert (root / "_delta_log" / f"{4:020}.json").exists()
+    dry, real = _vacuum_both(root, allow_catalog_managed=True)
+    assert real == ()
+    assert {"s5.parquet", "s6.parquet", "p0.parquet"} <= _files(root)
+
+
+def test_help_says_what_vacuum_keeps_on_a_catalog_managed_table():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "vacuum", "--help"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "COLUMNS": "400"},
+    ).stdout
+    assert "_delta_log/_staged_commits" in out
+    assert "ratified or not" in out and "refuses" in out

@@ -69,7 +69,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--allow-catalog-managed",
         action="store_true",
         help="vacuum a catalog-managed table (catalogManaged feature): only with the "
-        "catalog's permission, since the catalog owns the table",
+        "catalog's permission, since the catalog owns the table. Kept besides what the "
+        "published commits reference: every path (and deletion vector file) any commit in "
+        "_delta_log/_staged_commits adds or removes, of any version, ratified or not (the "
+        "catalog alone knows which it will publish); an unreadable staged commit refuses "
+        "the run. Commits the catalog holds inline are protected only by the retention",
     )
     p.add_argument(
         "--lite",

@@ -20,10 +20,11 @@ can still name them with `unsupported_features`.
 What each operation does with the newer features:
 
 * catalogManaged: reads, checkpoints, log compaction and version checksums work on the
-  versions published in `_delta_log` (we never read `_staged_commits`, so only published
+  versions published in `_delta_log` (reads never use `_staged_commits`, so only published
   versions are seen); metadata cleanup and VACUUM are refused unless the caller says the
   managing catalog permits them (`permitted=`; spec "Maintenance Operations on
-  Catalog-managed Tables"); commits (the row-tracking backfill) are refused, since writers
+  Catalog-managed Tables"), and VACUUM then also keeps every file any staged commit names
+  (`log.staged_commits`); commits (the row-tracking backfill) are refused, since writers
   must commit through the catalog.
 * variantType, variantShredding, typeWidening (and their `-preview` spellings): every
   operation. They change data files and schemas, not the log's mechanics; the checkpoint

@@ -15,6 +15,14 @@ What is kept (everything else old enough below the table root is deleted):
   each path, every file a reader may open for it (`reader_keys`: the spec's reading, a URI
   or absolute path inside the root made relative, and deltalake's and the literal ones);
 * every DV file referenced by either (`u`: resolved against the root; `p`: as any path);
+* every path (and DV file) an add or a remove of any staged commit names
+  (`_delta_log/_staged_commits/<v>.<uuid>.json`, spec "Catalog-managed tables": only the
+  catalog knows which it ratified and will publish; `log.staged_commits`), whatever its
+  version; a staged commit that cannot be read refuses the run. Commits a catalog holds
+  inline are invisible here and protected only by the retention;
+* on local storage, a listed file a referenced path reaches through another spelling of
+  its directory (a symbolic link, `..` after one, the root given through a link: resolved
+  by the file system, `aliases`); a path whose target cannot be established refuses;
 * files modified less than `retention` ago (in-flight writes), from the listing's mtimes;
 * everything under `_delta_log`, and every hidden file or directory (name starting with
   `_` or `.`), except `_change_data` and partition directories (`<partition column>=...`),
@@ -28,7 +36,8 @@ anything is deleted (dry run and real run share the plan) each candidate is prov
 regular file whose real path is the root's real path joined with its own (no link on the
 way), and unreferenced by a second, independent normalisation (paths decoded until they no
 longer change, schemes dropped, slashes collapsed) of its path and of every referenced
-path; any doubt refuses the whole run (`UnsafeDeletionError`, naming table and file). A
+path, the staged commits read again on their own, and (local storage) not the file any
+spelling of a referenced path reaches by device and inode; any doubt refuses the whole run (`UnsafeDeletionError`, naming table and file). A
 file whose name is not valid UTF-8 (no log can name it) is left and reported in the
 messages. Retention is checked first: shorter than
 `delta.deletedFileRetentionDuration` is refused unless forced, and so is a
@@ -51,8 +60,9 @@ again, bucket by bucket but trusting no bucket. The plan is the in-memory path's
 Lite mode does not list storage: it considers only the files named by expired tombstones
 still in the log state (and their DV files), checking each one's existence and age.
 
-The package: `listing` (hidden names, candidates, emptied directories), `proof` (the
-independent check), `plan` (retention, the plan), `apply` (deleting; `vacuum`, `describe`).
+The package: `listing` (hidden names, candidates, emptied directories), `aliases` (what
+referenced paths reach through links), `proof` (the independent check), `plan` (retention,
+the plan), `apply` (deleting; `vacuum`, `describe`).
 """
 
 from __future__ import annotations

@@ -132,7 +132,9 @@ def vacuum(
         engine: Where listing and deleting run (default: `LocalEngine`).
         storage_options: Used when `table_or_storage` is a URI.
         allow_catalog_managed: Accept a catalog-managed table (`catalogManaged` feature):
-            only when the catalog that owns it is known not to need the files.
+            only when the catalog that owns it permits it. Every file a staged commit
+            (`_delta_log/_staged_commits`, any version) names is kept as well; commits the
+            catalog holds inline are protected only by the retention.
 
     Raises:
         ValueError: Both `clock` and `now_ms` are given.
@@ -140,7 +142,8 @@ def vacuum(
             know (nothing listed, nothing deleted); `features` names them.
         RetentionError: The retention is unsafe (see `retention_for`).
         UnsafeDeletionError: A file chosen for deletion could not be proven unreferenced
-            and inside the root (nothing deleted).
+            and inside the root, a staged commit cannot be read, or which file a
+            referenced path reaches cannot be established (nothing deleted).
         StorageError: Listing or deleting failed (a re-run finishes the job).
     """
     now = start_time(clock, now_ms, operation="vacuum")

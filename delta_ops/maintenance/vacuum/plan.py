@@ -202,7 +202,8 @@ def plan_vacuum(
             before any data directory is listed).
         RetentionError: See `retention_for`.
         UnsafeDeletionError: A chosen file cannot be proven unreferenced and inside the
-            root (nothing is deleted).
+            root, a staged commit cannot be read, or which file a referenced path reaches
+            cannot be established (nothing is deleted).
     """
     table = storage.root
 
