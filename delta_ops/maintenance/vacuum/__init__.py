@@ -37,9 +37,10 @@ regular file whose real path is the root's real path joined with its own (no lin
 way), and unreferenced by a second, independent normalisation (paths decoded until they no
 longer change, schemes dropped, slashes collapsed) of its path and of every referenced
 path, the staged commits read again on their own, and (local storage) not the file any
-spelling of a referenced path reaches by device and inode; any doubt refuses the whole run (`UnsafeDeletionError`, naming table and file). A
-file whose name is not valid UTF-8 (no log can name it) is left and reported in the
-messages. Retention is checked first: shorter than
+spelling of a referenced path reaches by device and inode; any doubt refuses the whole
+run (`UnsafeDeletionError`, naming table and file). A file whose name is not valid UTF-8
+(no log can name it) is left and reported in the messages. Retention is checked first:
+shorter than
 `delta.deletedFileRetentionDuration` is refused unless forced, and so is a
 `delta.logRetentionDuration` shorter than the retention.
 
