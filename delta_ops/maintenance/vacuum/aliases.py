@@ -10,10 +10,12 @@ absolute URI). The listing never follows links and the one path identity
 reading of a referenced path (`path_identity.local_readings`) is resolved
 (`storage.identity.real_keys`: every link, the last component's too, and dot segments)
 and taken relative to the root's own real path. Which readings are resolved: every
-reading of an absolute path, and of a relative one those whose last name is a
-candidate's (only a link could make them reach a candidate; a relative path whose last
-component is itself a link to a file of another name is not looked at). Object stores
-have no links; their scheme spellings (`s3a://`, `s3://`) are the path identity's.
+reading of an absolute path that does not spell the root as the storage does, and of
+any other path those whose last name is a candidate's (a link on the way leaves the last
+name as it is; a path below the root spelt as the storage does whose last component is
+itself a link to a file of another name is not looked at: such a link is the table's own
+file, never followed or deleted). Object stores have no links; their scheme spellings
+(`s3a://`, `s3://`) are the path identity's.
 
 The plan drops what this finds; the proof (`proof._prove_no_alias`) checks the plan again
 by the file system's own identity of a file (device and inode), sharing nothing with this.
@@ -22,28 +24,49 @@ by the file system's own identity of a file (device and inode), sharing nothing 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.protocol.arrays import string_array
-from delta_ops.protocol.path_identity import is_absolute, local_readings
+from delta_ops.protocol.path_identity import local_readings
 from delta_ops.storage import Storage
 from delta_ops.storage.identity import real_keys
 
-#: Paths that may not name their file by their plain last segment, or may be absolute.
-_ODD = r"%|^/|^[A-Za-z][A-Za-z0-9+.\-]+:|/\.?$"
+#: Paths that may be absolute.
+_ABSOLUTE = r"^/|^[A-Za-z][A-Za-z0-9+.\-]+:"
+#: Paths whose file may not be named by their plain last segment.
+_ODD_END = r"/\.?$|%[^/]*$"
 
 
-def _selected(written: pa.Array, names: pa.Array) -> list[str]:
-    """The written paths worth resolving: absolute ones, encoded or oddly ending ones,
-    and those whose last segment is a candidate's name."""
+def _inside_prefixes(root: str) -> list[str]:
+    """How an absolute path spelling the root as the storage does may start."""
+    path = root.removeprefix("file://")
+    forms = dict.fromkeys((path, quote(path)))
+    return [f"{lead}{form}/" for form in forms
+            for lead in ("", "file:", "file://", "file://localhost")]
+
+
+def _selected(written: pa.Array, names: pa.Array, inside: list[str]) -> list[tuple[str, bool]]:
+    """The written paths worth resolving, each with whether every reading of it is:
+    absolute paths that do not spell the root as the storage does (they may end in a link
+    to a file of any name), and else those whose last segment is a candidate's name, or
+    encoded, or empty or `.`. An absolute path spelling the root is read like a relative
+    one (a link on its way leaves the last name as it is)."""
     written = written.cast(pa.string()).drop_null()
     if not len(written):
         return []
     last = pc.replace_substring_regex(written, r"^.*/", "")
-    mask = pc.or_(pc.is_in(last, value_set=names), pc.match_substring_regex(written, _ODD))
-    return written.filter(mask).to_pylist()
+    absolute = pc.match_substring_regex(written, _ABSOLUTE)
+    for prefix in inside:
+        absolute = pc.and_(absolute, pc.invert(pc.starts_with(written, prefix)))
+    mask = pc.or_(
+        pc.or_(pc.is_in(last, value_set=names), pc.match_substring_regex(written, _ODD_END)),
+        absolute,
+    )
+    return list(zip(written.filter(mask).to_pylist(), absolute.filter(mask).to_pylist(),
+                    strict=True))
 
 
 def reached_through_aliases(
@@ -67,13 +90,13 @@ def reached_through_aliases(
     names = {c.rsplit("/", 1)[-1] for c in candidates}
     names_array = string_array(sorted(names))
     root = storage.root
+    inside = _inside_prefixes(root)
     spellings: dict[str, None] = {}
     for written in written_chunks:
-        for path in _selected(written, names_array):
-            absolute = is_absolute(path)
+        for path, every in _selected(written, names_array, inside):
             for reading in local_readings(path, root):
                 for form in _trimmed(reading):
-                    if absolute or form.rsplit("/", 1)[-1] in names:
+                    if every or form.rsplit("/", 1)[-1] in names:
                         spellings[form] = None
     keys = real_keys(storage, list(spellings))
     return {k for k in keys if k is not None and k in wanted}

@@ -25,7 +25,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import orjson
 import pyarrow as pa
@@ -45,7 +45,8 @@ from delta_ops.storage.identity import file_ids
 # segments resolved, and for references also taken relative to the root spelt the same way.
 _ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//localhost(?=/))?", re.IGNORECASE)
 _PLAIN = r"%|:|^/|//|(^|/)\.|/$"
-_MAY_REACH = r"%|:|^/|/\.?$"
+_ABSOLUTE = r"^/|^[A-Za-z][A-Za-z0-9+.\-]*:"
+_ODD_END = r"/\.?$|%[^/]*$"
 
 
 def _loose(text: str) -> str:
@@ -146,7 +147,9 @@ def _spellings(path: str) -> list[str]:
     out: list[str] = []
     for form in dict.fromkeys((path, _decoded(path))):
         bare = _ANY_SCHEME.sub("", form)
-        for p in (form, bare) if bare.startswith("/") else (form,):
+        # `./` + an absolute spelling: it joined to the root (a reader joining every path).
+        joined = f".{form}" if form.startswith("/") else form
+        for p in (joined, bare) if bare.startswith("/") else (joined,):
             out.append(p)
             trimmed = re.sub(r"(/\.?)+$", "", p)
             if trimmed and trimmed != p:
@@ -179,20 +182,29 @@ def _prove_no_alias(
             return
         names = {f.rsplit("/", 1)[-1] for f in by_id.values()}
         name_set = string_array(sorted(names))
+        # An absolute path below the root as written in `storage.root` reaches what its
+        # relative remainder does: read like a relative path.
+        local_root = _ANY_SCHEME.sub("", table)
+        own = [f"{lead}{r}/" for r in {local_root, quote(local_root)}
+               for lead in ("", "file:", "file://", "file://localhost")]
         spellings: dict[str, None] = {}
         for chunk in written:
             chunk = chunk.cast(pa.string()).drop_null()
             if not len(chunk):
                 continue
             # Only paths ending in a candidate's name, or spelt in a way that may not
-            # (encoded, absolute, with a scheme, ending in a slash or dot), can reach one.
+            # (encoded, ending in a slash or dot), or absolute elsewhere, can reach one.
             last = pc.replace_substring_regex(chunk, r"^.*/", "")
-            worth = pc.or_(pc.is_in(last, value_set=name_set),
-                           pc.match_substring_regex(chunk, _MAY_REACH))
-            for path in chunk.filter(worth).to_pylist():
-                absolute = path.startswith("/") or _ANY_SCHEME.match(path) is not None
+            elsewhere = pc.match_substring_regex(chunk, _ABSOLUTE)
+            for prefix in own:
+                elsewhere = pc.and_(elsewhere, pc.invert(pc.starts_with(chunk, prefix)))
+            worth = pc.or_(pc.or_(pc.is_in(last, value_set=name_set),
+                                  pc.match_substring_regex(chunk, _ODD_END)), elsewhere)
+            for path, anywhere in zip(chunk.filter(worth).to_pylist(),
+                                      elsewhere.filter(worth).to_pylist(), strict=True):
                 for sp in _spellings(path):
-                    if absolute or sp.rsplit("/", 1)[-1] in names:
+                    # An absolute path elsewhere may end in a link to a file of any name.
+                    if (anywhere and sp.startswith("/")) or sp.rsplit("/", 1)[-1] in names:
                         spellings[sp] = None
         found = file_ids(storage, list(spellings))
     except StorageError as exc:
