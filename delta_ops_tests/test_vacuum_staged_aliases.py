@@ -292,6 +292,15 @@ def test_root_given_through_a_linked_ancestor_keeps_files_added_by_the_real_path
     assert (root / "d" / "live.parquet").exists()
 
 
+def test_root_given_as_a_link_itself_deletes_nothing(tmp_path):
+    """The root spelt `base/link` (a link to `real`): the listing never follows a link,
+    so nothing is listed, and the live file (added by the real path) stays."""
+    root, base = _aliased_table(tmp_path, "file://{root}/d/live.parquet")
+    dry, real = _vacuum_both(base / "link")
+    assert real == ()
+    assert (root / "d" / "live.parquet").exists()
+
+
 def test_proof_catches_an_alias_the_plan_misses(tmp_path, monkeypatch):
     """With the plan's alias resolution switched off, the independent check (device and
     inode of what each spelling reaches) refuses, and nothing is deleted."""
