@@ -46,9 +46,9 @@ _MASTER_RES = (
     re.compile(r"local\[([0-9]+|\*)\]"),
     re.compile(r"local\[([0-9]+|\*)\s*,\s*([0-9]+)\]"),
     re.compile(r"local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*\]"),
-    re.compile(r"spark://\S+"),
+    re.compile(r"spark://.*"),  # host and port: checked by `endpoints`
     re.compile(r"yarn"),
-    re.compile(r"k8s://\S+"),
+    re.compile(r"k8s://.*"),
 )
 #: The forms of `_MASTER_RES`, for messages.
 MASTER_FORMS = (
