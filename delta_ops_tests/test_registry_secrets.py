@@ -123,3 +123,23 @@ def test_a_malformed_registry_never_quotes_a_container_with_options(data):
         parse_registry(data)
     assert "(got a " in str(info.value)
     assert SECRET not in _everything_shown(info.value)
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_a_discovery_spec_follows_the_same_rules(key):
+    """The component's `discover` prefixes: a credential only from the environment, and
+    no option value in the repr of what the component read."""
+    from pydantic import ValidationError
+
+    from delta_ops.defs.sources import DiscoverySpec, RegistrySource
+
+    with pytest.raises(ValidationError, match="holds a secret"):
+        DiscoverySpec(prefix="s3://b/p", storage_options={key: SECRET})
+    source = RegistrySource(
+        base_dir=".",
+        tables=[{"name": "t", "uri": "x", "storage_options": {"profile": SECRET}}],
+        discover=[{"prefix": "s3://b/p", "storage_options": {"profile": SECRET,
+                                                             key: {"env": "X"}}}],
+    )
+    assert SECRET not in repr(source) and SECRET not in str(source)
+    assert source.tables[0]["storage_options"]["profile"] == SECRET
