@@ -10,15 +10,15 @@ import traceback
 
 import pytest
 
+from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import (
-    Registry,
     RegisteredTable,
+    Registry,
     RegistryError,
     SparkSettings,
     load_registry,
     parse_registry,
 )
-from delta_ops.defs.policy import Policy
 
 SECRET = "Sup3rS3cretValue-4a8f"
 #: Names that say "credential" in spellings a list of whole words misses.
@@ -75,7 +75,7 @@ def test_repr_of_a_registry_shows_no_value_but_the_harmless_ones():
     spark = SparkSettings(conf={"spark.executor.memory": "4g", "spark.app.owner": SECRET})
     registry = Registry(path="r.yaml", defaults=Policy(), tables=(table,), spark=spark)
     for shown in (repr(registry), str(registry), repr(table), str(table.storage_options),
-                  repr(spark), str(spark), f"{table!r}", "%r" % (table.storage_options,)):
+                  repr(spark), str(spark), f"{table!r}", f"{table.storage_options}"):
         assert SECRET not in shown, shown
     assert "'region': 'eu-west-1'" in repr(registry)
     assert "'spark.executor.memory': '4g'" in repr(registry)

@@ -37,6 +37,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from delta_ops.commit.protocol_upgrade import plan_protocol_upgrade
 from delta_ops.defs.assets import (
     COMPONENTS,
     ROW_TRACKING,
@@ -46,7 +47,6 @@ from delta_ops.defs.assets import (
     table_run,
 )
 from delta_ops.defs.registry import Registry
-from delta_ops.commit.protocol_upgrade import plan_protocol_upgrade
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
 #: Writers that lose write access when a table of the oldest writer version (2) gets row

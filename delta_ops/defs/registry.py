@@ -41,9 +41,9 @@ value (nor a mapping or list that may hold one). Values are shown (Dagster metad
 `repr` of `Registry`, `RegisteredTable`, `TableEntry` and `SparkSettings`, so tracebacks
 too) only for the keys of `PUBLIC_STORAGE_OPTIONS` and `PUBLIC_SPARK_CONF`; every other
 value is `<redacted>`. A key whose name looks like a credential (`secret`, `secretkey`,
-`x-api-key`, `password2`, ...: `is_secret_option`) takes only `{env: NAME}`. Relative local URIs are resolved
-against the registry file's directory. A registered table that does not exist yet is not an
-error here: its assets report it when they run.
+`x-api-key`, `password2`, ...: `is_secret_option`) takes only `{env: NAME}`. Relative
+local URIs are resolved against the registry file's directory. A registered table that
+does not exist yet is not an error here: its assets report it when they run.
 
 The policy sections are `delta_ops.defs.policy`; environment references and redaction are
 `delta_ops.defs.secrets`. This module validates and loads the file. None of them imports

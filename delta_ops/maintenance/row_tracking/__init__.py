@@ -96,7 +96,6 @@ def backfill_protocol_upgrade(
     """
     from delta_ops.log.protocol_metadata import read_protocol_metadata
     from delta_ops.log.segment import build_log_segment
-
     from delta_ops.protocol.features import ensure_supported
 
     storage = Storage.of(table, storage_options)
