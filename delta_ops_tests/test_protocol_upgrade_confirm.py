@@ -191,3 +191,54 @@ def test_a_table_the_backfill_refuses_asks_nothing(flags):
     proc = _backfill(root, *flags)
     assert proc.returncode == 1
     assert "collations" in proc.stderr and "--confirm-protocol-upgrade" not in proc.stderr
+
+
+# ---- the Dagster job asks the same question --------------------------------------------------
+
+
+def _job_run(tmp_path: Path, root: Path, config: dict):
+    import yaml
+    from dagster import DagsterInstance
+
+    from delta_ops.defs import build_definitions
+    from delta_ops.defs.jobs import TABLE_PARTITIONS
+
+    reg = tmp_path / "tables.yaml"
+    reg.write_text(yaml.safe_dump({"defaults": {"engine": "local"},
+                                   "tables": [{"name": "t", "uri": str(root)}]}))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["t"])
+    job = build_definitions(reg).resolve_job_def("row_tracking_backfill")
+    return instance, job.execute_in_process(
+        instance=instance, partition_key="t", raise_on_error=False,
+        run_config={"ops": {"backfill_row_tracking": {"config": config}}},
+    )
+
+
+def test_the_dagster_job_names_the_same_features_and_writers(tmp_path):
+    root = _deltalake_table(tmp_path / "t")
+    before = _log(root)
+    _, refused = _job_run(tmp_path, root, {})
+    (failure,) = refused.get_step_failure_events()
+    description = failure.step_failure_data.user_failure_data.description
+    from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
+
+    assert f"t: the backfill {backfill_protocol_upgrade(str(root)).describe()}" in description
+    assert "confirm_protocol_upgrade: true" in description
+    assert _log(root) == before
+    instance, done = _job_run(tmp_path, root, {"confirm_protocol_upgrade": True})
+    assert done.success
+    assert _deltalake_appends(root) is not None
+
+
+def test_the_dagster_job_reports_a_refused_table_before_any_question(tmp_path):
+    from delta_ops_tests.conftest import copy_corpus_table
+
+    root = copy_corpus_table("golden__collations-table", tmp_path / "t")
+    _, refused = _job_run(tmp_path, root, {})
+    (failure,) = refused.get_step_failure_events()
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None, failure.step_failure_data.error
+    assert "collations" in data.description
+    assert "confirm_protocol_upgrade" not in data.description
+    assert data.metadata["error"].value == "UnsupportedFeatureError"

@@ -46,6 +46,7 @@ from delta_ops.defs.assets import (
     run_row_tracking,
     table_run,
 )
+from delta_ops.defs.failures import refusals
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
@@ -116,7 +117,8 @@ def backfill_row_tracking_op(
     run = table_run(name, ROW_TRACKING, registry, spark)
     from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
 
-    upgrade = backfill_protocol_upgrade(run.storage)
+    with refusals(name, ROW_TRACKING):  # a table the backfill refuses: that Failure first
+        upgrade = backfill_protocol_upgrade(run.storage)
     if upgrade.needed:
         missing = upgrade.features_added
         warning = f"{name}: the backfill {upgrade.describe()}"
