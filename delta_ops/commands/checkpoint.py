@@ -121,7 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--parts",
         type=_parts,
         metavar="N",
-        help=f"multi-part: number of parts, 2 to {MAX_PARTS:,} (implies --kind multi-part)",
+        help=f"multi-part: number of parts, 2 to {MAX_PARTS:,}: each part is a file of its "
+        "own, and 10,000 hold 500 million actions (implies --kind multi-part)",
     )
     p.add_argument(
         "--rebuild",
@@ -136,7 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--buckets",
         type=_buckets,
         metavar="B",
-        help="rebuild: the number of buckets, 1 to 1,024 (default: one per 250,000 file "
-        "actions estimated from the log's size)",
+        help="rebuild: the number of buckets, 1 to 1,024: each keeps two spill files open "
+        "while the log is read, and 1,024 hold 256 million file actions (default: one per "
+        "250,000 file actions estimated from the log's size)",
     )
     p.set_defaults(handler=_cmd_checkpoint)
