@@ -76,7 +76,8 @@ def main(repeats: int | None = None) -> list[dict]:
         for _ in range(repeats):
             for path in ("loaded", "streamed"):  # alternated in one run
                 scratch = _scratch(template, n)
-                argv = delta_ops("row-tracking", "backfill", str(scratch), "--quiet")
+                argv = delta_ops("row-tracking", "backfill", str(scratch), "--quiet",
+                                 "--confirm-protocol-upgrade")
                 if path == "loaded":
                     argv = ["/usr/bin/env", _LOADED_ENV, *argv]
                 runs[path].append(measure_process(argv))

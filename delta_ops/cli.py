@@ -5,11 +5,18 @@ exit non-zero with one line on stderr that names the table, version and file; ne
 traceback (with `--json`, stdout also gets `{"error": {...}}`). Exit codes: 1 for a refused
 or failed operation (a delta_ops error, a Spark failure), 2 for a malformed command line.
 Subcommands live in `delta_ops.commands`, one module each.
+
+A full disk (no space left writing a scratch or table file) is exit 1 with one line naming
+the temporary directory. A reader that stops early (`delta-ops snapshot --files | head -1`)
+ends the command quietly with exit 141, what a filter killed by SIGPIPE reports (`cat`,
+`seq`): a script under `set -o pipefail` sees that the output was cut short, as it would
+for any other Unix filter, and nobody sees a BrokenPipeError traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -36,6 +43,44 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
+        kwargs.setdefault("parser_class", _SubcommandParser)
+        return super().add_subparsers(**kwargs)
+
+
+class _SubcommandParser(_Parser):
+    """A subcommand's parser: an argument it does not know is its own error, reported
+    against its own name (`delta-ops snapshot: error: unrecognized arguments: --jsn`).
+
+    argparse hands a subparser's leftovers back to the top-level parser, whose error names
+    `delta-ops` alone and points at the wrong `--help`.
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: `delta-ops <version>` from the installed package's metadata (the
+    package's own `__version__` when it runs from a source tree that is not installed)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("delta_ops")
+        except metadata.PackageNotFoundError:
+            version = __version__
+        sys.stdout.write(f"delta-ops {version}\n")
+        parser.exit(0)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -65,7 +110,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "checksum, compact and backfill row tracking.",
     )
     parser.add_argument(
-        "-V", "--version-info", action="version", version=f"delta-ops {__version__}"
+        "-V", "--version", "--version-info", action=_VersionAction,
+        help="print delta-ops and its version, then exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES if only is None else (only,):
@@ -106,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, exc, 1)
     except (argparse.ArgumentTypeError, ValueError) as exc:
         return _fail(args, exc, 2)
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL:
+            raise  # a bug, or a broken pipe (`run` ends quietly on that)
+        return _fail(args, _disk_full(args, exc), 1)
     except Exception as exc:
         if not _from_spark(exc):
             raise  # a bug: its traceback is what a report needs
@@ -122,6 +172,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(text)
     return code
+
+
+#: The errors of a full filesystem: no space, quota exceeded, file size limit.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _disk_full(args: argparse.Namespace, exc: OSError) -> DeltaOpsError:
+    """One line for a full filesystem: what ran out, where scratch files go, what to do."""
+    import tempfile
+
+    what = os.strerror(exc.errno) if exc.errno is not None else "no space left"
+    where = f" writing {exc.filename}" if exc.filename else ""
+    return DeltaOpsError(
+        f"{what}{where}; spill and scratch files go to {tempfile.gettempdir()} ($TMPDIR): "
+        "free space there or point TMPDIR at a larger filesystem",
+        table=getattr(args, "table", None),
+    )
 
 
 def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
@@ -152,18 +219,40 @@ def run() -> int:
     milliseconds, a large share of a command on a small table). The engine is already
     closed and every file written (operations complete before `main` returns), so the
     process ends with `os._exit`. When `main` raises (SystemExit for --help or a malformed
-    command line included), the output cannot be flushed (a closed pipe) or Spark was used
-    (pyspark's exit hooks stop its gateway), the normal exit runs instead.
+    command line included), stderr cannot be flushed or Spark was used (pyspark's exit
+    hooks stop its gateway), the normal exit runs instead. When the reader of stdout has
+    gone (`| head -1`), the command ends quietly with `EXIT_BROKEN_PIPE` (see
+    `_reader_gone`).
     """
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
     if "pyspark" in sys.modules:
         return code  # a Spark run: let pyspark's exit hooks stop its gateway as they expect
     try:
-        sys.stdout.flush()
         sys.stderr.flush()
     except OSError:
         return code  # the normal exit reports it as Python always has
     os._exit(code)
+
+
+#: The exit status of a command whose reader went away: 128 + SIGPIPE, what a shell
+#: reports for `cat` or `seq` killed by SIGPIPE in the same place.
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (`| head -1`): end quietly with `EXIT_BROKEN_PIPE`.
+
+    stdout is pointed at /dev/null so that the interpreter's last flush at exit has
+    somewhere to go instead of raising a second BrokenPipeError.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -107,6 +107,11 @@ class CommitRetriesExhaustedError(CommitConflictError):
     """Every attempt lost the race to concurrent writers; the transaction gave up."""
 
 
+class ProtocolUpgradeNotConfirmedError(DeltaOpsError):
+    """An operation would add table features that lock other writers out, and nobody
+    confirmed it; nothing was written."""
+
+
 class ChecksumMismatchError(DeltaOpsError):
     """A version checksum (.crc) does not match the recomputed table state."""
 

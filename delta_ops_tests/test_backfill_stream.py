@@ -429,7 +429,7 @@ def test_cli_streamed_backfill(name, checkpoint_every, tmp_path, monkeypatch):
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         "    code = main(['row-tracking', 'backfill', sys.argv[1], '--json', '--quiet',\n"
-        "                 '--batch-size', '2', *sys.argv[2:]])\n"
+        "                 '--batch-size', '2', '--confirm-protocol-upgrade', *sys.argv[2:]])\n"
         "print(code, json.dumps(json.loads(buf.getvalue())))\n"
         "print(loaded(('pandas', 'pyspark', 'dagster')))\n",
         str(root),

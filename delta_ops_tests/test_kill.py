@@ -93,7 +93,8 @@ OPERATIONS: dict[str, Operation] = {
     "row-tracking-backfill": Operation(
         TableSpec(commits=300, adds_per_commit=8, removes_per_commit=3, no_stats_every=4,
                   checkpoints=(200,), checksums=(300,)),
-        lambda t: ["row-tracking", "backfill", t, "--batch-size", "300", "--quiet"],
+        lambda t: ["row-tracking", "backfill", t, "--batch-size", "300", "--quiet",
+                   "--confirm-protocol-upgrade"],
     ),
 }
 

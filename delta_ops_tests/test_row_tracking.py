@@ -582,7 +582,8 @@ def test_cli_backfill_json(tmp_path, capsys):
     storage = Storage.for_uri(str(tmp_path / "cli"))
     build_history(storage, HistorySpec(steps=(("append", (1, 2, 3), True),)))
     code = cli.main(
-        ["row-tracking", "backfill", str(tmp_path / "cli"), "--batch-size", "2", "--json"]
+        ["row-tracking", "backfill", str(tmp_path / "cli"), "--batch-size", "2", "--json",
+         "--confirm-protocol-upgrade"]
     )
     out, err = capsys.readouterr()
     assert code == 0, err

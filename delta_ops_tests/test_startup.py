@@ -268,7 +268,8 @@ def test_row_tracking_backfill_imports_no_pandas(name, tmp_path):
         "from delta_ops.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
-        "    code = main(['row-tracking', 'backfill', sys.argv[1], '--json', '--quiet'])\n"
+        "    code = main(['row-tracking', 'backfill', sys.argv[1], '--json', '--quiet',\n"
+        "                 '--confirm-protocol-upgrade'])\n"
         "obj = json.loads(buf.getvalue())\n"
         "print(code, obj['files_backfilled'], obj['enabled'], obj['high_water_mark'])\n"
         "print(loaded(('pandas', 'pyspark', 'dagster')))\n",

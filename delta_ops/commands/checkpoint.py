@@ -26,6 +26,44 @@ def _positive(text: str) -> int:
     return value
 
 
+#: Most parts of a multi-part checkpoint asked for on the command line. Every part is a
+#: file of its own (about 7 KB of Parquet schema and footer even when empty, one PUT, and
+#: one listing entry every reader of the table meets from then on), so parts beyond the
+#: actions cost time and space for nothing: 1,000 parts take 3 s and 7 MB on a table of 9
+#: actions, a million would take an hour and 7 GB. 10,000 parts at the default 50,000
+#: actions per part hold 500 million actions, beyond the largest tables. (The protocol's
+#: own limit, 10 digits in the part file name, is far above.)
+MAX_PARTS = 10_000
+
+
+def _parts(text: str) -> int:
+    value = _non_negative(text)
+    if value > MAX_PARTS:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_PARTS:,} parts, got {value:,} (each part is a file of its own; "
+            f"{MAX_PARTS:,} parts of 50,000 actions hold 500 million actions)"
+        )
+    return value
+
+
+def _buckets(text: str) -> int:
+    """A rebuild's bucket count: 1 to `log.rebuild.MAX_BUCKETS` (1,024), the most the
+    rebuild's own estimate picks (1,024 buckets of 250,000 actions hold 256 million file
+    actions). Every bucket keeps two spill files open while the log is read (a descriptor
+    each, and a write buffer of at least 64 KiB), so the bound also caps that at 2,048
+    files and 128 MiB; a million buckets would ask for 128 GiB."""
+    from delta_ops.log.rebuild import MAX_BUCKETS  # at parse time: the handler needs it anyway
+
+    value = _positive(text)
+    if value > MAX_BUCKETS:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_BUCKETS:,} buckets, got {value:,} (each bucket keeps spill files "
+            f"open while the log is read; {MAX_BUCKETS:,} buckets of 250,000 file actions "
+            "hold 256 million)"
+        )
+    return value
+
+
 def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     from delta_ops.maintenance.checkpoint import write_checkpoint
 
@@ -81,9 +119,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--parts",
-        type=int,
+        type=_parts,
         metavar="N",
-        help="multi-part: number of parts (implies --kind multi-part)",
+        help=f"multi-part: number of parts, 2 to {MAX_PARTS:,}: each part is a file of its "
+        "own, and 10,000 hold 500 million actions (implies --kind multi-part)",
     )
     p.add_argument(
         "--rebuild",
@@ -96,9 +135,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--buckets",
-        type=_positive,
+        type=_buckets,
         metavar="B",
-        help="rebuild: the number of buckets (default: one per 250,000 file actions "
-        "estimated from the log's size)",
+        help="rebuild: the number of buckets, 1 to 1,024: each keeps two spill files open "
+        "while the log is read, and 1,024 hold 256 million file actions (default: one per "
+        "250,000 file actions estimated from the log's size)",
     )
     p.set_defaults(handler=_cmd_checkpoint)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.commands.common import add_table_arguments, open_table, positive_int
 
 
 def _cmd_compact(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--start", type=int, metavar="X", help="first commit of the range")
     p.add_argument("--end", type=int, metavar="Y", help="last commit of the range")
     p.add_argument(
-        "--interval", type=int, metavar="N",
-        help="compact the commits after the latest checkpoint in windows of N commits",
+        "--interval", type=positive_int, metavar="N",
+        help="compact the commits after the latest checkpoint in windows of N commits "
+        "(at least 1)",
     )
     p.set_defaults(handler=_cmd_compact)

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from delta_ops.engine.config import DEFAULT_MASTER
+from delta_ops.engine.config import DEFAULT_MASTER, master_problem
 from delta_ops.engine.session import ENGINE_NAMES, make_engine
 
 if TYPE_CHECKING:
@@ -100,6 +100,9 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
         )
     if master and remote:
         raise argparse.ArgumentTypeError("give --spark-master or --spark-remote, not both")
+    problem = master_problem(master) if master else None
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"--spark-master {problem}")
     try:
         return make_engine(name, spark_master=master, spark_remote=remote, spark_conf=conf)
     except ValueError as exc:

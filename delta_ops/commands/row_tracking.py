@@ -1,6 +1,13 @@
 """`delta-ops row-tracking backfill`: assign row IDs to every file and enable row tracking.
 
-Spec section: "Row Tracking" (see `delta_ops.maintenance.row_tracking`).
+A table whose protocol lacks rowTracking and domainMetadata gets them in the backfill's
+first commit, after which writers that do not implement them (delta-rs among them) can no
+longer write it. Before anything is committed, the command says which features it adds and
+which writers lose access, and goes ahead only with `--confirm-protocol-upgrade` or, when
+stdin is a terminal (and not with `--json`), a `yes` typed at its prompt; otherwise it
+refuses with exit 1. A table that supports both features already needs no confirmation.
+
+Spec section: "Row Tracking" (see `delta_ops.maintenance.row_tracking`), "Table Features".
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from delta_ops.commands.common import add_table_arguments, open_table, positive_
 from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY, DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
-    from delta_ops.maintenance.row_tracking import BackfillProgress
+    from delta_ops.maintenance.row_tracking import BackfillProgress, ProtocolUpgrade
 
 
 def _report(progress: BackfillProgress) -> None:
@@ -24,10 +31,40 @@ def _report(progress: BackfillProgress) -> None:
     )
 
 
+def _confirmed(args: argparse.Namespace, upgrade: ProtocolUpgrade) -> bool:
+    """Whether the protocol upgrade may go ahead: the flag, else a `yes` at a prompt when
+    stdin is a terminal (never with --json, whose caller is a program)."""
+    if args.confirm_protocol_upgrade:
+        return True
+    if args.json or not sys.stdin.isatty():
+        return False
+    sys.stderr.write(
+        f"{args.table}: the backfill {upgrade.describe()}.\n"
+        "Upgrade the protocol and backfill? [y/N] "
+    )
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
 def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
-    from delta_ops.maintenance.row_tracking import backfill_row_tracking
+    from delta_ops.errors import ProtocolUpgradeNotConfirmedError
+    from delta_ops.maintenance.row_tracking import (
+        backfill_protocol_upgrade,
+        backfill_row_tracking,
+    )
 
     table = open_table(args)
+    upgrade = backfill_protocol_upgrade(table.storage)
+    if upgrade.needed:
+        if not _confirmed(args, upgrade):
+            raise ProtocolUpgradeNotConfirmedError(
+                f"the backfill {upgrade.describe()}. Nothing was committed; run again with "
+                "--confirm-protocol-upgrade to go ahead",
+                table=table.uri,
+            )
+        if not (args.json or args.quiet):
+            print(f"{table.uri}: the backfill {upgrade.describe()} (confirmed)", file=sys.stderr)
     result = backfill_row_tracking(
         table.storage,
         batch_size=args.batch_size,
@@ -37,6 +74,7 @@ def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         checkpoint_every=args.checkpoint_every,
     )
     obj = result.to_dict()
+    obj["protocol_upgrade"] = upgrade.to_dict()
     if result.already_enabled:
         text = (
             f"{result.table}: row tracking already enabled "
@@ -89,4 +127,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="backfill only; leave delta.enableRowTracking unset",
     )
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    b.add_argument(
+        "--confirm-protocol-upgrade",
+        action="store_true",
+        help="go ahead when the table's protocol lacks rowTracking/domainMetadata: the "
+        "backfill adds them, after which writers without them (delta-rs, the deltalake "
+        "package) can no longer write the table. Without it, the command asks when stdin "
+        "is a terminal and refuses otherwise (and always with --json)",
+    )
     b.set_defaults(handler=_cmd_backfill)

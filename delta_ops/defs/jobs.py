@@ -13,8 +13,10 @@ run config (`batch_size`, `enable`) overrides the table's policy; progress is lo
 every commit and the result is recorded as a materialization of `[table, row_tracking]`.
 A backfill that would add the rowTracking and domainMetadata writer features to a table's
 protocol needs `confirm_protocol_upgrade: true`: after the upgrade, writers without those
-features (delta-rs / the `deltalake` package, up to at least 1.6.6) can no longer write the
-table. The run names them in its log, or refuses before anything is committed.
+features (delta-rs / the `deltalake` package, checked on 1.6.6) can no longer write the
+table. The run names them in its log, or refuses before anything is committed. What the
+upgrade adds and who loses access is `delta_ops.maintenance.row_tracking.
+backfill_protocol_upgrade`, the same answer `delta-ops row-tracking backfill` asks about.
 
 Protocol sections: "Row Tracking" (the backfill); the others through the assets.
 """
@@ -35,6 +37,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from delta_ops.commit.protocol_upgrade import plan_protocol_upgrade
 from delta_ops.defs.assets import (
     COMPONENTS,
     ROW_TRACKING,
@@ -43,16 +46,18 @@ from delta_ops.defs.assets import (
     run_row_tracking,
     table_run,
 )
+from delta_ops.defs.failures import refusals
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
-#: Writers that cannot write a table whose protocol has the rowTracking and domainMetadata
-#: writer features (checked: deltalake 1.6.6 refuses with "Unsupported table features
-#: required: [DomainMetadata, RowTracking]").
-ENGINES_LOSING_WRITE_ACCESS = (
-    ("delta-rs / the deltalake Python package", "up to at least 1.6.6"),
+#: Writers that lose write access when a table of the oldest writer version (2) gets row
+#: tracking, as `delta_ops.commit.protocol_upgrade.KNOWN_WRITERS` records them: named in
+#: the job's and the config's descriptions.
+_LOSING = "; ".join(
+    w.describe() for w in plan_protocol_upgrade(
+        {"minReaderVersion": 1, "minWriterVersion": 2}, ["rowTracking"]
+    ).writers_losing_access
 )
-UPGRADE_FEATURES = ("rowTracking", "domainMetadata")
 
 MAINTENANCE_JOB = "maintenance"
 ROW_TRACKING_JOB = "row_tracking_backfill"
@@ -87,9 +92,7 @@ class RowTrackingBackfillConfig(Config):
     confirm_protocol_upgrade: bool = Field(
         default=False,
         description="Required when the table's protocol lacks rowTracking/domainMetadata: "
-        "the backfill adds them, after which " + "; ".join(
-            f"{engine} ({why})" for engine, why in ENGINES_LOSING_WRITE_ACCESS
-        ) + " can no longer write the table.",
+        "the backfill adds them, after which " + _LOSING + " can no longer write the table.",
     )
 
 
@@ -112,13 +115,13 @@ def backfill_row_tracking_op(
             allow_retries=False,
         )
     run = table_run(name, ROW_TRACKING, registry, spark)
-    missing = _features_the_backfill_adds(run.storage)
-    if missing:
-        losing = ", ".join(f"{e} ({why})" for e, why in ENGINES_LOSING_WRITE_ACCESS)
-        warning = (
-            f"{name}: the backfill adds the writer features {', '.join(missing)} to the "
-            f"table's protocol; afterwards these writers can no longer write it: {losing}"
-        )
+    from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
+
+    with refusals(name, ROW_TRACKING):  # a table the backfill refuses: that Failure first
+        upgrade = backfill_protocol_upgrade(run.storage)
+    if upgrade.needed:
+        missing = upgrade.features_added
+        warning = f"{name}: the backfill {upgrade.describe()}"
         if not config.confirm_protocol_upgrade:
             raise Failure(
                 description=f"{warning}. Nothing was committed; launch again with "
@@ -146,26 +149,14 @@ def backfill_row_tracking_op(
     )
 
 
-def _features_the_backfill_adds(storage) -> list[str]:
-    """The writer features the backfill would add to the table's protocol (none when it
-    supports them already), from the log's light replay."""
-    from delta_ops.log.protocol_metadata import read_protocol_metadata
-    from delta_ops.log.segment import build_log_segment
-    from delta_ops.protocol import features
-
-    protocol = read_protocol_metadata(storage, build_log_segment(storage)).protocol
-    return [f for f in UPGRADE_FEATURES if not features.is_feature_supported(protocol, f)]
-
-
 @job(
     name=ROW_TRACKING_JOB,
     partitions_def=TABLE_PARTITIONS,
     executor_def=in_process_executor,
     description="Row-tracking backfill, one partition per registered table: launch a "
     "backfill from the job's Partitions tab to select tables. On a table whose protocol lacks "
-    "rowTracking/domainMetadata it upgrades the protocol, after which delta-rs (the deltalake "
-    "package, up to at least 1.6.6) can no longer write the table: set "
-    "confirm_protocol_upgrade: true in the op's config to go ahead.",
+    "rowTracking/domainMetadata it upgrades the protocol, after which " + _LOSING + " can no "
+    "longer write the table: set confirm_protocol_upgrade: true in the op's config to go ahead.",
     tags={"delta_ops/job": ROW_TRACKING_JOB},
 )
 def row_tracking_backfill_job() -> None:

@@ -37,10 +37,13 @@ Validation (pydantic) happens when the registry is loaded, before any table is t
 unknown keys, duplicate names, bad URIs, bad cron expressions, unknown engines, literal
 secrets and malformed retentions each give one line of one `RegistryError`, naming where
 the problem is (`tables[1].vacuum.cron`) and never quoting a storage option's or Spark conf
-value. Values are shown (Dagster metadata) only for the keys of `PUBLIC_STORAGE_OPTIONS`
-and `PUBLIC_SPARK_CONF`; every other value is `<redacted>`. Relative local URIs are resolved
-against the registry file's directory. A registered table that does not exist yet is not an
-error here: its assets report it when they run.
+value (nor a mapping or list that may hold one). Values are shown (Dagster metadata, the
+`repr` of `Registry`, `RegisteredTable`, `TableEntry` and `SparkSettings`, so tracebacks
+too) only for the keys of `PUBLIC_STORAGE_OPTIONS` and `PUBLIC_SPARK_CONF`; every other
+value is `<redacted>`. A key whose name looks like a credential (`secret`, `secretkey`,
+`x-api-key`, `password2`, ...: `is_secret_option`) takes only `{env: NAME}`. Relative
+local URIs are resolved against the registry file's directory. A registered table that
+does not exist yet is not an error here: its assets report it when they run.
 
 The policy sections are `delta_ops.defs.policy`; environment references and redaction are
 `delta_ops.defs.secrets`. This module validates and loads the file. None of them imports
@@ -55,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -64,7 +67,10 @@ from delta_ops.defs.policy import Policy, PolicyOverride, StrictModel, cron_prob
 from delta_ops.defs.secrets import (
     EnvRef,
     MissingSecretError,
+    RedactedOptions,
+    RedactedReprMixin,
     is_secret_option,
+    redact_spark_conf,
     redact_storage_options,
 )
 from delta_ops.errors import RegistryError
@@ -130,8 +136,11 @@ class Ownership(StrictModel):
         return v
 
 
-class TableEntry(PolicyOverride, Ownership):
-    """One registered table as written in the YAML file."""
+class TableEntry(RedactedReprMixin, PolicyOverride, Ownership):
+    """One registered table as written in the YAML file (its `repr` redacts the storage
+    options, see `delta_ops.defs.secrets`)."""
+
+    redacted_fields: ClassVar[dict[str, Any]] = {"storage_options": redact_storage_options}
 
     name: str
     uri: str
@@ -169,10 +178,13 @@ class TableEntry(PolicyOverride, Ownership):
         return v
 
 
-class SparkSettings(StrictModel):
+class SparkSettings(RedactedReprMixin, StrictModel):
     """Where the `spark` engine runs (the registry's optional `spark` section): an embedded
     `local[*]` session by default, a master URL, or a Spark Connect URL. `conf` values that
-    hold secrets come from environment variables, like storage options."""
+    hold secrets come from environment variables, like storage options (and its `repr`
+    redacts them)."""
+
+    redacted_fields: ClassVar[dict[str, Any]] = {"conf": redact_spark_conf}
 
     master: str | None = None
     remote: str | None = None
@@ -248,7 +260,8 @@ class RegisteredTable:
         uri: the location, relative local paths resolved against the registry's directory.
         group: Dagster asset group.
         policy: defaults merged with the table's overrides.
-        storage_options: as written: plain values and `EnvRef`s (never resolved here).
+        storage_options: as written: plain values and `EnvRef`s (never resolved here), in
+            a `RedactedOptions` whose repr shows only public values.
         problems: why the entry is invalid (empty for a valid one). An invalid entry of a
             registry the `DeltaMaintenanceComponent` assembles still gets its assets, and
             they fail naming these problems; the other tables are unaffected.
@@ -269,6 +282,11 @@ class RegisteredTable:
     tags: Mapping[str, str] = field(default_factory=dict)
     origin: str | None = None
 
+    def __post_init__(self) -> None:
+        # Shown only through `redact_storage_options`: the dataclass's repr (and so a
+        # Registry's) prints this mapping's own repr.
+        object.__setattr__(self, "storage_options", RedactedOptions(self.storage_options))
+
     def resolved_storage_options(self) -> dict[str, Any]:
         """Storage options with environment references replaced by their values.
 
@@ -276,7 +294,7 @@ class RegisteredTable:
             MissingSecretError: a referenced environment variable is not set (the message
                 names the variable, never a value).
         """
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = RedactedOptions()  # a traceback's locals show no value
         for key, value in self.storage_options.items():
             if isinstance(value, EnvRef):
                 if value.env not in os.environ:
@@ -421,10 +439,20 @@ def _problems(exc: ValidationError) -> list[str]:
             text = err["msg"].removeprefix("Value error, ")
             msg = f"{_location(loc)}: {text}"
             if not err["type"].startswith("value_error") and option_map is None:
-                msg += f" (got {err.get('input')!r})"
+                msg += f" (got {_shown_input(err.get('input'))})"
         if msg not in problems:
             problems.append(msg)
     return problems
+
+
+def _shown_input(value: Any) -> str:
+    """A failed input as a problem quotes it: a scalar as written, a mapping or a list by
+    its kind only (it may hold a table's storage options or a Spark conf)."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return repr(value)
 
 
 def entry_problems(exc: ValidationError, where: str) -> list[str]:

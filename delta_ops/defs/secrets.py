@@ -1,6 +1,20 @@
 """Secrets in the table registry: storage options and Spark conf values that hold secrets
 come only from environment variables (`EnvRef`), and only the values of known public keys
-are ever shown (Dagster metadata, logs, errors); every other value is `<redacted>`.
+are ever shown (Dagster metadata, logs, errors, `repr`); every other value is `<redacted>`.
+
+Two rules, decided by what a key may hold rather than by a list of secret names:
+
+- Shown: only the keys known to be harmless (`PUBLIC_STORAGE_OPTIONS`,
+  `PUBLIC_SPARK_CONF`: where the store is and how it is reached, sizing) show their values.
+  Every other key may hold a secret, whatever its name (`profile`, `secretkey`,
+  `x-api-key`), so its value is `<redacted>` in Dagster metadata, error messages, and the
+  `repr` and `str` of the registry's objects (`RedactedOptions`, `redacted_repr_args`),
+  which is what a traceback or a debugger prints.
+- Literal: a key whose name looks like a credential (`is_secret_option`: it contains
+  "secret", "token", "passw", "credential", "auth", "key", ... anywhere, in any case and
+  with any separators) takes only an environment variable reference `{env: NAME}`, never
+  a literal value, which would sit in a file that is read, copied and committed. Other keys
+  take literal values (redacted all the same when shown).
 
 No dagster import.
 """
@@ -8,20 +22,25 @@ No dagster import.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from delta_ops.defs.policy import StrictModel
 from delta_ops.errors import MissingSecretError
 
-#: Storage option names that hold secrets: they may only come from environment variables.
-_SECRET_OPTION_RE = re.compile(
-    r"(^|_)(key|secret|token|password|passwd|credentials?|sas|signature)($|_)", re.IGNORECASE
+#: What in an option's name says it may hold a credential, found anywhere in the name once
+#: it is lower-cased and stripped of separators (`SECRET_KEY`, `secretkey`, `x-api-key`,
+#: `password2`, `aws.session.token`). Over-broad on purpose: a false alarm costs an
+#: environment variable, a miss leaves a secret in a file.
+_SECRET_FRAGMENTS = (
+    "secret", "token", "passw", "pwd", "credential", "auth", "key", "signature", "private",
 )
-#: Option names that contain "key" but hold no secret.
-_NOT_SECRET_OPTIONS = frozenset({"key_prefix", "sse_kms_key_id", "kms_key_id"})
+#: ... or as a whole word of the name (split at separators): too short to look for inside.
+_SECRET_WORDS = frozenset({"sas", "sig", "pass", "pin"})
+#: Option names that contain "key" but hold no secret (identifiers and prefixes).
+_NOT_SECRET_OPTIONS = frozenset({"keyprefix", "ssekmskeyid", "kmskeyid"})
 
 #: Storage options whose values are shown (UI metadata, logs); every other value is
 #: redacted, whatever its name. Only where the store is and how it is reached: an operator
@@ -75,8 +94,60 @@ def redact_spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
 
 
 def is_secret_option(key: str) -> bool:
-    """Whether a storage option name holds a secret (key, secret, token, password...)."""
-    return key.lower() not in _NOT_SECRET_OPTIONS and bool(_SECRET_OPTION_RE.search(key))
+    """Whether an option's name says it may hold a credential (see the module docstring):
+    such a key takes only an environment variable reference. Public keys never do."""
+    lowered = key.lower()
+    if lowered in PUBLIC_STORAGE_OPTIONS or key in PUBLIC_SPARK_CONF:
+        return False
+    squashed = re.sub(r"[^a-z0-9]", "", lowered)
+    if squashed in _NOT_SECRET_OPTIONS:
+        return False
+    words = set(re.split(r"[^a-z0-9]+", lowered))
+    return any(f in squashed for f in _SECRET_FRAGMENTS) or bool(words & _SECRET_WORDS)
+
+
+class RedactedOptions(dict):
+    """A dict of options whose `repr` and `str` show only what `redact` lets through (a
+    traceback's locals, a log line with `%r`, a debugger): the values stay usable as a
+    plain dict (`==`, `json.dumps`, `**`).
+
+    Args:
+        options: The options.
+        redact: How they are shown (default `redact_storage_options`).
+    """
+
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        redact: Callable[[Mapping[str, Any]], dict[str, str]] | None = None,
+    ) -> None:
+        super().__init__(options or {})
+        self._redact = redact or redact_storage_options
+
+    def __repr__(self) -> str:
+        return repr(self._redact(self))
+
+    __str__ = __repr__
+
+
+def redacted_repr_args(
+    args: Iterator[tuple[str | None, Any]], fields: Mapping[str, Callable[[Any], Any]]
+) -> Iterator[tuple[str | None, Any]]:
+    """A pydantic model's `__repr_args__` with the option fields in `fields` redacted (its
+    `repr` and `str`, and so a traceback's or a validation message's view of it)."""
+    for name, value in args:
+        redact = fields.get(name) if name is not None else None
+        yield name, (redact(value) if redact is not None and value is not None else value)
+
+
+class RedactedReprMixin:
+    """For pydantic models with option fields: `redacted_fields` maps a field to how it is
+    shown (`redact_storage_options`, `redact_spark_conf`)."""
+
+    redacted_fields: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    def __repr_args__(self) -> Any:
+        return redacted_repr_args(super().__repr_args__(), self.redacted_fields)  # type: ignore[misc]
 
 
 
@@ -86,7 +157,10 @@ __all__ = [
     "REDACTED",
     "EnvRef",
     "MissingSecretError",
+    "RedactedOptions",
+    "RedactedReprMixin",
     "is_secret_option",
+    "redacted_repr_args",
     "redact_spark_conf",
     "redact_storage_options",
 ]

@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -45,7 +45,13 @@ from delta_ops.defs.registry import (
     registered_table,
     uri_problem,
 )
-from delta_ops.defs.secrets import EnvRef
+from delta_ops.defs.secrets import (
+    EnvRef,
+    RedactedOptions,
+    RedactedReprMixin,
+    is_secret_option,
+    redact_storage_options,
+)
 from delta_ops.errors import RegistryError
 
 CACHE_FORMAT = 1
@@ -65,9 +71,12 @@ class PatternPolicy(PolicyOverride, Ownership):
     group: str | None = None
 
 
-class DiscoverySpec(Ownership):
+class DiscoverySpec(RedactedReprMixin, Ownership):
     """Tables found under a prefix (see the module docstring); `owners` and `tags` go on
-    every table found."""
+    every table found. Its storage options follow the registry's rules for secrets
+    (`delta_ops.defs.secrets`): a credential only as `{env: NAME}`, no value in its repr."""
+
+    redacted_fields: ClassVar[dict[str, Any]] = {"storage_options": redact_storage_options}
 
     prefix: str
     include: list[str] = Field(default_factory=lambda: ["*"])
@@ -77,6 +86,17 @@ class DiscoverySpec(Ownership):
     group: str | None = None
     storage_options: dict[str, str | int | float | bool | EnvRef] = Field(default_factory=dict)
     policies: list[PatternPolicy] = Field(default_factory=list)
+
+    @field_validator("storage_options")
+    @classmethod
+    def _no_literal_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key, value in v.items():
+            if not isinstance(value, EnvRef) and is_secret_option(key):
+                raise ValueError(
+                    f"storage option {key!r} holds a secret: give it as an environment "
+                    f"variable reference, {key}: {{env: VARIABLE_NAME}}, never literally"
+                )
+        return v
 
     @field_validator("prefix")
     @classmethod
@@ -96,9 +116,21 @@ class DiscoverySpec(Ownership):
         )
 
 
-class RegistrySource(StrictModel):
+def _redacted_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table entries as written, their storage options shown redacted."""
+    return [
+        {**e, "storage_options": RedactedOptions(e["storage_options"])}
+        if isinstance(e, Mapping) and isinstance(e.get("storage_options"), Mapping) else e
+        for e in entries
+    ]
+
+
+class RegistrySource(RedactedReprMixin, StrictModel):
     """Everything the component's `defs.yaml` says about tables, with the directory its
-    relative paths are resolved against (the project root)."""
+    relative paths are resolved against (the project root). Its repr shows no storage
+    option value but the harmless ones."""
+
+    redacted_fields: ClassVar[dict[str, Any]] = {"tables": _redacted_entries}
 
     base_dir: str
     origin: str = "defs.yaml"
@@ -171,7 +203,7 @@ def resolved_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """
     from delta_ops.defs.secrets import MissingSecretError
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = RedactedOptions()  # a traceback's locals show no value
     for key, value in options.items():
         if isinstance(value, EnvRef):
             if value.env not in os.environ:

@@ -13,6 +13,7 @@ interpreter) because they import `delta_ops` to reach storage.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,9 +22,11 @@ from delta_ops.errors import EngineError
 
 __all__ = [
     "DEFAULT_MASTER",
+    "MASTER_FORMS",
     "PREFLIGHT_TIMEOUT_S",
     "SPARK_CONNECT_DEFAULT_PORT",
     "SparkSessionConfig",
+    "master_problem",
 ]
 
 DEFAULT_MASTER = "local[*]"
@@ -33,6 +36,33 @@ DEFAULT_MASTER = "local[*]"
 #: traceback) before the first job fails.
 PREFLIGHT_TIMEOUT_S = 3.0
 SPARK_CONNECT_DEFAULT_PORT = 15002
+
+#: The master URLs Spark 4 starts a session on, as its own parsers read them
+#: (`SparkSubmit`: "Master must either be yarn or start with spark, k8s, or local";
+#: `SparkContext.createTaskScheduler`: the `local[...]` and `local-cluster[...]` forms).
+#: Mesos is gone since Spark 4.0.
+_MASTER_RES = (
+    re.compile(r"local"),
+    re.compile(r"local\[([0-9]+|\*)\]"),
+    re.compile(r"local\[([0-9]+|\*)\s*,\s*([0-9]+)\]"),
+    re.compile(r"local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*\]"),
+    re.compile(r"spark://.*"),  # host and port: checked by `endpoints`
+    re.compile(r"yarn"),
+    re.compile(r"k8s://.*"),
+)
+#: The forms of `_MASTER_RES`, for messages.
+MASTER_FORMS = (
+    "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT, yarn "
+    "or k8s://HOST:PORT"
+)
+
+
+def master_problem(master: str) -> str | None:
+    """Why Spark would refuse `master` as a master URL, or None. Checked before a JVM
+    starts: Spark's own refusal comes after it, as a Java stack trace."""
+    if any(r.fullmatch(master) for r in _MASTER_RES):
+        return None
+    return f"{master!r} is not a Spark master URL: use {MASTER_FORMS}"
 
 
 @dataclass(frozen=True)
@@ -123,7 +153,8 @@ class SparkSessionConfig:
         return [_host_port(hp, master, None) for hp in master[len("spark://"):].split(",")]
 
     def preflight(self, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
-        """Fail fast when no standalone master or Spark Connect server is listening.
+        """Fail fast on a master URL Spark would refuse (`master_problem`), or when no
+        standalone master or Spark Connect server is listening.
 
         Opens (and closes) one TCP connection per endpoint with a short timeout; passes
         when any master of a high-availability list answers. Starts no JVM.
@@ -133,6 +164,10 @@ class SparkSessionConfig:
         """
         import socket  # here: the command line loads this module to build its parser
 
+        master = self.effective_master
+        problem = None if master is None else master_problem(master)
+        if problem is not None:
+            raise EngineError(f"could not start a Spark session on {self.describe()}: {problem}")
         endpoints = self.endpoints()
         causes = []
         for host, port in endpoints:

@@ -83,11 +83,15 @@ class ScratchDir:
         self.path: str | None = tempfile.mkdtemp(prefix=f"{PREFIX}{what}-")
         self._fd: int | None = None
         if fcntl is not None:
-            pending = os.path.join(self.path, ".owner-pending")
-            fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)  # ours alone: nobody else knows the name yet
-            os.rename(pending, os.path.join(self.path, _OWNER))
-            self._fd = fd
+            try:
+                pending = os.path.join(self.path, ".owner-pending")
+                self._fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                # Ours alone: nobody else knows the name yet.
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                os.rename(pending, os.path.join(self.path, _OWNER))
+            except BaseException:  # a full TMPDIR (no inode left for the lock file)
+                self.close()
+                raise
 
     def close(self) -> None:
         """Remove the directory and everything in it (idempotent)."""

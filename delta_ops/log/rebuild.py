@@ -286,7 +286,13 @@ class _Spiller:
         self.storage = storage
         self.root = storage.root
         self.adds = BucketSpill(_spill_schema(ADD_SCHEMA), _KEY, buckets, name="rebuild")
-        self.removes = BucketSpill(_spill_schema(REMOVE_SCHEMA), _KEY, buckets, name="rebuild")
+        try:
+            self.removes = BucketSpill(
+                _spill_schema(REMOVE_SCHEMA), _KEY, buckets, name="rebuild"
+            )
+        except BaseException:  # a full TMPDIR: the first spill's directory goes too
+            self.adds.close()
+            raise
         self.order = 0
 
     def close(self) -> None:
@@ -421,7 +427,11 @@ def _reconcile_buckets(
     adds_in, removes_in = spiller.adds, spiller.removes
     buckets = adds_in.buckets
     out_adds = BucketSpill(ADD_SCHEMA, "path", buckets, name="rebuilt")
-    out_removes = BucketSpill(REMOVE_SCHEMA, "path", buckets, name="rebuilt")
+    try:
+        out_removes = BucketSpill(REMOVE_SCHEMA, "path", buckets, name="rebuilt")
+    except BaseException:  # a full TMPDIR: the first spill's directory goes too
+        out_adds.close()
+        raise
     try:
         read_back = 0
         for b in range(buckets):

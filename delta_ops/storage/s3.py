@@ -289,6 +289,33 @@ _S3_OPTION_ALIASES = {
 }
 _S3_REGION_KEYS = frozenset({"aws_region", "region", "region_name", "aws_default_region"})
 _S3_BOOL_OPTIONS = frozenset({"anon", "use_ssl", "requester_pays", "use_listings_cache"})
+#: s3fs options whose value is a mapping; as text (a command line's KEY=VALUE) they are
+#: read as a JSON object.
+_S3_MAPPING_OPTIONS = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
+
+
+def _mapping_option(key: str, value: Any) -> dict[str, Any]:
+    """The value of a mapping option (`_S3_MAPPING_OPTIONS`) as a dict.
+
+    Raises:
+        StorageError: Neither a mapping nor the text of a JSON object (named by key, never
+            by value).
+    """
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        import json
+
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    raise StorageError(
+        f"storage option {key!r} takes a mapping: a dict, or as text a JSON object such as "
+        f"{key}={{\"connect_timeout\": 5}} (the value given is not one; it is not shown)"
+    )
 
 
 # Options every fsspec file system takes besides its own arguments, and those s3fs hands
@@ -334,7 +361,9 @@ def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
         elif key in _S3_REGION_KEYS:
             client_kwargs["region_name"] = value
         elif key == "client_kwargs":
-            client_kwargs = {**dict(value), **client_kwargs}
+            client_kwargs = {**_mapping_option(key, value), **client_kwargs}
+        elif key in _S3_MAPPING_OPTIONS:
+            out[key] = _mapping_option(key, value)
         elif key in _S3_BOOL_OPTIONS and isinstance(value, str):
             out[key] = value.strip().lower() in ("1", "true", "yes", "on")
         elif key.startswith("aws_"):

@@ -3,14 +3,20 @@
 Classic sessions (embedded `local[*]`, `local-cluster`, standalone `spark://`, ...) and
 Spark Connect clients (`sc://`) are built from their own classes, so both kinds coexist in
 one process; a master or Connect server that accepts no connection fails before any JVM
-starts. pyspark is imported only inside these functions. Protocol sections: none
-(execution only).
+starts. A classic session needs Java 17 or 21: without it (no `JAVA_HOME`, no `java` on
+`PATH`, or another version) the start fails before the JVM is launched, in one line that
+says how to get one (`java_problem`). pyspark is imported only inside these functions.
+Protocol sections: none (execution only).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from delta_ops.engine.config import SparkSessionConfig
@@ -50,6 +56,68 @@ def _prepare_environment(config: SparkSessionConfig) -> None:
         os.environ["SPARK_HOME"] = spark_home()
     if config.local_ip is not None:
         os.environ["SPARK_LOCAL_IP"] = config.local_ip
+
+
+#: The Java feature releases Spark 4 runs on.
+JAVA_VERSIONS = (17, 21)
+#: How to get one, for the message (generic: the package names of Debian and Ubuntu, and
+#: the fallback that works anywhere).
+JAVA_HOWTO = (
+    "install one (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; elsewhere your "
+    "platform's OpenJDK 17 or 21 package, or a build from adoptium.net) and put its java on "
+    "PATH or set JAVA_HOME to its directory"
+)
+_JAVA_VERSION_RE = re.compile(r'version "(\d+)(?:\.(\d+))?')
+
+
+def _java_major(text: str) -> int | None:
+    """The feature release in `java -version` output ("17.0.15": 17, "1.8.0_292": 8)."""
+    match = _JAVA_VERSION_RE.search(text)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def java_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why a classic Spark session cannot start its JVM here, or None when the Java it
+    would run (`$JAVA_HOME/bin/java`, else `java` on `PATH`, as `spark-class` picks it) is
+    one of `JAVA_VERSIONS`. Runs `java -version` once; starts no Spark.
+
+    Args:
+        environ: The environment the JVM would start in (default: this process's).
+    """
+    env = os.environ if environ is None else environ
+    home = env.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            return f"JAVA_HOME is {home}, which has no bin/java"
+    else:
+        found = shutil.which("java", path=env.get("PATH", os.defpath))
+        if found is None:
+            return "no java on PATH and JAVA_HOME is not set"
+        java = found
+    try:
+        proc = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, env=dict(env)
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{java} -version failed ({exc})"
+    major = _java_major(proc.stderr + proc.stdout)
+    if major is None:
+        return f"{java} -version printed no version"
+    if major not in JAVA_VERSIONS:
+        return f"{java} is Java {major}"
+    return None
+
+
+def _require_java() -> None:
+    problem = java_problem()
+    if problem is not None:
+        raise EngineError(
+            f"Spark needs Java {' or '.join(map(str, JAVA_VERSIONS))}: {problem}; {JAVA_HOWTO}"
+        )
 
 
 #: Modules a Spark Connect client needs, by the pip package that provides them.
@@ -101,8 +169,11 @@ def _start_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
         first = next(
             (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
         )
-        # The whole (often Java) trace goes to the log; the error stays one line.
-        logger.warning("Spark did not start on %s", config.describe(), exc_info=exc)
+        # The whole (often Java) trace goes to the debug log and stays chained as the
+        # cause; the error stays one line. (At warning level, a process that configured no
+        # logging, such as the command line, would print it to stderr: Python's last
+        # resort handler.)
+        logger.debug("Spark did not start on %s", config.describe(), exc_info=exc)
         raise EngineError(
             f"could not start a Spark session on {config.describe()}: {first}"
         ) from exc
@@ -135,6 +206,7 @@ def _create_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
             )
         return SparkSession(active), False
 
+    _require_java()  # before the JVM: without it, three chained tracebacks
     settings = {"spark.ui.showConsoleProgress": "false"}
     if config.local_ip is not None:
         settings["spark.driver.host"] = config.local_ip

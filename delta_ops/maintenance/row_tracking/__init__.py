@@ -31,6 +31,11 @@ pass over the state, and checkpointed every `checkpoint_every` backfilled files
 Interrupted anywhere, a re-run picks up where the log says it stopped; on an enabled table
 it reports `already_enabled`. Planning (`plan_backfill`) is pure; `backfill_row_tracking`
 applies.
+
+Step 1 locks out writers that do not implement rowTracking and domainMetadata (delta-rs
+among them). `backfill_protocol_upgrade` says, from the protocol alone, what step 1 would
+add and who loses write access; the command line and the Dagster job ask for confirmation
+with it before they start.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from delta_ops.commit.protocol_upgrade import ProtocolUpgrade, plan_protocol_upgrade
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
 from delta_ops.log.snapshot import large_state
 from delta_ops.log.stream import stream_threshold_bytes
@@ -64,11 +70,41 @@ __all__ = [
     "BackfillPlan",
     "BackfillProgress",
     "BackfillResult",
+    "ProtocolUpgrade",
+    "backfill_protocol_upgrade",
     "backfill_row_tracking",
     "plan_backfill",
     "row_counts",
     "verify_row_tracking",
 ]
+
+
+def backfill_protocol_upgrade(
+    table: Any, *, storage_options: Mapping[str, Any] | None = None
+) -> ProtocolUpgrade:
+    """What the backfill's first step would do to the table's protocol (the features it
+    adds, the writers that lose access), from the log's protocol alone (no replay); a
+    `ProtocolUpgrade` whose `needed` is False when the table supports row tracking already.
+
+    Args:
+        table: A `Storage`, `DeltaTable` or URI.
+        storage_options: For a URI `table`.
+
+    Raises:
+        UnsupportedFeatureError: The table has features the backfill cannot write (as
+            `backfill_row_tracking` would raise).
+    """
+    from delta_ops.log.protocol_metadata import read_protocol_metadata
+    from delta_ops.log.segment import build_log_segment
+    from delta_ops.protocol.features import ensure_supported
+
+    storage = Storage.of(table, storage_options)
+    segment = build_log_segment(storage)
+    protocol = read_protocol_metadata(storage, segment).protocol
+    # A table the backfill refuses asks no question: its own error comes first.
+    ensure_supported(protocol, "row_tracking_backfill", table=storage.root,
+                     version=segment.version)
+    return plan_protocol_upgrade(protocol, ROW_TRACKING_FEATURES)
 
 
 def backfill_row_tracking(
