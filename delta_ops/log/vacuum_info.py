@@ -12,7 +12,9 @@ commit older than the retention cut-off, and fails (`DELTA_CANNOT_VACUUM_LITE`) 
 log no longer starts at version 0 and no recorded version is at or after its earliest
 commit: metadata cleanup has removed commits whose removes nobody has seen. The same file,
 the same bytes (`{"latestCommitVersionOutsideOfRetentionWindow":N}` and a newline,
-overwritten), and the same rule are used here (`lite_window`).
+overwritten), and the same rule are used here (`lite_window`), less one needless refusal:
+Spark also refuses when the recorded version is the one just before the earliest commit,
+although every commit lite needs (the ones after it) is then in the log; this accepts it.
 """
 
 from __future__ import annotations
@@ -144,7 +146,8 @@ def lite_window(storage: Storage, delete_before: int, metadata: Metadata | None)
     outside = _newest_before(
         storage, versions, [i.modification_time for _, i in found], metadata, delete_before
     )
-    covered = earliest == 0 or (last is not None and last >= earliest)
+    # Every commit after the recorded one is still in the log (or the log is whole).
+    covered = earliest == 0 or (last is not None and last + 1 >= earliest)
     start = min(latest, last + 1 if last is not None else earliest)
     return LiteWindow(earliest, latest, last, outside, start, covered)
 
