@@ -414,3 +414,15 @@ def test_cli_inventory_and_lite_refusal(tmp_path):
                            "--json"], stderr_tty=False)
     assert code == 0, err
     assert any("fell back" in m for m in json.loads(out)["messages"])
+
+
+def test_an_unreadable_last_vacuum_info_stops_lite_only(tmp_path):
+    from delta_ops.errors import CorruptLogError
+
+    root, table = _table(tmp_path, seed=16)
+    (root / LOG / "_last_vacuum_info").write_bytes(b"not json")
+    with pytest.raises(CorruptLogError, match="_last_vacuum_info is not JSON"):
+        vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=True)
+    done = vacuum(str(root), now_ms=NOW_MS)
+    assert set(done.files) == table.garbage
+    assert read_last_vacuum_info(Storage.for_uri(str(root))) == 1

@@ -131,15 +131,33 @@ def _newest_before(
     return commits[lo]
 
 
-def lite_window(storage: Storage, delete_before: int, metadata: Metadata | None) -> LiteWindow:
+def lite_window(
+    storage: Storage,
+    delete_before: int,
+    metadata: Metadata | None,
+    *,
+    strict: bool = True,
+) -> LiteWindow:
     """Which commits VACUUM LITE reads, by delta-spark's rule (see the module).
 
+    Args:
+        storage: The table's storage.
+        delete_before: The retention cut-off (ms).
+        metadata: The latest metadata (decides in-commit timestamps).
+        strict: Raise on an unreadable `_last_vacuum_info` (else read it as none: a full
+            VACUUM does not depend on it, and then replaces it).
+
     Raises:
-        CorruptLogError: `_last_vacuum_info` cannot be read.
+        CorruptLogError: `_last_vacuum_info` cannot be read (when `strict`).
     """
     found = list_commits(storage)
     versions = [v for v, _ in found]
-    last = read_last_vacuum_info(storage)
+    try:
+        last = read_last_vacuum_info(storage)
+    except CorruptLogError:
+        if strict:
+            raise
+        last = None
     if not versions:
         return LiteWindow(0, -1, last, None, 0, covered=False)
     earliest, latest = versions[0], versions[-1]

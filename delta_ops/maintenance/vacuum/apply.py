@@ -22,6 +22,7 @@ from typing import Any
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.engine.progress import DELETE, Progress
+from delta_ops.errors import CorruptLogError
 from delta_ops.log.vacuum_info import read_last_vacuum_info, write_last_vacuum_info
 from delta_ops.maintenance.vacuum.history import (
     record_vacuum_end,
@@ -288,7 +289,10 @@ def _record_last_vacuum(storage: Storage, plan: VacuumPlan) -> None:
     catalog-managed tables, whose log the catalog owns)."""
     if plan.catalog_managed or plan.window_end is None:
         return
-    previous = read_last_vacuum_info(storage)
+    try:
+        previous = read_last_vacuum_info(storage)
+    except CorruptLogError:
+        previous = None  # unreadable: replaced, as delta-spark overwrites it
     if previous is None or plan.window_end > previous:
         write_last_vacuum_info(storage, plan.window_end)
 

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.engine.progress import LIST, NO_PROGRESS, PROBE, Progress
-from delta_ops.errors import LiteVacuumUnavailableError, RetentionError
+from delta_ops.errors import DeltaOpsError, LiteVacuumUnavailableError, RetentionError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.reference_buckets import SpilledReferences, read_references
@@ -295,15 +295,21 @@ def _plan(
         log.metadata, log.retention_ms, log.delete_before, log.refs
     )
     prefixes = partition_prefixes(metadata)
-    window = lite_window(storage, delete_before, metadata)
+    try:
+        window: LiteWindow | None = lite_window(storage, delete_before, metadata, strict=lite)
+    except DeltaOpsError:
+        if lite:
+            raise
+        window = None  # a full VACUUM does not need it (and then records nothing)
     common: dict[str, Any] = {
         "table": table, "version": segment.version, "retention_ms": retention_ms,
         "delete_before": delete_before, "lite": lite,
         "default_retention_ms": log.default_retention_ms,
-        "catalog_managed": log.catalog_managed, "window_end": window.outside,
+        "catalog_managed": log.catalog_managed,
+        "window_end": None if window is None else window.outside,
     }
     notes: list[str] = []
-    if lite:
+    if lite and window is not None:
         if window.covered:
             plan = _plan_lite(storage, refs, prefixes, common, window, progress)
             _prove_deletable(storage, plan.files, refs, version=segment.version)
