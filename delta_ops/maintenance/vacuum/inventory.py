@@ -62,7 +62,7 @@ from delta_ops.engine.progress import INVENTORY, NO_PROGRESS, PROBE, Progress
 from delta_ops.errors import DeltaOpsError, InventoryError
 from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
-from delta_ops.maintenance.vacuum.inventory_s3 import _clean_relative, _split, read_report
+from delta_ops.maintenance.vacuum.inventory_s3 import BAD_RELATIVE, _split, read_report
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import FileInfo, Storage
@@ -249,41 +249,57 @@ def _read_listing(
             f"inventory {source.path} holds no Parquet file", table=table, file=source.path
         )
     prefixes = _root_prefixes(table)
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[int] = []
+    parts: list[pa.Table] = []
     progress.begin(INVENTORY, total_files=None)
     for info in infos:
         with store.open_input(info.path) as fh:
-            data = pq.read_table(fh)
-        _check_listing_schema(data.schema, source.path, info.path, table)
+            parquet = pq.ParquetFile(fh)
+            _check_listing_schema(parquet.schema_arrow, source.path, info.path, table)
+            data = parquet.read(columns=list(DELTA_INVENTORY_FIELDS))
         data = data.filter(pc.invert(pc.fill_null(data.column("isDir"), False)))
-        for p, size, mtime in zip(
-            data.column("path").to_pylist(), data.column("length").to_pylist(),
-            data.column("modificationTime").to_pylist(), strict=True,
-        ):
-            rel = None
-            if isinstance(p, str):
-                for prefix in prefixes:
-                    if p.startswith(prefix):
-                        rel = _clean_relative(p[len(prefix):])
-                        break
-            if rel is None or mtime is None:
-                raise InventoryError(
-                    f"inventory {source.path} names {p!r}, which is not a file below the "
-                    f"table root {table} (an inventory in delta-spark's schema lists one "
-                    "table, with fully qualified paths)",
-                    table=table, file=source.path,
-                )
-            paths.append(rel)
-            sizes.append(int(size or 0))
-            mtimes.append(int(mtime))
+        parts.append(_relative_rows(data, prefixes, source.path, table))
         progress.advance(INVENTORY, pages=1, files=data.num_rows)
     progress.end(INVENTORY)
     created = source.inventory_time_ms
     if created is None:
         created = max(i.modification_time for i in infos)
-    return _finish(source.path, "listing", int(created), paths, sizes, mtimes, 0, table)
+    rows = pa.concat_tables(parts)
+    return _finish(source.path, "listing", int(created), rows.column(0), rows.column(1),
+                   rows.column(2), 0, table)
+
+
+def _relative_rows(
+    data: pa.Table, prefixes: tuple[str, ...], where: str, table: str
+) -> pa.Table:
+    """`path` made relative to the root (one of its fully qualified spellings), with
+    `length` and `modificationTime`.
+
+    Raises:
+        InventoryError: A path not below the root, not a plain relative path once made
+            relative, or a row without a modification time.
+    """
+    paths = data.column("path").cast(pa.string())
+    rel = pa.nulls(len(paths), pa.string())
+    for prefix in prefixes:
+        hit = pc.and_(pc.fill_null(pc.starts_with(paths, prefix), False), pc.is_null(rel))
+        rel = pc.if_else(hit, pc.utf8_slice_codeunits(paths, len(prefix)), rel)
+    bad = pc.or_(
+        pc.fill_null(pc.match_substring_regex(rel, BAD_RELATIVE), True),
+        pc.is_null(data.column("modificationTime")),
+    )
+    if pc.any(bad).as_py():
+        first = paths.filter(bad)[0].as_py()
+        raise InventoryError(
+            f"inventory {where} names {first!r}, which is not a file below the table root "
+            f"{table} (an inventory in delta-spark's schema lists one table, with fully "
+            "qualified paths)",
+            table=table, file=where,
+        )
+    return pa.table({
+        "path": rel,
+        "size": pc.fill_null(data.column("length").cast(pa.int64()), 0),
+        "mtime": data.column("modificationTime").cast(pa.int64()),
+    })
 
 
 def _check_listing_schema(schema: pa.Schema, where: str, file: str, table: str) -> None:
@@ -311,23 +327,19 @@ def _finish(
     source: str,
     kind: str,
     created: int,
-    paths: list[str],
-    sizes: list[int],
-    mtimes: list[int],
+    paths: pa.ChunkedArray | pa.Array,
+    sizes: pa.ChunkedArray | pa.Array,
+    mtimes: pa.ChunkedArray | pa.Array,
     outside: int,
     table: str,
 ) -> Inventory:
-    if not paths:
+    if not len(paths):
         raise InventoryError(
             f"inventory {source} names no file below the table root {table}: it is not an "
             "inventory of this table",
             table=table, file=source,
         )
-    rows = pa.table(
-        {"path": string_array(paths), "size": pa.array(sizes, pa.int64()),
-         "modification_time": pa.array(mtimes, pa.int64())},
-        schema=LISTING_SCHEMA,
-    )
+    rows = pa.table([paths, sizes, mtimes], schema=LISTING_SCHEMA)
     newer = pc.greater(rows.column("modification_time"), pa.scalar(created, pa.int64()))
     skipped_newer = int(pc.sum(newer).as_py() or 0)
     if skipped_newer:

@@ -9,12 +9,9 @@ Parquet data files with the snake_case columns (`bucket`, `key`, `size`,
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -43,20 +40,11 @@ class ReportRows:
     """
 
     created_ms: int
-    paths: list[str]
-    sizes: list[int]
-    mtimes: list[int]
+    paths: pa.ChunkedArray
+    sizes: pa.ChunkedArray
+    mtimes: pa.ChunkedArray
     outside: int
 
-
-def _clean_relative(rel: str) -> str | None:
-    """`rel` when it is a plain relative path (no empty or dot segments), else None."""
-    if not rel or rel.startswith("/") or rel.endswith("/"):
-        return None
-    parts = rel.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return None
-    return rel
 
 def _bucket_and_prefix(root: str) -> tuple[str, str] | None:
     """(bucket, key prefix with a trailing `/`) of an S3 root, None for other schemes."""
@@ -173,87 +161,114 @@ def read_report(
     data_store = (
         Storage.for_uri(f"s3://{dest_bucket}", options) if dest_bucket else manifest_store
     )
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[int] = []
+    parts: list[pa.Table] = []
     outside = 0
     progress.begin(INVENTORY, total_files=None)
     for entry in files:
         key = str(entry["key"])
         raw = data_store.read(key)
-        if kind == "csv":
-            rows = _csv_rows(raw, names, key)
-        else:
-            rows = _parquet_rows(raw, names, key)
-        count = 0
-        for row_bucket, row_key, size, mtime in rows:
-            count += 1
-            if row_bucket != bucket:
-                raise InventoryError(
-                    f"inventory {path} names s3://{row_bucket}/{row_key}, outside the "
-                    f"table's bucket {bucket!r}",
-                    table=table, file=path,
-                )
-            if not row_key.startswith(prefix):
-                outside += 1
-                continue
-            rel = _clean_relative(row_key[len(prefix):])
-            if rel is None:
-                raise InventoryError(
-                    f"inventory {path} names s3://{row_bucket}/{row_key}, which is "
-                    "not a plain path below the table root (empty or dot segments)",
-                    table=table, file=path,
-                )
-            paths.append(rel)
-            sizes.append(size)
-            mtimes.append(mtime)
-        progress.advance(INVENTORY, pages=1, files=count)
+        rows = _csv_table(raw, names, key) if kind == "csv" else _parquet_table(raw, key)
+        below, skipped = _below_prefix(rows, bucket, prefix, path, table)
+        parts.append(below)
+        outside += skipped
+        progress.advance(INVENTORY, pages=1, files=rows.num_rows)
     progress.end(INVENTORY)
-    return ReportRows(created, paths, sizes, mtimes, outside)
+    found = pa.concat_tables(parts) if parts else _ROWS.empty_table()
+    return ReportRows(created, found.column(0), found.column(1), found.column(2), outside)
 
 
-def _csv_rows(raw: bytes, names: list[str], key: str) -> Iterable[tuple[str, str, int, int]]:
+# Rows of a report's data file: bucket, key (decoded), size, last modified (ms).
+_ROWS = pa.schema([("bucket", pa.string()), ("key", pa.string()), ("size", pa.int64()),
+                   ("mtime", pa.int64())])
+# A key suffix that is not a plain relative path: empty or dot segments, or empty.
+BAD_RELATIVE = r"(^|/)\.\.?(/|$)|//|^/|/$|^$"
+
+
+def _below_prefix(
+    rows: pa.Table, bucket: str, prefix: str, path: str, table: str
+) -> tuple[pa.Table, int]:
+    """(the rows below the table's prefix as relative paths, sizes and times; how many rows
+    of the bucket lie outside it).
+
+    Raises:
+        InventoryError: A row of another bucket, or a path below the prefix that is not a
+            plain relative path.
+    """
+    other = pc.fill_null(pc.not_equal(rows.column("bucket"), bucket), True)
+    if pc.any(other).as_py():
+        bad = rows.filter(other)
+        raise InventoryError(
+            f"inventory {path} names s3://{bad.column('bucket')[0].as_py()}/"
+            f"{bad.column('key')[0].as_py()}, outside the table's bucket {bucket!r}",
+            table=table, file=path,
+        )
+    keys = rows.column("key")
+    inside = pc.fill_null(pc.starts_with(keys, prefix), False) if prefix else pc.is_valid(keys)
+    below = rows.filter(inside)
+    rel = pc.utf8_slice_codeunits(below.column("key"), len(prefix))
+    wrong = pc.match_substring_regex(rel, BAD_RELATIVE)
+    if pc.any(wrong).as_py():
+        first = below.column("key").filter(wrong)[0].as_py()
+        raise InventoryError(
+            f"inventory {path} names s3://{bucket}/{first}, which is not a plain path below "
+            "the table root (empty or dot segments)",
+            table=table, file=path,
+        )
+    out = pa.table({"path": rel, "size": pc.fill_null(below.column("size"), 0),
+                    "mtime": below.column("mtime")})
+    return out, rows.num_rows - below.num_rows
+
+
+def _flags(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
+    """Which rows of a CSV text column say `value` (`true`/`false`, any case)."""
+    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(column)), value)
+
+
+def _csv_table(raw: bytes, names: list[str], key: str) -> pa.Table:
+    import pyarrow.csv as pacsv
+
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    index = {_norm(n): i for i, n in enumerate(names)}
-    latest = index.get("islatest")
-    marker = index.get("isdeletemarker")
-    for row in csv.reader(io.StringIO(raw.decode("utf-8"))):
-        if not row:
-            continue
-        if len(row) != len(names):
-            raise InventoryError(
-                f"inventory data file {key} has a row of {len(row)} fields, its fileSchema "
-                f"names {len(names)}", file=key,
-            )
-        if latest is not None and row[latest].strip().lower() == "false":
-            continue
-        if marker is not None and row[marker].strip().lower() == "true":
-            continue
-        size_text = row[index["size"]].strip()
-        yield (
-            row[index["bucket"]],
-            unquote_plus(row[index["key"]]),
-            int(size_text) if size_text else 0,
-            _parse_time(row[index["lastmodifieddate"]], key),
-        )
-
-
-def _parse_time(text: str, key: str) -> int:
-    text = text.strip()
     try:
-        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
+        data = pacsv.read_csv(
+            io.BytesIO(raw),
+            read_options=pacsv.ReadOptions(column_names=names),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
         raise InventoryError(
-            f"inventory data file {key} has a LastModifiedDate that is not a date: {text!r}",
+            f"inventory data file {key} does not match its fileSchema ({len(names)} fields): "
+            f"{exc}", file=key,
+        ) from exc
+    index = {_norm(n): n for n in names}
+    keep = None
+    if "islatest" in index:
+        keep = pc.invert(_flags(data.column(index["islatest"]), "false"))
+    if "isdeletemarker" in index:
+        live = pc.invert(_flags(data.column(index["isdeletemarker"]), "true"))
+        keep = live if keep is None else pc.and_(keep, live)
+    if keep is not None:
+        data = data.filter(keep)
+    # CSV keys are URL-encoded (form encoding: `+` is a space).
+    keys = [unquote_plus(k) for k in data.column(index["key"]).to_pylist()]
+    sizes = pc.utf8_trim_whitespace(data.column(index["size"]))
+    sizes = pc.if_else(pc.equal(sizes, ""), "0", sizes)
+    stamps = pc.utf8_trim_whitespace(data.column(index["lastmodifieddate"]))
+    try:
+        size_col = sizes.cast(pa.int64())
+        mtime_col = stamps.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    except pa.ArrowInvalid as exc:
+        raise InventoryError(
+            f"inventory data file {key} has a Size or LastModifiedDate it cannot read: {exc}",
             file=key,
         ) from exc
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
-    return int(stamp.timestamp() * 1000)
+    return pa.table({"bucket": data.column(index["bucket"]), "key": pa.array(keys, pa.string()),
+                     "size": size_col, "mtime": mtime_col}, schema=_ROWS)
 
 
-def _parquet_rows(raw: bytes, names: list[str], key: str) -> Iterable[tuple[str, str, int, int]]:
+def _parquet_table(raw: bytes, key: str) -> pa.Table:
     import pyarrow.parquet as pq
 
     data = pq.read_table(io.BytesIO(raw))
@@ -279,10 +294,9 @@ def _parquet_rows(raw: bytes, names: list[str], key: str) -> Iterable[tuple[str,
             f"inventory data file {key}: last_modified_date is {stamps.type}, not a time",
             file=key,
         )
-    yield from zip(
-        data.column(columns["bucket"]).to_pylist(),
-        data.column(columns["key"]).to_pylist(),
-        (s or 0 for s in data.column(columns["size"]).to_pylist()),
-        stamps.to_pylist(),
-        strict=True,
-    )
+    return pa.table({
+        "bucket": data.column(columns["bucket"]).cast(pa.string()),
+        "key": data.column(columns["key"]).cast(pa.string()),
+        "size": data.column(columns["size"]).cast(pa.int64()),
+        "mtime": stamps.cast(pa.int64()),
+    }, schema=_ROWS)
