@@ -39,6 +39,7 @@ from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
 from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.vacuum_tables import DAY_MS, generate, walk_local
 
 NOW_MS = 1_750_000_000_000
@@ -426,3 +427,23 @@ def test_an_unreadable_last_vacuum_info_stops_lite_only(tmp_path):
     done = vacuum(str(root), now_ms=NOW_MS)
     assert set(done.files) == table.garbage
     assert read_last_vacuum_info(Storage.for_uri(str(root))) == 1
+
+
+def test_spark_engine_reports_progress_and_agrees_with_the_inventory(
+    tmp_path, spark_engine  # noqa: F811
+):
+    from delta_ops_tests.vacuum_tables import spark_inventory, write_parquet
+
+    root, table = _table(tmp_path, seed=17, orphans=True, partitioned=True)
+    inv = write_parquet(spark_inventory(f"file:{root}", walk_local(root)),
+                        tmp_path / "inv" / "x.parquet")
+    from delta_ops.maintenance.vacuum import InventorySource
+
+    source = InventorySource(str(inv), inventory_time_ms=NOW_MS - 3_600_000)
+    from_inventory = vacuum(str(root), now_ms=NOW_MS, dry_run=True, inventory=source)
+    progress = Recording()
+    done = vacuum(str(root), now_ms=NOW_MS, engine=spark_engine, progress=progress)
+    assert done.files == from_inventory.files and set(done.files) == table.garbage
+    assert progress.final(LIST).files >= len(done.files)  # hidden ones are left later
+    assert progress.final(DELETE).files == len(done.files)
+    assert progress.final(DELETE).bytes == done.size_bytes
