@@ -335,3 +335,11 @@ def test_s3_report_refusals(s3_server):
             "empty or dot segments")
     # Nothing was deleted by any of them.
     assert len(_s3_rows(s3_server, prefix)) == len(rows)
+
+
+def test_lite_and_an_inventory_exclude_each_other(tmp_path):
+    root, _ = _local_table(tmp_path, 16, partitioned=False, awkward=False, dv=False,
+                           orphans=False)
+    inventory = _inventory_of(root, tmp_path)
+    with pytest.raises(ValueError, match="not both"):
+        vacuum(str(root), now_ms=NOW_MS, lite=True, inventory=inventory, dry_run=True)

@@ -234,11 +234,16 @@ def plan_vacuum(
         RetentionError: See `retention_for`.
         UnsafeDeletionError: A chosen file cannot be proven unreferenced and inside the
             root (nothing is deleted).
+        ValueError: Both `lite` and `inventory`.
         InventoryError: The inventory cannot be used (see `inventory.py`).
         LiteVacuumUnavailableError: Lite mode when the log no longer holds every commit
             since the last VACUUM, without `lite_fallback`.
     """
     table = storage.root
+    if lite and inventory is not None:
+        raise ValueError(
+            "VACUUM takes its files from the log (lite) or from an inventory, not both"
+        )
 
     def read(segment: LogSegment) -> _LogRead:
         blobs = read_deltas(storage, segment)
