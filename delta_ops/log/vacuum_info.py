@@ -105,6 +105,20 @@ class LiteWindow:
     start: int
     covered: bool
 
+    def gap(self) -> str:
+        """Why the log does not cover the window (when not `covered`)."""
+        if self.last_vacuum is None:
+            return (
+                f"the log starts at version {self.earliest}, not 0, and "
+                "_delta_log/_last_vacuum_info records no earlier VACUUM: the removes of the "
+                "commits cleaned up before it were never seen"
+            )
+        return (
+            f"the last VACUUM dealt with commits up to version {self.last_vacuum}, but the "
+            f"log now starts at version {self.earliest}: the removes of the commits in "
+            "between were cleaned up unseen"
+        )
+
 
 def _newest_before(
     storage: Storage, commits: list[int], mtimes: list[int], metadata: Metadata | None,

@@ -63,11 +63,12 @@ from delta_ops.errors import DeltaOpsError, InventoryError
 from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
 from delta_ops.maintenance.vacuum.inventory_s3 import BAD_RELATIVE, _split, read_report
+from delta_ops.maintenance.vacuum.listing import is_hidden
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import FileInfo, Storage
 
-__all__ = ["Inventory", "InventorySource", "read_inventory"]
+__all__ = ["Inventory", "InventorySource", "inventory_candidates", "read_inventory"]
 
 #: delta-spark's `VacuumCommand.INVENTORY_SCHEMA`.
 DELTA_INVENTORY_FIELDS: dict[str, pa.DataType] = {
@@ -460,3 +461,31 @@ def inventory_top_dirs(inventory: Inventory, hidden: Callable[[str], bool]) -> l
         )
     ).to_pylist()
     return ["", *sorted(d for d in heads if d != LOG_DIR and not hidden(d))]
+
+
+def inventory_candidates(
+    storage: Storage,
+    source: InventorySource,
+    refs: FileReferences | SpilledReferences,
+    prefixes: tuple[str, ...],
+    *,
+    now_ms: int,
+    delete_before: int,
+    progress: Progress | None,
+) -> tuple[pa.Table, list[str], list[str]]:
+    """(candidates as a listing's anti-join gives them, top directories, notes) from an
+    inventory: read, checked fresh, anti-joined, each candidate re-checked (what
+    `plan._plan` uses instead of `Engine.find_unreferenced` and `listing._listing_dirs`).
+
+    Raises:
+        InventoryError: See the module.
+    """
+    inv = read_inventory(
+        source, table=storage.root, storage_options=storage.storage_options,
+        progress=progress or NO_PROGRESS,
+    )
+    inv.check_fresh(table=storage.root, now_ms=now_ms, delete_before=delete_before)
+    found, notes = find_unreferenced_in_inventory(
+        storage, inv, refs, delete_before, progress=progress or NO_PROGRESS
+    )
+    return found, inventory_top_dirs(inv, lambda d: is_hidden(d, prefixes)), notes

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
-from delta_ops.engine.progress import LIST, NO_PROGRESS, PROBE, Progress
+from delta_ops.engine.progress import LIST, PROBE, Progress
 from delta_ops.errors import DeltaOpsError, LiteVacuumUnavailableError, RetentionError
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
@@ -35,12 +35,7 @@ from delta_ops.log.reference_buckets import SpilledReferences, read_references
 from delta_ops.log.references import FileReferences, read_deltas
 from delta_ops.log.segment import LogSegment
 from delta_ops.log.vacuum_info import LiteWindow, expired_removed_keys, lite_window
-from delta_ops.maintenance.vacuum.inventory import (
-    InventorySource,
-    find_unreferenced_in_inventory,
-    inventory_top_dirs,
-    read_inventory,
-)
+from delta_ops.maintenance.vacuum.inventory import InventorySource, inventory_candidates
 from delta_ops.maintenance.vacuum.listing import (
     _dirs_emptied,
     _has_directories,
@@ -48,7 +43,6 @@ from delta_ops.maintenance.vacuum.listing import (
     _listing_dirs,
     _select,
     _side_file,
-    is_hidden,
     partition_prefixes,
 )
 from delta_ops.maintenance.vacuum.proof import _prove_deletable
@@ -319,7 +313,7 @@ def _plan(
             plan = _plan_lite(storage, refs, prefixes, common, window, progress)
             _prove_deletable(storage, plan.files, refs, version=segment.version)
             return plan
-        reason = _lite_gap(window)
+        reason = window.gap()
         if not lite_fallback:
             raise LiteVacuumUnavailableError(
                 f"VACUUM LITE cannot see every file a full VACUUM would delete: {reason}; "
@@ -330,7 +324,7 @@ def _plan(
         notes.append(f"lite mode fell back to a full listing: {reason}")
         common["lite"] = False
     if inventory is not None:
-        found, dirs, inv_notes = _from_inventory(
+        found, dirs, inv_notes = inventory_candidates(
             storage, inventory, refs, prefixes, now_ms=now_ms, delete_before=delete_before,
             progress=progress,
         )
@@ -392,44 +386,6 @@ def _plan(
         top_dirs=tuple(d for d in dirs if d),
         messages=tuple(messages),
     )
-
-
-def _lite_gap(window: LiteWindow) -> str:
-    """Why the log does not cover lite mode's window (see `log.vacuum_info`)."""
-    if window.last_vacuum is None:
-        return (
-            f"the log starts at version {window.earliest}, not 0, and "
-            "_delta_log/_last_vacuum_info records no earlier VACUUM: the removes of the "
-            "commits cleaned up before it were never seen"
-        )
-    return (
-        f"the last VACUUM dealt with commits up to version {window.last_vacuum}, but the "
-        f"log now starts at version {window.earliest}: the removes of the commits in "
-        "between were cleaned up unseen"
-    )
-
-
-def _from_inventory(
-    storage: Storage,
-    source: InventorySource,
-    refs: FileReferences | SpilledReferences,
-    prefixes: tuple[str, ...],
-    *,
-    now_ms: int,
-    delete_before: int,
-    progress: Progress | None,
-) -> tuple[Any, list[str], list[str]]:
-    """(candidates as a listing's anti-join gives them, top directories, notes) from an
-    inventory (`inventory.py`): checked fresh, anti-joined, each candidate re-checked."""
-    inv = read_inventory(
-        source, table=storage.root, storage_options=storage.storage_options,
-        progress=progress or NO_PROGRESS,
-    )
-    inv.check_fresh(table=storage.root, now_ms=now_ms, delete_before=delete_before)
-    found, notes = find_unreferenced_in_inventory(
-        storage, inv, refs, delete_before, progress=progress or NO_PROGRESS
-    )
-    return found, inventory_top_dirs(inv, lambda d: is_hidden(d, prefixes)), notes
 
 
 def _plan_lite(
