@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import InventoryError
@@ -343,3 +345,23 @@ def test_lite_and_an_inventory_exclude_each_other(tmp_path):
     inventory = _inventory_of(root, tmp_path)
     with pytest.raises(ValueError, match="not both"):
         vacuum(str(root), now_ms=NOW_MS, lite=True, inventory=inventory, dry_run=True)
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), partitioned=st.booleans(), awkward=st.booleans(),
+       dv=st.booleans(), orphans=st.booleans())
+def test_property_every_source_plans_what_the_listing_plans(
+    tmp_path_factory, seed, partitioned, awkward, dv, orphans
+):
+    tmp = tmp_path_factory.mktemp("prop")
+    root, table = _local_table(tmp, seed, partitioned=partitioned, awkward=awkward, dv=dv,
+                               orphans=orphans)
+    listing = _serial_listing(str(root), dry_run=True)
+    assert set(listing.files) == table.garbage
+    source = InventorySource(_inventory_of(root, tmp), inventory_time_ms=NOW_MS - HOUR_MS)
+    assert vacuum(str(root), now_ms=NOW_MS, dry_run=True, inventory=source).files == (
+        listing.files
+    )
+    lite = vacuum(str(root), now_ms=NOW_MS, dry_run=True, lite=True)
+    assert set(lite.files) == set(listing.files) - table.orphans

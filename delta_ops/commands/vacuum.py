@@ -15,7 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
-from delta_ops.engine.progress import PhaseTotals, Tracker
+from delta_ops.engine.progress import PhaseTotals, Tracker, human_bytes
 
 #: The longest retention accepted, in hours (about 114 years): longer keeps everything
 #: anyway, and every retention must fit the millisecond timestamps of the log.
@@ -61,11 +61,10 @@ class TerminalProgress(Tracker):
         if bar is None:
             bar = self._bars[totals.phase] = self._tqdm(
                 total=totals.total_files, desc=f"vacuum {totals.phase}", unit=" files",
-                unit_scale=True, file=self._stream, leave=True, dynamic_ncols=True,
+                file=self._stream, leave=True, dynamic_ncols=True,
             )
         bar.n = totals.files
-        size = totals.bytes / 2**20
-        extra = f"{size:,.1f} MiB"
+        extra = human_bytes(totals.bytes)
         if totals.pages:
             extra = f"{totals.pages:,} pages, {extra}"
         bar.set_postfix_str(extra, refresh=False)

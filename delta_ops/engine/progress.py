@@ -37,6 +37,7 @@ __all__ = [
     "Progress",
     "Tracker",
     "format_totals",
+    "human_bytes",
 ]
 
 LIST = "list"
@@ -98,7 +99,8 @@ class PhaseTotals:
         return self.files / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
-def _size(n: float) -> str:
+def human_bytes(n: float) -> str:
+    """`1.5 MiB`, `300 B`."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -109,7 +111,7 @@ def _size(n: float) -> str:
 def format_totals(t: PhaseTotals) -> str:
     """One line for a phase: `vacuum list: 12 pages, 12,000 files, 3.1 MiB, 2,400 files/s`."""
     files = f"{t.files:,}" if t.total_files is None else f"{t.files:,}/{t.total_files:,}"
-    parts = [f"{files} files", _size(t.bytes), f"{t.files_per_s:,.0f} files/s"]
+    parts = [f"{files} files", human_bytes(t.bytes), f"{t.files_per_s:,.0f} files/s"]
     if t.pages:
         parts.insert(0, f"{t.pages:,} pages")
     return f"vacuum {t.phase}{' done' if t.done else ''}: " + ", ".join(parts)
