@@ -122,6 +122,18 @@ class UnsafeDeletionError(DeltaOpsError):
     a symbolic link); nothing was deleted."""
 
 
+class InventoryError(DeltaOpsError):
+    """A VACUUM inventory cannot be used: unreadable, lacking fields, older than the
+    retention window, or naming paths outside the table root; nothing was deleted."""
+
+
+class LiteVacuumUnavailableError(DeltaOpsError):
+    """VACUUM LITE cannot see every file a full VACUUM would delete: the log no longer
+    holds every commit since the last VACUUM (`_delta_log/_last_vacuum_info`); nothing
+    was deleted. A full VACUUM (listing the table) removes them and makes lite possible
+    again."""
+
+
 class CrossCheckError(CorruptLogError):
     """A state about to be published (checkpoint, compaction file, `.crc`) differs from the
     same version replayed through an independent path (the previous checkpoint plus the

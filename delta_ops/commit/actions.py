@@ -149,11 +149,14 @@ def build_commit_info(
     engine_info: str,
     txn_id: str,
     user_metadata: str | None = None,
+    operation_metrics: Mapping[str, Any] | None = None,
+    isolation_level: str = "Serializable",
 ) -> dict[str, Any]:
     """The `commitInfo` of a commit, in Spark's field order.
 
     `timestamp` is the in-commit timestamp when there is one (as Spark writes it), else
-    `now`; `readVersion` is omitted for a table's first commit.
+    `now`; `readVersion` is omitted for a table's first commit; `operationMetrics` (values
+    as strings, as Spark writes them) only when given.
     """
     info: dict[str, Any] = {
         "timestamp": in_commit_timestamp if in_commit_timestamp is not None else now
@@ -164,8 +167,10 @@ def build_commit_info(
     info["operationParameters"] = dict(operation_parameters)
     if read_version is not None:
         info["readVersion"] = read_version
-    info["isolationLevel"] = "Serializable"
+    info["isolationLevel"] = isolation_level
     info["isBlindAppend"] = blind_append
+    if operation_metrics:
+        info["operationMetrics"] = {k: str(v) for k, v in operation_metrics.items()}
     if user_metadata is not None:
         info["userMetadata"] = user_metadata
     info["engineInfo"] = engine_info

@@ -135,6 +135,9 @@ class Transaction:
         backoff_ms: (first, largest) wait after a lost race, doubled per attempt, jittered.
         user_metadata: commitInfo `userMetadata`.
         row_counts: Known physical row counts by add path, used before stats and footers.
+        operation_metrics: commitInfo `operationMetrics` (values written as strings).
+        isolation_level: commitInfo `isolationLevel` (Spark writes `SnapshotIsolation` for
+            commits that change no data, e.g. VACUUM START/END).
     """
 
     def __init__(
@@ -157,6 +160,8 @@ class Transaction:
         backoff_ms: tuple[int, int] = (5, 500),
         user_metadata: str | None = None,
         row_counts: Mapping[str, int] | None = None,
+        operation_metrics: Mapping[str, Any] | None = None,
+        isolation_level: str = "Serializable",
     ) -> None:
         self.storage = (
             snapshot.storage if snapshot is not None else Storage.of(table, storage_options)
@@ -178,6 +183,8 @@ class Transaction:
         self.backoff_ms = backoff_ms
         self.user_metadata = user_metadata
         self.row_counts = dict(row_counts or {})
+        self.operation_metrics = dict(operation_metrics or {})
+        self.isolation_level = isolation_level
         self.txn_id = str(uuid.uuid4())
         self._actions: list[dict[str, Any]] = []
         self._metadata: dict[str, Any] | None = None
@@ -555,6 +562,8 @@ class Transaction:
             engine_info=ENGINE_INFO,
             txn_id=self.txn_id,
             user_metadata=self.user_metadata,
+            operation_metrics=self.operation_metrics,
+            isolation_level=self.isolation_level,
         )
         actions.append({"commitInfo": commit_info})
         if self._protocol is not None:

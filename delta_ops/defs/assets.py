@@ -404,10 +404,18 @@ def run_cleanup(run: TableRun) -> MaterializeResult:
     )
 
 
-def run_vacuum(run: TableRun) -> MaterializeResult:
+#: A VACUUM run logs its progress (listing, probes, deletes) at most this often per phase.
+VACUUM_PROGRESS_EVERY_S = 15.0
+
+
+def run_vacuum(run: TableRun, log: Callable[[str], None] | None = None) -> MaterializeResult:
+    from delta_ops.engine.progress import LogProgress
     from delta_ops.maintenance.vacuum import vacuum
 
     policy = run.policy.vacuum
+    progress = None if log is None else LogProgress(
+        lambda line: log(f"{run.name}: {line}"), every_s=VACUUM_PROGRESS_EVERY_S
+    )
     with refusals(run.name, VACUUM):
         result, duration = _timed(lambda: vacuum(
             run.storage,
@@ -418,6 +426,8 @@ def run_vacuum(run: TableRun) -> MaterializeResult:
             dry_run=policy.dry_run,
             now_ms=run.now_ms,
             engine=run.engine(),
+            record_history=policy.record_history,
+            progress=progress,
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
@@ -524,6 +534,8 @@ def run_component(
                 metadata={**metadata, "skipped": True},
             )
         return MaterializeResult(asset_key=asset_key(run.name, ROW_TRACKING), metadata=metadata)
+    if component == VACUUM:
+        return run_vacuum(run, log)
     return _BODIES[component](run)
 
 

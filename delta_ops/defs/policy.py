@@ -161,6 +161,12 @@ class VacuumPolicy(_ScheduledPolicy):
         description="Vacuum a catalog-managed table (catalogManaged feature). The catalog owns "
         "such a table: set this only with the catalog's permission.",
     )
+    record_history: bool = Field(
+        default=False,
+        description="Record each VACUUM in the table's history as delta-spark does (VACUUM "
+        "START and VACUUM END commits with numFilesToDelete, sizeOfDataToDelete, "
+        "numDeletedFiles, numVacuumedDirectories). Refused on catalog-managed tables.",
+    )
 
     @property
     def retention_hours(self) -> float | None:

@@ -19,6 +19,7 @@ from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
     from delta_ops.engine.spill import KeyBuckets
+    from delta_ops.engine.progress import Progress
 
 LISTING_SCHEMA = pa.schema(
     [
@@ -59,9 +60,13 @@ class Engine(ABC):
         directories: Sequence[str],
         keep: pa.Array | KeyBuckets,
         older_than_ms: int,
+        *,
+        progress: Progress | None = None,
     ) -> pa.Table:
         """Files below `directories` (as in `list_files`) whose path is not in `keep` and
         whose modification time is before `older_than_ms`; LISTING_SCHEMA, sorted by path.
+        `progress` (`engine.progress`) hears of every listed page as phase
+        `list` (pages, files, bytes where the listing carries sizes).
         The anti-join runs where the engine runs (on Spark: in Spark, not on the driver).
         `keep` may be held in buckets (`engine.spill.KeyBuckets`, a set too large for
         memory): the local engine then joins bucket by bucket, Spark a bucket at a time."""

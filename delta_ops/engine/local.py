@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
+from delta_ops.engine.progress import LIST, Progress
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
 from delta_ops.protocol.arrays import (
     constant_string,
@@ -64,6 +65,26 @@ def _by_path(info: FileInfo) -> str:
     return info.path
 
 
+# A walk reports its progress every this many files (one "page").
+_PROGRESS_PAGE = 1000
+
+
+def _reported(walked, progress: Progress) -> list[FileInfo]:  # type: ignore[no-untyped-def]
+    """The files of a walk, reporting every `_PROGRESS_PAGE` of them to `progress`."""
+    out: list[FileInfo] = []
+    files = size = 0
+    for info in walked:
+        out.append(info)
+        files += 1
+        size += max(info.size, 0)
+        if files == _PROGRESS_PAGE:
+            progress.advance(LIST, pages=1, files=files, bytes=size)
+            files = size = 0
+    if files:
+        progress.advance(LIST, pages=1, files=files, bytes=size)
+    return out
+
+
 class LocalEngine(Engine):
     """Thread-pool engine.
 
@@ -88,14 +109,24 @@ class LocalEngine(Engine):
         storage: Storage,
         directories: Sequence[str],
         exclude: Container[str] | None = None,
+        progress: Progress | None = None,
     ) -> list[FileInfo]:
-        """The files below `directories` (as `list_files`) not in `exclude`, by path."""
+        """The files below `directories` (as `list_files`) not in `exclude`, by path
+        (`progress` hears of each directory listed, or each `_PROGRESS_PAGE` files of a
+        walk, as a page of phase `list`)."""
 
         def one(directory: str) -> list[FileInfo]:
             # What is listed here may be deleted: no symbolic link is listed or followed.
             if directory == "":
-                return storage.list_dir("", exclude=exclude, follow_symlinks=False)
-            return list(storage.walk(directory, exclude=exclude, follow_symlinks=False))
+                found = storage.list_dir("", exclude=exclude, follow_symlinks=False)
+                if progress is not None:
+                    progress.advance(LIST, pages=1, files=len(found),
+                                     bytes=sum(max(i.size, 0) for i in found))
+                return found
+            walked = storage.walk(directory, exclude=exclude, follow_symlinks=False)
+            if progress is None:
+                return list(walked)
+            return _reported(walked, progress)
 
         if storage.latency_bound:
             parts = self._map(one, directories)
@@ -112,16 +143,20 @@ class LocalEngine(Engine):
         directories: Sequence[str],
         keep: pa.Array | KeyBuckets,
         older_than_ms: int,
+        *,
+        progress: Progress | None = None,
     ) -> pa.Table:
         if isinstance(keep, KeyBuckets):
             return find_unreferenced_in_buckets(
                 storage, directories, keep, older_than_ms,
-                threads=self.max_workers if storage.latency_bound else 1,
+                threads=self.max_workers if storage.latency_bound else 1, progress=progress,
             )
         # The anti-join runs during the listing: on the local file system a kept file costs
         # its name only, never a stat.
         referenced = frozenset(keep.cast(pa.string()).to_pylist())
-        listed = [_readable(i) for i in self._list(storage, directories, referenced)]
+        listed = [
+            _readable(i) for i in self._list(storage, directories, referenced, progress)
+        ]
         return _listing_table([i for i in listed if i.modification_time < older_than_ms])
 
     def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
@@ -325,6 +360,7 @@ def find_unreferenced_in_buckets(
     older_than_ms: int,
     *,
     threads: int = 1,
+    progress: Progress | None = None,
 ) -> pa.Table:
     """`Engine.find_unreferenced` against a referenced set in buckets, in bounded memory.
 
@@ -339,6 +375,10 @@ def find_unreferenced_in_buckets(
     with BucketSpill(_SPILL_LISTING, "path", keep.buckets, name="vacuum-listing") as spill:
         for page in pages:
             spill.append(page)
+            if progress is not None:
+                sizes = page.column("size")
+                total = pc.sum(sizes).as_py() if sizes.null_count < len(sizes) else 0
+                progress.advance(LIST, pages=1, files=page.num_rows, bytes=int(total or 0))
         found = _unreferenced(spill, keep)
     infos: list[FileInfo] = []
     by_dir: dict[str, list[str]] = {}

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from delta_ops import errors as _errors
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
 from delta_ops.engine.config import SparkSessionConfig
+from delta_ops.engine.progress import LIST, Progress
 from delta_ops.engine.spark.startup import _start_session
 from delta_ops.engine.spark.tasks import (
     _call_task,
@@ -214,10 +215,30 @@ class SparkEngine(Engine):
         directories: Sequence[str],
         keep: pa.Array | KeyBuckets,
         older_than_ms: int,
+        *,
+        progress: Progress | None = None,
     ) -> pa.Table:
         frame = self._listing_frame(storage, directories)
         if frame is None:
             return LISTING_SCHEMA.empty_table()
+        if progress is not None:
+            # The listing runs on the executors: one report, the directories listed (pages)
+            # and the unreferenced old files they hold, when the job is done.
+            found = self._find_unreferenced(storage, frame, keep, older_than_ms)
+            progress.advance(
+                LIST, pages=len(directories), files=found.num_rows,
+                bytes=int(pc.sum(found.column("size")).as_py() or 0),
+            )
+            return found
+        return self._find_unreferenced(storage, frame, keep, older_than_ms)
+
+    def _find_unreferenced(
+        self,
+        storage: Storage,
+        frame: DataFrame,
+        keep: pa.Array | KeyBuckets,
+        older_than_ms: int,
+    ) -> pa.Table:
         # SQL text rather than pyspark.sql.functions: the same on classic and Connect.
         old = frame.where(f"modification_time < {int(older_than_ms)}")
         if isinstance(keep, KeyBuckets) and keep.buckets > 1:

@@ -58,18 +58,32 @@ the engine spills the listing by the same function and anti-joins bucket by buck
 (`engine.local.find_unreferenced_in_buckets`); the proof reads every spilled reference
 again, bucket by bucket but trusting no bucket. The plan is the in-memory path's.
 
-Lite mode does not list storage: it considers only the files named by expired tombstones
-still in the log state (and their DV files), checking each one's existence and age.
+Where the files come from (every source goes through the same `_select` and proof):
+
+* a listing of the table's data directories (the default);
+* an inventory (`inventory`: an S3 Inventory report, or delta-spark's `USING INVENTORY`
+  schema): only which files existed; never what is referenced; stale, incomplete or
+  outside-the-root inventories are refused;
+* lite mode, no listing at all: the files named by expired tombstones still in the log
+  state and by the removes of every commit since the last VACUUM
+  (`log.vacuum_info.lite_window`, `_delta_log/_last_vacuum_info` as delta-spark keeps it),
+  with their DV files, each checked for existence and age. When the log no longer holds
+  those commits, lite refuses (`LiteVacuumUnavailableError`) or, asked to, lists the table.
+
+A real run records `_last_vacuum_info`, and on request (`record_history`) `VACUUM START` /
+`VACUUM END` commits (`history`). Progress goes to an `engine.progress.Progress`.
 
 The package: `listing` (hidden names, candidates, emptied directories), `aliases` (what
 referenced paths reach through links), `proof` (the independent check), `plan` (retention,
-the plan), `apply` (deleting; `vacuum`, `describe`).
+the plan), `inventory` and `inventory_s3` (files from an inventory), `history` (the
+START/END commits), `apply` (deleting; `vacuum`, `describe`).
 """
 
 from __future__ import annotations
 
 from delta_ops.log.references import FileReferences, file_references
 from delta_ops.maintenance.vacuum.apply import VacuumResult, describe, vacuum
+from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.maintenance.vacuum.listing import CHANGE_DATA_DIR, is_hidden, partition_prefixes
 from delta_ops.maintenance.vacuum.plan import (
     HOUR_MS,
@@ -83,6 +97,7 @@ __all__ = [
     "CHANGE_DATA_DIR",
     "HOUR_MS",
     "FileReferences",
+    "InventorySource",
     "VacuumPlan",
     "VacuumResult",
     "describe",

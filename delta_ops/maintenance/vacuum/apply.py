@@ -1,6 +1,12 @@
 """VACUUM's run: plan (shared with the dry run), then delete, side checksums first, then
 the directories the deletion emptied.
 
+A real run then records, as delta-spark does, the newest commit older than the retention
+cut-off in `_delta_log/_last_vacuum_info` (what lets a later lite run start there; not on
+catalog-managed tables), and, when asked (`record_history`), `VACUUM START` before the
+deletes and `VACUUM END` after them as commits of their own (`history.py`). Progress of
+the deletes (files, bytes, rate) goes to `progress` (`engine.progress`), a batch at a time.
+
 A crash in between leaves data files whose side checksums are gone, which a re-run finds
 again, never a side checksum whose data file is gone. Empty directories are removed only
 below the data directories, and at the top level only when no empty directory lies under
@@ -15,6 +21,16 @@ from typing import Any
 
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
+from delta_ops.engine.progress import DELETE, Progress
+from delta_ops.errors import CorruptLogError
+from delta_ops.log.vacuum_info import read_last_vacuum_info, write_last_vacuum_info
+from delta_ops.maintenance.vacuum.history import (
+    record_vacuum_end,
+    record_vacuum_start,
+    refuse_catalog_managed,
+    vacuumed_directories,
+)
+from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
@@ -58,6 +74,34 @@ class VacuumResult:
         out["messages"] = list(self.messages)
         return out
 
+
+
+# With progress, files are deleted this many at a time (a report after each batch).
+_DELETE_BATCH = 10_000
+
+
+def _delete(
+    eng: Engine,
+    storage: Storage,
+    paths: Sequence[str],
+    sizes: Mapping[str, int],
+    progress: Progress | None,
+) -> int:
+    """Delete `paths`; how many existed (confirmed deletes). With `progress`, a batch at a
+    time, each reported as phase `delete` (files confirmed, their bytes)."""
+    if not paths:
+        return 0
+    if progress is None:
+        return int(eng.delete_files(storage, paths) or 0)
+    done = 0
+    for start in range(0, len(paths), _DELETE_BATCH):
+        part = paths[start : start + _DELETE_BATCH]
+        n = int(eng.delete_files(storage, part) or 0)
+        done += n
+        size = sum(sizes.get(p, 0) for p in part)
+        # Bytes of the batch in proportion to the deletes confirmed (missing files free none).
+        progress.advance(DELETE, pages=1, files=n, bytes=size * n // len(part))
+    return done
 
 
 def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> tuple[list[str], list[str]]:
@@ -115,6 +159,10 @@ def vacuum(
     engine: Engine | None = None,
     storage_options: Mapping[str, Any] | None = None,
     allow_catalog_managed: bool = False,
+    inventory: str | InventorySource | None = None,
+    lite_fallback: bool = False,
+    record_history: bool = False,
+    progress: Progress | None = None,
 ) -> VacuumResult:
     """Delete files the table no longer references once they are older than the retention.
 
@@ -135,6 +183,15 @@ def vacuum(
             only when the catalog that owns it permits it. Every file a staged commit
             (`_delta_log/_staged_commits`, any version) names is kept as well; commits the
             catalog holds inline are protected only by the retention.
+        inventory: Take the table's files from an inventory instead of listing it: an S3
+            Inventory `manifest.json`, or a Parquet file, directory or Delta table in
+            delta-spark's `USING INVENTORY` schema (a path or `InventorySource`; read with
+            `storage_options`). See `maintenance/vacuum/inventory.py`.
+        lite_fallback: In lite mode, when the log no longer covers the commits since the
+            last VACUUM, list the table instead of refusing (the result says so).
+        record_history: Record the run in the table's history as delta-spark does
+            (`VACUUM START` / `VACUUM END` commits); refused on catalog-managed tables.
+        progress: Hears of listing pages, probes and deletes (`engine.progress`).
 
     Raises:
         ValueError: Both `clock` and `now_ms` are given.
@@ -145,16 +202,36 @@ def vacuum(
             and inside the root, a staged commit cannot be read, or which file a
             referenced path reaches cannot be established (nothing deleted).
         StorageError: Listing or deleting failed (a re-run finishes the job).
+        InventoryError: The inventory is stale, lacks fields, names paths outside the
+            root, or cannot be read (nothing deleted).
+        LiteVacuumUnavailableError: Lite mode cannot see every file a full VACUUM would
+            delete and `lite_fallback` is off (nothing deleted).
     """
     now = start_time(clock, now_ms, operation="vacuum")
     storage = Storage.of(table_or_storage, storage_options)
+    source = InventorySource(inventory) if isinstance(inventory, str) else inventory
     plan = plan_vacuum(
         storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,
         lite=lite, engine=engine, allow_catalog_managed=allow_catalog_managed,
+        inventory=source, lite_fallback=lite_fallback, progress=progress,
     )
     directories: Sequence[str] = plan.directories
     messages = list(plan.messages)
+    if record_history and plan.catalog_managed:
+        refuse_catalog_managed(plan.table, plan.version)
     if not dry_run:
+        history_versions: list[int] = []
+        if record_history:
+            history_versions.append(record_vacuum_start(
+                storage, num_files=len(plan.files), size_bytes=int(sum(plan.sizes)),
+                retention_check_enabled=not force_retention,
+                default_retention_ms=plan.default_retention_ms,
+                specified_retention_ms=None if retention_hours is None else plan.retention_ms,
+                clock=clock,
+            ))
+        sizes = dict(zip(plan.files, plan.sizes, strict=True))
+        if progress is not None:
+            progress.begin(DELETE, total_files=len(plan.files), total_bytes=sum(plan.sizes))
         owned = engine is None
         eng = engine
         if eng is None:
@@ -166,16 +243,35 @@ def vacuum(
             # re-run finds again, never a side file whose data file is gone.
             sides = [p for p in plan.files if p in plan.side_files]
             mains = [p for p in plan.files if p not in plan.side_files]
-            if sides:
-                eng.delete_files(storage, sides)
-            if mains:
-                eng.delete_files(storage, mains)
+            deleted = _delete(eng, storage, sides, sizes, progress)
+            deleted += _delete(eng, storage, mains, sizes, progress)
+        except BaseException:
+            if record_history:
+                record_vacuum_end(storage, num_deleted=None, num_directories=None, clock=clock)
+            raise
         finally:
             if owned:
                 eng.close()
+        if progress is not None:
+            progress.end(DELETE)
         removed, notes = _remove_empty_dirs(storage, plan)
         directories = sorted(set(removed), key=lambda c: (-c.count("/"), c))
         messages += notes
+        if deleted < len(plan.files):
+            messages.append(
+                f"{len(plan.files) - deleted} file(s) of the plan were already gone when "
+                f"deleted; {deleted} deletes confirmed"
+            )
+        if record_history:
+            history_versions.append(record_vacuum_end(
+                storage, num_deleted=deleted,
+                num_directories=vacuumed_directories(plan.files, directories), clock=clock,
+            ))
+            messages.append(
+                f"recorded in the table history: VACUUM START (version {history_versions[0]}) "
+                f"and VACUUM END (version {history_versions[1]})"
+            )
+        _record_last_vacuum(storage, plan)
     return VacuumResult(
         table=plan.table,
         version=plan.version,
@@ -188,6 +284,20 @@ def vacuum(
         lite=plan.lite,
         messages=tuple(messages),
     )
+
+
+def _record_last_vacuum(storage: Storage, plan: VacuumPlan) -> None:
+    """`_delta_log/_last_vacuum_info` after a real run: the newest commit older than the
+    retention cut-off, whose removes this run has dealt with (never moved back; not on
+    catalog-managed tables, whose log the catalog owns)."""
+    if plan.catalog_managed or plan.window_end is None:
+        return
+    try:
+        previous = read_last_vacuum_info(storage)
+    except CorruptLogError:
+        previous = None  # unreadable: replaced, as delta-spark overwrites it
+    if previous is None or plan.window_end > previous:
+        write_last_vacuum_info(storage, plan.window_end)
 
 
 def describe(result: VacuumResult) -> str:

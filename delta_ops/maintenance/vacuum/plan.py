@@ -23,15 +23,28 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
-from delta_ops.errors import CorruptLogError, RetentionError, StorageError, UnsafeDeletionError
+from delta_ops.engine.progress import LIST, PROBE, Progress
+from delta_ops.errors import (
+    CorruptLogError,
+    DeltaOpsError,
+    LiteVacuumUnavailableError,
+    RetentionError,
+    StorageError,
+    UnsafeDeletionError,
+)
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.reference_buckets import SpilledReferences, read_references
 from delta_ops.log.references import FileReferences, read_deltas
 from delta_ops.log.segment import LogSegment
 from delta_ops.log.staged_commits import STAGED_DIR, staged_references
+from delta_ops.log.vacuum_info import LiteWindow, expired_removed_keys, lite_window
 from delta_ops.maintenance.vacuum.aliases import reached_through_aliases
+from delta_ops.maintenance.vacuum.inventory import InventorySource, inventory_candidates
 from delta_ops.maintenance.vacuum.listing import (
     _dirs_emptied,
     _has_directories,
@@ -44,6 +57,7 @@ from delta_ops.maintenance.vacuum.listing import (
 from delta_ops.maintenance.vacuum.proof import _prove_deletable
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import FileInfo, Storage
@@ -75,6 +89,11 @@ class VacuumPlan:
         top_dirs: Top-level directories whose empty subdirectories are swept after deleting.
         lite: Lite mode (no listing).
         messages: Notes (what lite mode cannot see).
+        source: Where the files came from: `listing`, `inventory` or `lite`.
+        default_retention_ms: The table's `delta.deletedFileRetentionDuration`.
+        catalog_managed: The table has the `catalogManaged` feature.
+        window_end: The newest commit older than the retention cut-off (None: none is):
+            what `_delta_log/_last_vacuum_info` records after a real run.
     """
 
     table: str
@@ -88,6 +107,10 @@ class VacuumPlan:
     top_dirs: tuple[str, ...]
     lite: bool
     messages: tuple[str, ...] = ()
+    source: str = "listing"
+    default_retention_ms: int = 0
+    catalog_managed: bool = False
+    window_end: int | None = None
 
 
 def retention_for(
@@ -162,6 +185,8 @@ class _LogRead:
     retention_ms: int
     delete_before: int
     refs: FileReferences | SpilledReferences
+    default_retention_ms: int = 0
+    catalog_managed: bool = False
 
 
 def plan_vacuum(
@@ -175,6 +200,9 @@ def plan_vacuum(
     allow_catalog_managed: bool = False,
     partition_files: int | None = None,
     buckets: int | None = None,
+    inventory: InventorySource | None = None,
+    lite_fallback: bool = False,
+    progress: Progress | None = None,
 ) -> VacuumPlan:
     """Decide what VACUUM deletes (reads the log and lists the table; deletes nothing).
 
@@ -196,6 +224,12 @@ def plan_vacuum(
             `$DELTA_OPS_VACUUM_PARTITION_FILES`; 0 spills every table's).
         buckets: The bucket count when spilled (default from the estimate,
             `$DELTA_OPS_VACUUM_BUCKETS`).
+        inventory: Take the table's files from this inventory instead of listing it
+            (`inventory.py`); read after the protocol check, refused when stale, lacking
+            fields or naming paths outside the root.
+        lite_fallback: In lite mode, when the log no longer covers the window
+            (`log.vacuum_info.lite_window`), list the table instead of refusing (and say so).
+        progress: Hears of listing pages and probes (`engine.progress`).
 
     Raises:
         UnsupportedFeatureError: Unknown or unsupported reader or writer features (checked
@@ -204,8 +238,16 @@ def plan_vacuum(
         UnsafeDeletionError: A chosen file cannot be proven unreferenced and inside the
             root, a staged commit cannot be read, or which file a referenced path reaches
             cannot be established (nothing is deleted).
+        ValueError: Both `lite` and `inventory`.
+        InventoryError: The inventory cannot be used (see `inventory.py`).
+        LiteVacuumUnavailableError: Lite mode when the log no longer holds every commit
+            since the last VACUUM, without `lite_fallback`.
     """
     table = storage.root
+    if lite and inventory is not None:
+        raise ValueError(
+            "VACUUM takes its files from the log (lite) or from an inventory, not both"
+        )
 
     def read(segment: LogSegment) -> _LogRead:
         blobs = read_deltas(storage, segment)
@@ -237,13 +279,20 @@ def plan_vacuum(
                     raise
             else:
                 refs = refs.union(staged)
-        return _LogRead(found.metadata, retention_ms, delete_before, refs)
+        return _LogRead(
+            found.metadata, retention_ms, delete_before, refs,
+            default_retention_ms=int(props.deleted_file_retention.total_seconds() * 1000),
+            catalog_managed=features.is_feature_supported(found.protocol, "catalogManaged"),
+        )
 
     # A checkpoint that cannot be read (corrupt, or a V2 one missing a sidecar) is left
     # out, as every reader of the log does; nothing is listed before the log is read.
     segment, log = read_with_usable_checkpoint(storage, read)
     try:
-        return _plan(storage, segment, log, lite=lite, engine=engine)
+        return _plan(
+            storage, segment, log, lite=lite, engine=engine, inventory=inventory,
+            lite_fallback=lite_fallback, progress=progress, now_ms=now_ms,
+        )
     finally:
         log.refs.close()  # spilled references remove their files
 
@@ -280,33 +329,79 @@ def _aliased(
 
 
 def _plan(
-    storage: Storage, segment: LogSegment, log: _LogRead, *, lite: bool, engine: Engine | None
+    storage: Storage,
+    segment: LogSegment,
+    log: _LogRead,
+    *,
+    lite: bool,
+    engine: Engine | None,
+    inventory: InventorySource | None = None,
+    lite_fallback: bool = False,
+    progress: Progress | None = None,
+    now_ms: int = 0,
 ) -> VacuumPlan:
     table = storage.root
     metadata, retention_ms, delete_before, refs = (
         log.metadata, log.retention_ms, log.delete_before, log.refs
     )
     prefixes = partition_prefixes(metadata)
-    common = {
+    try:
+        window: LiteWindow | None = lite_window(storage, delete_before, metadata, strict=lite)
+    except DeltaOpsError:
+        if lite:
+            raise
+        window = None  # a full VACUUM does not need it (and then records nothing)
+    common: dict[str, Any] = {
         "table": table, "version": segment.version, "retention_ms": retention_ms,
         "delete_before": delete_before, "lite": lite,
+        "default_retention_ms": log.default_retention_ms,
+        "catalog_managed": log.catalog_managed,
+        "window_end": None if window is None else window.outside,
     }
-    if lite:
-        plan = _plan_lite(storage, refs, prefixes, common, segment.version)
-        _prove_deletable(storage, plan.files, refs, version=segment.version)
-        return plan
-    owned = engine is None
-    eng = engine
-    if eng is None:
-        from delta_ops.engine.local import LocalEngine
+    notes: list[str] = []
+    if lite and window is not None:
+        if window.covered:
+            plan = _plan_lite(
+                storage, refs, prefixes, common, segment.version, window, progress
+            )
+            _prove_deletable(storage, plan.files, refs, version=segment.version)
+            return plan
+        reason = window.gap()
+        if not lite_fallback:
+            raise LiteVacuumUnavailableError(
+                f"VACUUM LITE cannot see every file a full VACUUM would delete: {reason}; "
+                "nothing was deleted. Run a full VACUUM once (it lists the table and records "
+                "_delta_log/_last_vacuum_info, after which lite works again)",
+                table=table, version=segment.version,
+            )
+        notes.append(f"lite mode fell back to a full listing: {reason}")
+        common["lite"] = False
+    if inventory is not None:
+        found, dirs, inv_notes = inventory_candidates(
+            storage, inventory, refs, prefixes, now_ms=now_ms, delete_before=delete_before,
+            progress=progress,
+        )
+        notes += inv_notes
+        common["source"] = "inventory"
+    else:
+        owned = engine is None
+        eng = engine
+        if eng is None:
+            from delta_ops.engine.local import LocalEngine
 
-        eng = LocalEngine()
-    try:
-        dirs = _listing_dirs(storage, prefixes)
-        found = eng.find_unreferenced(storage, dirs, refs.keep, delete_before)
-    finally:
-        if owned:
-            eng.close()
+            eng = LocalEngine()
+        try:
+            dirs = _listing_dirs(storage, prefixes)
+            # Only when asked: an Engine written before `progress` existed still works.
+            extra = {} if progress is None else {"progress": progress}
+            if progress is not None:
+                progress.begin(LIST)
+            found = eng.find_unreferenced(storage, dirs, refs.keep, delete_before, **extra)
+            if progress is not None:
+                progress.end(LIST)
+        finally:
+            if owned:
+                eng.close()
     paths = found.column("path").to_pylist()
     sizes = found.column("size").to_pylist()
     unreadable = [p[len(UNREADABLE_PREFIX):] for p in paths if p.startswith(UNREADABLE_PREFIX)]
@@ -323,7 +418,7 @@ def _plan(
     idx = sorted(set(chosen) | set(side_idx))
     files = [paths[i] for i in idx]
     _prove_deletable(storage, files, refs, version=segment.version)
-    messages: list[str] = []
+    messages: list[str] = list(notes)
     if unreadable:
         shown = ", ".join(sorted(unreadable)[:20])
         more = f" and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
@@ -357,18 +452,44 @@ def _plan_lite(
     prefixes: tuple[str, ...],
     common: dict[str, Any],
     version: int,
+    window: LiteWindow | None = None,
+    progress: Progress | None = None,
 ) -> VacuumPlan:
-    candidates = [
-        p for p in refs.expired_keys().to_pylist()
+    expired = refs.expired_keys()
+    if window is not None and window.outside is not None and window.start <= window.outside:
+        # The removes of the window's commits (as delta-spark's lite reads them): those a
+        # checkpoint may have dropped from the state. Still referenced ones stay.
+        removed = expired_removed_keys(
+            storage, window.start, window.outside, common["delete_before"]
+        )
+        if len(removed):
+            named = pc.is_in(removed, value_set=string_array([]))
+            for keep in refs.keep_chunks():
+                if len(keep):
+                    named = pc.or_(named, pc.is_in(removed, value_set=keep.cast(pa.string())))
+            expired = pc.unique(pa.concat_arrays([expired, removed.filter(pc.invert(named))]))
+    candidates = sorted(
+        p for p in expired.to_pylist()
         if not p.startswith(f"{LOG_DIR}/") and not _hidden_path(p, prefixes)
-    ]
+    )
     aliased = _aliased(storage, candidates, refs, version)
     candidates = [p for p in candidates if p not in aliased]
     probes = candidates + [_side_file(p) for p in candidates]
     infos: list[FileInfo | None] = []
     if probes:
+        if progress is not None:
+            progress.begin(PROBE, total_files=len(probes))
+
+        def probe(path: str) -> FileInfo | None:
+            got = storage.info(path)
+            if progress is not None:
+                progress.advance(PROBE, files=1, bytes=0 if got is None else max(got.size, 0))
+            return got
+
         with ThreadPoolExecutor(min(_IO_THREADS, len(probes))) as pool:
-            infos = list(pool.map(storage.info, probes))
+            infos = list(pool.map(probe, probes))
+        if progress is not None:
+            progress.end(PROBE)
     old = {
         p: info for p, info in zip(probes, infos, strict=True)
         if info is not None and info.modification_time < common["delete_before"]
@@ -377,13 +498,13 @@ def _plan_lite(
     sides = [s for p in chosen if (s := _side_file(p)) in old]
     files = sorted(chosen + sides)
     messages = (
-        "lite mode: only files named by expired tombstones still in the log state (and "
-        "their deletion vector files) were considered; it cannot see files never committed "
-        "(failed or aborted writes), files whose tombstones were already dropped from "
-        "checkpoints, or change data files (_change_data); run a full VACUUM to remove those",
+        "lite mode: only files named by expired tombstones (in the log state and in the "
+        "removes of the commits since the last VACUUM) and their deletion vector files were "
+        "considered; it cannot see files never committed (failed or aborted writes) or "
+        "change data files (_change_data); run a full VACUUM to remove those",
     )
     return VacuumPlan(
-        **common,
+        **{**common, "source": "lite"},
         files=tuple(files),
         sizes=tuple(old[p].size for p in files),
         side_files=frozenset(sides),
