@@ -6,7 +6,6 @@ overwrite one; readers may validate a version against it).
 """
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from delta_ops.engine.base import Engine
@@ -30,17 +29,15 @@ from delta_ops.maintenance.checksum.base import (
     VerifyResult,
     _commit_path,
     _first_commit_info,
-    _sorted_txns,
-    _txn_dict,
     checksum_path,
     read_checksum,
 )
+from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import checksum_from_snapshot
 from delta_ops.maintenance.checksum.incremental import derive_checksum
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import features
 from delta_ops.protocol.crc import (
-    FILE_SIZE_BIN_BOUNDARIES,
     InvalidChecksumError,
     VersionChecksum,
     compare_checksums,
@@ -406,24 +403,7 @@ def _verify_one(storage: Storage, version: int, engine: Engine | None) -> list[C
         snapshot = _load(storage, version)
     except VersionNotFoundError as exc:
         return [ChecksumMismatch(version, "version", "checksum file present", exc.reason)]
-    boundaries = (
-        recorded.file_size_histogram.sorted_bin_boundaries
-        if recorded.file_size_histogram is not None
-        else FILE_SIZE_BIN_BOUNDARIES
-    )
-    policy = ChecksumPolicy(
-        all_files_threshold=None if recorded.all_files is None else snapshot.num_files,
-        boundaries=boundaries,
-    )
-    computed = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
-    if computed.set_transactions is None:  # retention configured: compare every txn
-        computed = _with_all_txns(computed, snapshot)
     return [
         ChecksumMismatch(version, m.field, m.recorded, m.computed)
-        for m in compare_checksums(recorded, computed)
+        for m in compare_with_state(recorded, snapshot, engine=engine)
     ]
-
-
-def _with_all_txns(computed: VersionChecksum, snapshot: Snapshot) -> VersionChecksum:
-    txns = _sorted_txns({k: _txn_dict(t.to_dict()) for k, t in snapshot.txns.items()})
-    return replace(computed, set_transactions=txns)
