@@ -211,3 +211,51 @@ def test_crc_compute_at_a_checkpoint_reads_only_the_commit_info(tmp_path):
     computed = compute_version_checksum(str(root), version=0, method="full")
     assert computed.checksum.txn_id == "ctas-0"
     assert computed.checksum.num_files == 600
+
+
+def test_crc_of_a_big_commit_without_checkpoint_is_computed_from_the_rebuild(
+    tmp_path, monkeypatch
+):
+    """No checkpoint and commits above the rebuild threshold: the full checksum aggregates
+    the state rebuilt by bucket (commits read in chunks); it equals the in-memory one, is
+    written, and verifies."""
+    from delta_ops.maintenance.checksum import operations as ops
+    from delta_ops.maintenance.checksum import verify_checksum, write_checksum
+
+    root = _ctas_table(tmp_path / "t")
+    monkeypatch.setattr(rb, "CHUNK_BYTES", CHUNK)
+    monkeypatch.setenv(rb.THRESHOLD_ENV, str(10**15))
+    in_memory = compute_version_checksum(str(root), method="full").checksum
+    rebuilt: list[int] = []
+    real = ops.rebuild_snapshot
+
+    def spy(storage, version=None, **kwargs):
+        rebuilt.append(version)
+        return real(storage, version, **kwargs)
+
+    monkeypatch.setattr(ops, "rebuild_snapshot", spy)
+    monkeypatch.setenv(rb.THRESHOLD_ENV, "1")
+    chunked = compute_version_checksum(str(root), method="full").checksum
+    assert rebuilt == [1]
+    assert chunked.to_dict() == in_memory.to_dict()
+    assert chunked.num_files == 534 and chunked.txn_id == "del-1"
+    assert write_checksum(str(root), version=1).written
+    assert verify_checksum(str(root), version=1).ok
+    assert not list((tmp_path).glob("**/delta-ops-rebuild*"))
+
+
+def test_incremental_checksum_steps_aside_for_a_commit_too_large(tmp_path, monkeypatch):
+    from delta_ops.maintenance.checksum import operations as ops
+    from delta_ops.maintenance.checksum import write_checksum
+
+    root = _ctas_table(tmp_path / "t")
+    _write(root / LOG, 2, [{"commitInfo": {"timestamp": NOW + 2, "operation": "WRITE"}},
+                           *(_add(i, 2) for i in range(1000, 1100))])
+    assert write_checksum(str(root), version=1).written
+    size = (root / LOG / f"{2:020d}.json").stat().st_size
+    assert compute_version_checksum(str(root), version=2).method == "incremental"
+    monkeypatch.setattr(ops, "INCREMENTAL_MAX_COMMIT_BYTES", size - 1)
+    computed = compute_version_checksum(str(root), version=2)
+    assert computed.method == "full"
+    assert f"commit 2 holds {size} bytes" in computed.fallback_reason
+    assert computed.checksum.num_files == 634
