@@ -152,3 +152,37 @@ def test_every_recorded_crc_in_the_corpus_verifies_but_the_true_differences():
             found.setdefault(key, []).append(m.field)
     assert verified >= 25
     assert found == TRUE_DIFFERENCES
+
+
+def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path):
+    """`checksum_matches` passes on the table `crc verify` accepts and fails, naming
+    allFiles, where `crc verify` finds a changed typed statistic."""
+    import yaml
+
+    from delta_ops.defs.assets import TableRun
+    from delta_ops.defs.checks import checksum_matches_result
+    from delta_ops.defs.registry import load_registry
+    from delta_ops.defs.resources import SparkResource
+
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(yaml.safe_dump({
+        "defaults": {"engine": "local"},
+        "tables": [{"name": "t", "uri": str(struct_stats_only)}],
+    }))
+
+    def check():
+        run = TableRun(load_registry(registry).table("t"), "test", SparkResource(), 0)
+        return checksum_matches_result(run)
+
+    assert check().passed
+
+    def edit(crc):
+        stats = json.loads(crc["allFiles"][1]["stats"])
+        stats["numRecords"] += 1
+        crc["allFiles"][1]["stats"] = json.dumps(stats)
+
+    _edit_crc(struct_stats_only, edit)
+    result = check()
+    assert not result.passed
+    assert result.metadata["mismatched_fields"].value == ["allFiles"]
+    assert [m.field for m in verify_checksum(str(struct_stats_only)).mismatches] == ["allFiles"]

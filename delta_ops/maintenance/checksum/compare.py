@@ -69,16 +69,32 @@ def compare_with_state(
     if computed.set_transactions is None:  # retention configured: compare every txn
         txns = _sorted_txns({k: _txn_dict(t.to_dict()) for k, t in snapshot.txns.items()})
         computed = replace(computed, set_transactions=txns)
+    shown: dict[int, dict] = {}
     if recorded.all_files is not None and computed.all_files is not None:
-        recorded, computed = _typed_stats(recorded, computed, snapshot)
-    return compare_checksums(recorded, computed, root=snapshot.table)
+        recorded, computed, shown = _typed_stats(recorded, computed, snapshot)
+    mismatches = compare_checksums(recorded, computed, root=snapshot.table)
+    if not shown:
+        return mismatches
+    # Files are shown as the `.crc` lists them and, for the state, with the typed
+    # statistics it was compared on, as JSON can hold them.
+    return [
+        replace(
+            m,
+            recorded=[_jsonable(shown.get(id(a), a)) for a in m.recorded],
+            computed=[_jsonable(shown.get(id(a), a)) for a in m.computed],
+        )
+        if m.field == "allFiles" else m
+        for m in mismatches
+    ]
 
 
 def _typed_stats(
     recorded: VersionChecksum, computed: VersionChecksum, snapshot: Snapshot
-) -> tuple[VersionChecksum, VersionChecksum]:
+) -> tuple[VersionChecksum, VersionChecksum, dict[int, dict]]:
     """Both checksums with the statistics of every live file that has only typed ones in
-    the checkpoint replaced, on both sides, by typed values of the checkpoint's struct."""
+    the checkpoint replaced, on both sides, by typed values of the checkpoint's struct;
+    and how to show each replaced entry (by `id`): the recorded one as recorded, the
+    computed one with its typed statistics as `stats_parsed` in JSON values."""
     assert recorded.all_files is not None and computed.all_files is not None
     root = snapshot.table
     checkpoint = snapshot.segment.checkpoint
@@ -88,7 +104,7 @@ def _typed_stats(
         if stats_meaning(a.get("stats")) is None
     }
     if checkpoint is None or not untyped:
-        return recorded, computed
+        return recorded, computed, {}
     typed: dict[str, tuple[pa.DataType, Any]] = {}
     for t in read_parsed_stats(snapshot.storage, checkpoint):
         if not t.num_rows:
@@ -105,16 +121,38 @@ def _typed_stats(
             if key in untyped and column[row].is_valid:
                 typed[key] = (column.type, column[row].as_py())
     if not typed:
-        return recorded, computed
+        return recorded, computed, {}
+    shown: dict[int, dict] = {}
     com = list(computed.all_files)
     for key, (_, value) in typed.items():
-        com[untyped[key]] = dict(com[untyped[key]], stats=value)
+        original = com[untyped[key]]
+        com[untyped[key]] = dict(original, stats=value)
+        shown[id(com[untyped[key]])] = dict(original, stats_parsed=_jsonable(value))
     rec = list(recorded.all_files)
     for i, a in enumerate(rec):
         found = typed.get(file_key(a["path"], _dv(a), root)) if a.get("path") else None
         if found is not None and stats_meaning(a.get("stats")) is not None:
             rec[i] = dict(a, stats=_json_as_typed(a["stats"], found[0]))
-    return replace(recorded, all_files=tuple(rec)), replace(computed, all_files=tuple(com))
+            shown[id(rec[i])] = a
+    return (
+        replace(recorded, all_files=tuple(rec)),
+        replace(computed, all_files=tuple(com)),
+        shown,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Typed statistics as JSON can hold them: dates and timestamps in ISO 8601, decimals
+    and anything else without a JSON form as strings."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
 
 
 def _json_as_typed(stats: Any, typ: pa.DataType) -> Any:
