@@ -259,3 +259,37 @@ def test_incremental_checksum_steps_aside_for_a_commit_too_large(tmp_path, monke
     assert computed.method == "full"
     assert f"commit 2 holds {size} bytes" in computed.fallback_reason
     assert computed.checksum.num_files == 634
+
+
+def test_a_big_commit_after_a_checkpoint_is_rebuilt_in_chunks(tmp_path, monkeypatch):
+    """A checkpoint, then a commit larger than the chunk bound: the next checkpoint is
+    rebuilt by bucket (the commit read in pieces) and has the actions the streamed path
+    gives; small commits after a checkpoint still stream."""
+    src = tmp_path / "src"
+    log = src / LOG
+    log.mkdir(parents=True)
+    _write(log, 0, [{"commitInfo": {"timestamp": NOW}}, {"protocol": PROTOCOL},
+                    {"metaData": METADATA}, *(_add(i, 0) for i in range(50))])
+    write_checkpoint(str(src), version=0, now_ms=NOW + 10, rebuild=False)
+    _write(log, 1, [{"commitInfo": {"timestamp": NOW + 1, "txnId": "big"}},
+                    *(_add(i, 1) for i in range(50, 650))])
+    monkeypatch.setattr(rb, "CHUNK_BYTES", CHUNK)
+    monkeypatch.setenv(rb.THRESHOLD_ENV, "1")
+    storage = Storage.for_uri(str(src))
+    assert rb.needs_rebuild(storage, 1, 1)
+    assert not rb.needs_rebuild(storage, 1, 10**12)
+    written = {}
+    for label, rebuild in (("rebuilt", None), ("streamed", False)):
+        root = tmp_path / label
+        shutil.copytree(src, root)
+        result = write_checkpoint(str(root), now_ms=NOW + 10, rebuild=rebuild,
+                                  stream_threshold=0)
+        assert (result.rebuilt_buckets > 0) == (label == "rebuilt")
+        rows = pa.concat_tables(
+            [pq.read_table(root / LOG / f) for f in result.files]
+        ).to_pylist(maps_as_pydicts="strict")
+        written[label] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    assert written["rebuilt"] == written["streamed"]
+    # A small commit after the checkpoint: the stream, as before.
+    monkeypatch.setattr(rb, "CHUNK_BYTES", 10**9)
+    assert not rb.needs_rebuild(storage, 1, 1)

@@ -106,14 +106,19 @@ def rebuild_threshold_bytes(value: int | None = None) -> int:
 
 def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
     """Whether the state of `version` is reconciled by bucket: always when `threshold_bytes`
-    is 0; else when its segment has no checkpoint and its deltas hold at least that many
-    bytes (with a checkpoint, the incremental stream of `log.stream` is the bounded path)."""
+    is 0; else when its deltas hold at least that many bytes and either its segment has no
+    checkpoint or one of the deltas after the checkpoint is larger than `CHUNK_BYTES` (with
+    a checkpoint, the incremental stream of `log.stream` is the bounded path, but it reads
+    each delta whole: a commit of a million adds after the checkpoint is read in chunks
+    here instead)."""
     if threshold_bytes <= 0:
         return True
     segment = build_log_segment(storage, version)
-    if segment.checkpoint is not None:
+    if sum(d.file.size for d in segment.deltas) < threshold_bytes:
         return False
-    return sum(d.file.size for d in segment.deltas) >= threshold_bytes
+    if segment.checkpoint is None:
+        return True
+    return any(d.file.size > CHUNK_BYTES for d in segment.deltas)
 
 
 def bucket_count(
