@@ -408,7 +408,8 @@ def verify_checksum(
     Every field present in both the recorded and the recomputed checksum is compared (old
     files without metadata, protocol or histograms are verified on what they have); the
     histogram is recomputed with the recorded bin boundaries; `allFiles` is compared when
-    recorded.
+    recorded, as a set keyed by file, statistics by meaning (`compare.compare_with_state`,
+    which the Dagster check `checksum_matches` uses through this function).
 
     Args:
         table_or_storage: a DeltaTable, Storage or table URI.
