@@ -68,12 +68,22 @@ class ActionReconciler:
         self._have_metadata = False
 
     def apply_file(
-        self, data: bytes, *, table: str, version: int, file: str, reverse: bool = False
+        self,
+        data: bytes,
+        *,
+        table: str,
+        version: int,
+        file: str,
+        reverse: bool = False,
+        first_line: int = 1,
     ) -> None:
         """Parse one delta's newline-delimited actions and apply them (this delta is older
         than every one applied before). `reverse`: its lines are newest first (a
-        compaction file, `log.replay.delta_lines_oldest_first`)."""
-        actions = parse_json_actions(data, table=table, version=version, file=file)
+        compaction file, `log.replay.delta_lines_oldest_first`). `first_line`: the line
+        number of `data`'s first line in the file (a piece of a large delta)."""
+        actions = parse_json_actions(
+            data, table=table, version=version, file=file, first_line=first_line
+        )
         if reverse:
             actions.reverse()
         self.apply_newest_first(actions, table=table, version=version, file=file)

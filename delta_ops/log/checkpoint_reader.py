@@ -207,6 +207,60 @@ def read_checkpoint(
     )
 
 
+#: The column of typed statistics in a checkpoint's adds (spec "Checkpoint Schema").
+STATS_PARSED = "stats_parsed"
+
+
+def read_parsed_stats(storage: Storage, checkpoint: CheckpointFiles) -> list[pa.Table]:
+    """The typed statistics of a checkpoint's adds (`add.stats_parsed`), where it has them.
+
+    One table per Parquet file (part or sidecar) whose `add` has `stats_parsed`, with the
+    columns `path`, `deletionVector` and `stats_parsed` (of the type that file gives it, a
+    struct following the table's schema); rows of adds only. Files without the column
+    (JSON parts, checkpoints written with `delta.checkpoint.writeStatsAsStruct` off) give
+    nothing. A checkpoint whose adds keep only typed statistics (no JSON `stats`, as
+    delta-kernel-rs and Spark write with `writeStatsAsJson` off) is read here when the
+    statistics themselves are wanted, e.g. to compare them with a `.crc`'s `allFiles`.
+
+    Raises:
+        UnusableCheckpointError: a file cannot be read as Parquet.
+    """
+    import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
+
+    content = read_checkpoint(storage, checkpoint, file_actions=False)
+    out: list[pa.Table] = []
+    for path, fmt in content.file_sources:
+        if fmt != "parquet":
+            continue
+        try:
+            with storage.open_input(path) as fh:
+                schema = pq.ParquetFile(fh).schema_arrow
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise UnusableCheckpointError(
+                f"checkpoint file cannot be read as Parquet: {exc}",
+                table=storage.root, version=checkpoint.version, file=path,
+            ) from exc
+        if "add" not in schema.names:
+            continue
+        add = schema.field("add").type
+        idx = add.get_field_index(STATS_PARSED)
+        if idx < 0:
+            continue
+        target = pa.struct(
+            [
+                ADD_TYPE.field("path"),
+                ADD_TYPE.field("deletionVector"),
+                pa.field(STATS_PARSED, add.field(idx).type),
+            ]
+        )
+        part = _read_parquet_actions(
+            storage, path, checkpoint.version, add_type=target,
+            remove_type=_NO_FIELDS, non_file_columns=(),
+        )
+        out.append(part.adds)
+    return out
+
+
 def _valid_rows(chunk: pa.StructArray, path: pa.Array) -> pa.StructArray:
     """Rows whose path is set; a zero-copy slice when they are contiguous (the usual case:
     other actions sit at the start of the first row group)."""

@@ -16,8 +16,13 @@ from delta_ops.errors import CorruptLogError
 _BLANK = frozenset(b" \t\n\r\x0b\x0c")
 
 
-def parse_json_actions(data: bytes, *, table: str, version: int | None, file: str) -> list[dict]:
-    """Parse newline-delimited JSON actions; CorruptLogError naming the file on bad lines."""
+def parse_json_actions(
+    data: bytes, *, table: str, version: int | None, file: str, first_line: int = 1
+) -> list[dict]:
+    """Parse newline-delimited JSON actions; CorruptLogError naming the file on bad lines.
+
+    `first_line` is the number of the first line of `data` in `file` (a piece of a large
+    commit read in chunks, `log.delta_chunks`, starts further down)."""
     end = len(data)
     while end and data[end - 1] in _BLANK:
         end -= 1
@@ -39,7 +44,7 @@ def parse_json_actions(data: bytes, *, table: str, version: int | None, file: st
     if out is not None and all(map(isinstance, out, repeat(dict))):
         return out
     out = []
-    for lineno, line in enumerate(data.splitlines(), 1):
+    for lineno, line in enumerate(data.splitlines(), first_line):
         if not line.strip():
             continue
         try:

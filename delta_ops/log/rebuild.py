@@ -8,9 +8,10 @@ B buckets that reconcile independently. This module does it in two passes:
 
 1. Spill. The checkpoint's file actions are read one row group at a time
    (`log.stream.StreamedActions` without superseded keys), and the deltas after it in
-   chunks of about `CHUNK_BYTES` of JSON (whole files, oldest first; a compaction's lines
-   reversed by the one rule, `log.replay.delta_lines_oldest_first`), each chunk reconciled
-   columnar on its own (`log.commits.reconcile`, or action by action with
+   chunks of about `CHUNK_BYTES` of JSON (small files grouped, a larger one, such as a
+   commit of a million adds, cut into pieces of whole lines read block by block; oldest
+   first, a compaction's lines reversed by the one rule: `log.delta_chunks`), each chunk
+   reconciled columnar on its own (`log.commits.reconcile`, or action by action with
    `log.action_replay` when that steps aside). Every action kept gets its order, a counter
    over the whole oldest-first stream, and its key, and is appended to its key's bucket
    (`engine.spill.BucketSpill`: LZ4 Arrow IPC files under `$TMPDIR`). Non-file actions
@@ -52,17 +53,14 @@ from delta_ops.errors import (
     RebuildCheckError,
     VersionNotFoundError,
 )
-from delta_ops.log.action_replay import ActionReconciler, NonFileState, read_log_files
+from delta_ops.log.action_replay import ActionReconciler, NonFileState
 from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.checkpoint_reader import _struct_array, read_checkpoint
 from delta_ops.log.commits import CommitFile, reconcile
+from delta_ops.log.delta_chunks import CHUNK_BYTES as DELTA_CHUNK_BYTES
+from delta_ops.log.delta_chunks import DeltaPiece, delta_chunks
 from delta_ops.log.reference_buckets import env_count
-from delta_ops.log.replay import (
-    ReplayState,
-    _reverses,
-    delta_lines_oldest_first,
-    fill_from_checkpoint,
-)
+from delta_ops.log.replay import ReplayState, fill_from_checkpoint
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
 from delta_ops.log.stream import BATCH_ROWS, Predicate, StreamedActions
@@ -88,9 +86,9 @@ MAX_BUCKETS = 1024
 #: 500. Low figures: the estimate errs high, which costs a few more small buckets only.
 CHECKPOINT_BYTES_PER_ACTION = 32
 COMMIT_BYTES_PER_ACTION = 128
-#: JSON bytes of deltas reconciled in memory at once while spilling (whole files: a
-#: single larger commit is a chunk of its own).
-CHUNK_BYTES = 32 * 1024 * 1024
+#: JSON bytes of deltas reconciled in memory at once while spilling (small files grouped,
+#: a larger one cut into pieces of whole lines: `log.delta_chunks`).
+CHUNK_BYTES = DELTA_CHUNK_BYTES
 
 _KEY = "_key"
 _ORDER = "_order"
@@ -108,14 +106,19 @@ def rebuild_threshold_bytes(value: int | None = None) -> int:
 
 def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
     """Whether the state of `version` is reconciled by bucket: always when `threshold_bytes`
-    is 0; else when its segment has no checkpoint and its deltas hold at least that many
-    bytes (with a checkpoint, the incremental stream of `log.stream` is the bounded path)."""
+    is 0; else when its deltas hold at least that many bytes and either its segment has no
+    checkpoint or one of the deltas after the checkpoint is larger than `CHUNK_BYTES` (with
+    a checkpoint, the incremental stream of `log.stream` is the bounded path, but it reads
+    each delta whole: a commit of a million adds after the checkpoint is read in chunks
+    here instead)."""
     if threshold_bytes <= 0:
         return True
     segment = build_log_segment(storage, version)
-    if segment.checkpoint is not None:
+    if sum(d.file.size for d in segment.deltas) < threshold_bytes:
         return False
-    return sum(d.file.size for d in segment.deltas) >= threshold_bytes
+    if segment.checkpoint is None:
+        return True
+    return any(d.file.size > CHUNK_BYTES for d in segment.deltas)
 
 
 def bucket_count(
@@ -329,19 +332,11 @@ class _Spiller:
                 self.append(kind, t, version=version, file=segment.checkpoint.files[0].path)
 
     def deltas(self, deltas: Sequence, hint: list[str]) -> list[tuple[int, str, dict]]:
-        """Spill the deltas' file actions chunk by chunk (oldest first); the non-file
+        """Spill the deltas' file actions chunk by chunk (oldest first: small files
+        grouped, a large one in pieces of whole lines, `log.delta_chunks`); the non-file
         actions, newest first."""
-        chunks: list[list] = []
-        size = 0
-        for d in deltas:
-            if chunks and size + d.file.size <= CHUNK_BYTES:
-                chunks[-1].append(d)
-                size += d.file.size
-            else:
-                chunks.append([d])
-                size = d.file.size
         others_by_chunk: list[list[tuple[int, str, dict]]] = []
-        for chunk in chunks:
+        for chunk in delta_chunks(self.storage, deltas, CHUNK_BYTES):
             others = self._chunk(chunk, hint)
             for _, _, obj in others:
                 m = obj.get("metaData")
@@ -350,25 +345,24 @@ class _Spiller:
             others_by_chunk.append(others)
         return [o for others in reversed(others_by_chunk) for o in others]
 
-    def _chunk(self, chunk: list, hint: list[str]) -> list[tuple[int, str, dict]]:
-        paths = [d.file.path for d in chunk]
-        files = [
-            CommitFile(
-                d.end, d.file.path, delta_lines_oldest_first(b, is_compaction=d.is_compaction)
-            )
-            for d, b in zip(chunk, read_log_files(self.storage, paths), strict=True)
-        ]
-        last = chunk[-1]
+    def _chunk(self, chunk: list[DeltaPiece], hint: list[str]) -> list[tuple[int, str, dict]]:
+        # The pieces' bytes stay referenced here: the columnar reader empties its files,
+        # and the action-by-action replay needs them again when that steps aside.
+        data = [p.data for p in chunk]
+        files = [CommitFile(p.delta.end, p.delta.file.path, p.data) for p in chunk]
+        last = chunk[-1].delta
         fast = reconcile(files, self.root, partition_columns=hint)
         if fast is not None:
             self.append("add", fast.adds, version=last.end, file=last.file.path)
             self.append("remove", fast.removes, version=last.end, file=last.file.path)
             return fast.others
+        del files
         rec = _Recording(self.root)
-        for d, data in reversed(list(zip(chunk, read_log_files(self.storage, paths), strict=True))):
+        for p, blob in reversed(list(zip(chunk, data, strict=True))):
+            # Already oldest first (a compaction's lines reversed by `delta_chunks`).
             rec.apply_file(
-                data, table=self.root, version=d.end, file=d.file.path,
-                reverse=_reverses(d.is_compaction),
+                blob, table=self.root, version=p.delta.end, file=p.delta.file.path,
+                first_line=p.first_line,
             )
         adds, removes = rec.winners()
         self.append(

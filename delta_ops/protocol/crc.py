@@ -45,6 +45,7 @@ from delta_ops.protocol.histograms import (
     deleted_records_bin,
     file_size_bin,
 )
+from delta_ops.protocol.path_identity import canonical_path
 
 # Field order of Spark's VersionChecksum (Jackson writes case-class fields in order).
 _FIELD_ORDER = (
@@ -293,24 +294,54 @@ def _domain_key(d: Mapping[str, Any]) -> tuple:
     return (d.get("domain"), d.get("configuration") or "")
 
 
-def _stats_value(stats: Any) -> Any:
-    if isinstance(stats, str):
+def stats_meaning(stats: Any) -> Any:
+    """What a file's statistics say, comparable whatever form they were written in.
+
+    `stats` is the JSON string of an add (or the object it holds, or typed statistics as
+    Python values, e.g. a checkpoint's `stats_parsed` read as they are). The result is the
+    object with every null value (and so every absent column) dropped, so `{"a": null}`
+    and `{}` mean the same; numbers compare as numbers (1 and 1.0 are equal, as in JSON),
+    booleans stay apart from numbers and NaN equals NaN. None when there are no statistics
+    (None or an empty string); a string that is not JSON stays as it is (equal only to
+    itself).
+    """
+    if stats is None or stats == "":
+        return None
+    if isinstance(stats, (str, bytes)):
         try:
-            return orjson.loads(stats)
+            stats = orjson.loads(stats)
         except orjson.JSONDecodeError:
             return stats
-    return stats
+    return _canonical(stats)
 
 
-def _file_identity(a: Mapping[str, Any]) -> tuple:
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _canonical(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, float) and value != value:
+        return ("NaN",)
+    return value
+
+
+def _file_identity(a: Mapping[str, Any], root: str | None) -> tuple:
+    """The file an add names: its path (canonical when the table root is known, so a
+    percent-encoded and a plain spelling are one file) and its deletion vector's id."""
+    path = a.get("path")
+    if root is not None and isinstance(path, str):
+        path = canonical_path(path, root)
     dv = a.get("deletionVector") or None
     dv_id = None
-    if dv:
+    if isinstance(dv, Mapping) and dv.get("storageType") is not None:
         dv_id = (dv.get("storageType"), dv.get("pathOrInlineDv"), dv.get("offset"))
-    return (a.get("path"), dv_id)
+    return (path, dv_id)
 
 
 def _file_value(a: Mapping[str, Any]) -> tuple:
+    """Everything compared of an add but its statistics."""
     dv = a.get("deletionVector") or None
     dv_v = None
     if dv:
@@ -321,32 +352,45 @@ def _file_value(a: Mapping[str, Any]) -> tuple:
         a.get("size"),
         a.get("modificationTime"),
         dv_v,
-        orjson.dumps(_stats_value(a.get("stats")), option=orjson.OPT_SORT_KEYS),
     )
 
 
-def _compare_files(recorded: Sequence[Mapping], computed: Sequence[Mapping]) -> tuple[list, list]:
-    """Recorded and computed add actions that do not match (by path+DV, then by value)."""
-    rec = {_file_identity(a): a for a in recorded}
-    com = {_file_identity(a): a for a in computed}
-    only_rec = [
-        rec[k] for k in rec if k not in com or _file_value(rec[k]) != _file_value(com[k])
-    ]
-    only_com = [
-        com[k] for k in com if k not in rec or _file_value(rec[k]) != _file_value(com[k])
-    ]
+def _same_file(r: Mapping[str, Any], c: Mapping[str, Any]) -> bool:
+    """Same values, and the same statistics by meaning when both sides have some (they
+    are optional: a checkpoint may keep none, `delta.checkpoint.writeStatsAsJson` off)."""
+    if _file_value(r) != _file_value(c):
+        return False
+    rs, cs = stats_meaning(r.get("stats")), stats_meaning(c.get("stats"))
+    return rs is None or cs is None or rs == cs
+
+
+def _compare_files(
+    recorded: Sequence[Mapping], computed: Sequence[Mapping], root: str | None = None
+) -> tuple[list, list]:
+    """Recorded and computed add actions that do not match: the lists are compared as sets
+    keyed by file (path and deletion vector, `_file_identity`), in whatever order either
+    lists them, then file by file (`_same_file`)."""
+    rec = {_file_identity(a, root): a for a in recorded}
+    com = {_file_identity(a, root): a for a in computed}
+    only_rec = [rec[k] for k in rec if k not in com or not _same_file(rec[k], com[k])]
+    only_com = [com[k] for k in com if k not in rec or not _same_file(rec[k], com[k])]
     if len(rec) != len(recorded) and not only_rec:
         only_rec = [dict(a) for a in recorded]  # duplicates in the recorded list
     return only_rec, only_com
 
 
-def compare_checksums(recorded: VersionChecksum, computed: VersionChecksum) -> list[FieldMismatch]:
+def compare_checksums(
+    recorded: VersionChecksum, computed: VersionChecksum, *, root: str | None = None
+) -> list[FieldMismatch]:
     """Every field present in both whose values differ (Spark's `checkMismatch`, extended).
+
+    `root`: the table root, so `allFiles` paths are keyed by their canonical form.
 
     Fields are named as in the recorded file (e.g. `histogramOpt` when it used that name).
     Counts are compared always; optional fields only when both sides have them; metadata
-    and protocol as values; transactions, domains and files as sets; the histogram must
-    have been computed with the recorded boundaries to compare equal.
+    and protocol as values; transactions, domains and files as sets (files keyed by path and
+    deletion vector, their statistics compared by meaning, `stats_meaning`, when both sides
+    have them); the histogram must have been computed with the recorded boundaries to compare equal.
     """
     out: list[FieldMismatch] = []
 
@@ -411,7 +455,7 @@ def compare_checksums(recorded: VersionChecksum, computed: VersionChecksum) -> l
     if r_drc is not None and c_drc is not None and r_drc != c_drc:
         add("deletedRecordCountsHistogramOpt", r_drc.to_dict(), c_drc.to_dict())
     if recorded.all_files is not None and computed.all_files is not None:
-        only_rec, only_com = _compare_files(recorded.all_files, computed.all_files)
+        only_rec, only_com = _compare_files(recorded.all_files, computed.all_files, root)
         if only_rec or only_com:
             add("allFiles", only_rec, only_com)
     return out
@@ -438,5 +482,6 @@ __all__ = [
     "normalize_protocol",
     "NUM_DELETED_RECORD_BINS",
     "parse_checksum",
+    "stats_meaning",
     "VersionChecksum",
 ]

@@ -30,8 +30,14 @@ Incremental and full computation give the same checksum (a property test checks 
 random histories with deletion vectors, transactions, domain tombstones and in-commit
 timestamps).
 
+Verifying compares a recorded `.crc` with its version's state through one function,
+`compare.compare_with_state` (`crc verify` and the Dagster check `checksum_matches` alike):
+`allFiles` as a set keyed by file, statistics by meaning (JSON or a checkpoint's typed
+`stats_parsed`). A log whose commits are large (a commit of a million adds) is aggregated
+from the state rebuilt by bucket, its commits read in chunks (`log.rebuild`).
+
 Modules: `base` (policy, results, shared helpers), `full`, `incremental` (the two
-computations) and `operations`; every name is importable from here as before.
+computations), `compare` and `operations`; every name is importable from here as before.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from delta_ops.maintenance.checksum.base import (
     checksum_path,
     read_checksum,
 )
+from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import (
     checksum_from_snapshot,
 )
@@ -72,6 +79,7 @@ __all__ = [
     "checksum_from_snapshot",
     "checksum_path",
     "checksum_versions",
+    "compare_with_state",
     "ChecksumBackfillResult",
     "ChecksumMismatch",
     "ChecksumPolicy",

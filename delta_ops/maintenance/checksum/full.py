@@ -20,7 +20,7 @@ from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     VersionNotFoundError,
 )
-from delta_ops.log.replay import read_commit
+from delta_ops.log.delta_chunks import read_commit_info
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import BATCH_ROWS, StreamedActions
 from delta_ops.maintenance.checksum.base import (
@@ -30,7 +30,6 @@ from delta_ops.maintenance.checksum.base import (
     _domain_dict,
     _dv_readable,
     _engine,
-    _first_commit_info,
     _ict,
     _limited,
     _sorted_txns,
@@ -251,10 +250,13 @@ def _dv_metrics(files: pa.Table) -> tuple[int, int, DeletedRecordCountsHistogram
 
 
 def _commit_info_of(snapshot: Snapshot) -> dict | None:
+    """The version's commitInfo: from the replay, else read from its commit up to the line
+    that holds it (a checkpoint at the version: the commit's file actions, maybe millions,
+    are not parsed)."""
     ci = snapshot.commit_infos.get(snapshot.version)
     if ci is not None:
         return dict(ci.raw)
     try:
-        return _first_commit_info(read_commit(snapshot.storage, snapshot.version))
+        return read_commit_info(snapshot.storage, snapshot.version)
     except VersionNotFoundError:
         return None  # the commit was cleaned up; the checkpoint alone makes this version

@@ -6,7 +6,7 @@ overwrite one; readers may validate a version against it).
 """
 
 from collections.abc import Mapping
-from dataclasses import replace
+from contextlib import ExitStack
 from typing import Any
 
 from delta_ops.engine.base import Engine
@@ -15,6 +15,7 @@ from delta_ops.errors import (
     IncrementalChecksumUnavailableError,
     VersionNotFoundError,
 )
+from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
 from delta_ops.log.replay import read_commit
 from delta_ops.log.segment import build_log_segment, list_log
 from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
@@ -29,18 +30,17 @@ from delta_ops.maintenance.checksum.base import (
     Method,
     VerifyResult,
     _commit_path,
+    _engine,
     _first_commit_info,
-    _sorted_txns,
-    _txn_dict,
     checksum_path,
     read_checksum,
 )
+from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import checksum_from_snapshot
 from delta_ops.maintenance.checksum.incremental import derive_checksum
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
 from delta_ops.protocol import features
 from delta_ops.protocol.crc import (
-    FILE_SIZE_BIN_BOUNDARIES,
     InvalidChecksumError,
     VersionChecksum,
     compare_checksums,
@@ -52,11 +52,37 @@ from delta_ops.storage import Storage
 # ---- the operations -----------------------------------------------------------------------
 
 
-def _load(storage: Storage, version: int | None) -> Snapshot:
-    """The snapshot a full computation aggregates: streamed when the table is large
-    (`log.stream`), so memory does not grow with the table."""
+#: The largest commit (bytes of JSON) the incremental computation reads into memory; a
+#: larger one (a CREATE TABLE AS SELECT of a million adds is hundreds of MB) takes the full
+#: computation, which reads commits in bounded chunks.
+INCREMENTAL_MAX_COMMIT_BYTES = 64 * 1024 * 1024
+
+
+def _load(
+    storage: Storage, version: int | None, engine: Engine | None, stack: ExitStack
+) -> Snapshot:
+    """The snapshot a full computation aggregates, in memory that does not grow with the
+    table: streamed when its checkpoint is large (`log.stream`); rebuilt by bucket when it
+    has no checkpoint and its commits are large (`log.rebuild`: the commits read in chunks
+    of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
+    spill in this process), its spill files removed when `stack` closes."""
+    if not _engine(engine).distributed and needs_rebuild(
+        storage, version, rebuild_threshold_bytes()
+    ):
+        return stack.enter_context(rebuild_snapshot(storage, version)).snapshot
     stream = large_state(storage, version, stream_threshold_bytes())
     return load_snapshot(storage, version, stream=stream)
+
+
+def _incremental_commit_too_large(storage: Storage, version: int) -> str | None:
+    """Why commit `version` is not read whole for the incremental computation, or None."""
+    info = storage.info(_commit_path(version))
+    if info is not None and info.size > INCREMENTAL_MAX_COMMIT_BYTES:
+        return (
+            f"commit {version} holds {info.size} bytes of JSON, more than the incremental "
+            f"computation reads at once ({INCREMENTAL_MAX_COMMIT_BYTES})"
+        )
+    return None
 
 
 def _latest_version(storage: Storage) -> int:
@@ -89,7 +115,8 @@ def compute_version_checksum(
         IncrementalChecksumUnavailableError: method="incremental" and it is not sound.
     """
     storage = Storage.of(table_or_storage, storage_options)
-    computed, _ = _compute(storage, version, engine, method, policy)
+    with ExitStack() as stack:
+        computed, _ = _compute(storage, version, engine, method, policy, stack)
     return computed
 
 
@@ -99,8 +126,10 @@ def _compute(
     engine: Engine | None,
     method: Method,
     policy: ChecksumPolicy,
+    stack: ExitStack,
 ) -> tuple[ComputedChecksum, Snapshot | None]:
-    """`compute_version_checksum`, also returning the snapshot of a full computation."""
+    """`compute_version_checksum`, also returning the snapshot of a full computation
+    (valid until `stack` closes)."""
     if method not in ("auto", "full", "incremental"):
         raise ValueError(f"method must be auto, full or incremental, not {method!r}")
     if version is None:
@@ -116,6 +145,10 @@ def _compute(
             else:
                 if previous is None:
                     reason = f"version {version - 1} has no checksum file"
+            if previous is not None and (
+                large := _incremental_commit_too_large(storage, version)
+            ):
+                previous, reason = None, large
             if previous is not None:
                 actions = read_commit(storage, version)
                 checksum, reason = derive_checksum(
@@ -128,7 +161,7 @@ def _compute(
                 f"cannot derive the checksum incrementally: {reason}",
                 table=storage.root, version=version,
             )
-    snapshot = _load(storage, version)
+    snapshot = _load(storage, version, engine, stack)
     checksum = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
     return ComputedChecksum(version, checksum, "full", reason), snapshot
 
@@ -185,8 +218,9 @@ def write_checksum(
             "the commit does not exist; a checksum is written only after its commit",
             table=storage.root, version=version, file=_commit_path(version),
         )
-    computed, snapshot = _compute(storage, version, engine, method, policy)
-    return _put(storage, computed, snapshot=snapshot, engine=engine, policy=policy)
+    with ExitStack() as stack:
+        computed, snapshot = _compute(storage, version, engine, method, policy, stack)
+        return _put(storage, computed, snapshot=snapshot, engine=engine, policy=policy)
 
 
 def _put(
@@ -313,31 +347,42 @@ def write_checksums(
             existed.append(version)
             previous = existing
             continue
-        actions = read_commit(storage, version)
+        if not storage.exists(_commit_path(version)):
+            raise VersionNotFoundError(
+                "the commit does not exist", table=storage.root, version=version,
+                file=_commit_path(version),
+            )
         checksum = None
         reason = "no previous checksum"
+        actions = None
+        if previous is not None and (large := _incremental_commit_too_large(storage, version)):
+            previous, reason = None, large
         if previous is not None:
+            actions = read_commit(storage, version)
             checksum, reason = derive_checksum(
                 previous, actions, version=version, table=storage.root, policy=policy
             )
-        snapshot = None
-        if checksum is not None:
-            computed = ComputedChecksum(version, checksum, "incremental")
-            incremental += 1
-        else:
-            snapshot = _load(storage, version)
-            checksum = checksum_from_snapshot(
-                snapshot, engine=engine, commit_info=_first_commit_info(actions), policy=policy
+        with ExitStack() as stack:
+            snapshot = None
+            if checksum is not None:
+                computed = ComputedChecksum(version, checksum, "incremental")
+                incremental += 1
+            else:
+                snapshot = _load(storage, version, engine, stack)
+                checksum = checksum_from_snapshot(
+                    snapshot, engine=engine,
+                    commit_info=None if actions is None else _first_commit_info(actions),
+                    policy=policy,
+                )
+                computed = ComputedChecksum(version, checksum, "full", reason)
+                full += 1
+            result = _put(
+                storage,
+                computed,
+                snapshot=snapshot if computed.method == "full" else None,
+                engine=engine,
+                policy=policy,
             )
-            computed = ComputedChecksum(version, checksum, "full", reason)
-            full += 1
-        result = _put(
-            storage,
-            computed,
-            snapshot=snapshot if computed.method == "full" else None,
-            engine=engine,
-            policy=policy,
-        )
         (written if result.written else existed).append(version)
         previous = checksum
     return ChecksumBackfillResult(
@@ -363,7 +408,8 @@ def verify_checksum(
     Every field present in both the recorded and the recomputed checksum is compared (old
     files without metadata, protocol or histograms are verified on what they have); the
     histogram is recomputed with the recorded bin boundaries; `allFiles` is compared when
-    recorded.
+    recorded, as a set keyed by file, statistics by meaning (`compare.compare_with_state`,
+    which the Dagster check `checksum_matches` uses through this function).
 
     Args:
         table_or_storage: a DeltaTable, Storage or table URI.
@@ -402,28 +448,12 @@ def _verify_one(storage: Storage, version: int, engine: Engine | None) -> list[C
         return [ChecksumMismatch(version, "file", exc.reason, None)]
     if recorded is None:  # deleted since listed
         return []
-    try:
-        snapshot = _load(storage, version)
-    except VersionNotFoundError as exc:
-        return [ChecksumMismatch(version, "version", "checksum file present", exc.reason)]
-    boundaries = (
-        recorded.file_size_histogram.sorted_bin_boundaries
-        if recorded.file_size_histogram is not None
-        else FILE_SIZE_BIN_BOUNDARIES
-    )
-    policy = ChecksumPolicy(
-        all_files_threshold=None if recorded.all_files is None else snapshot.num_files,
-        boundaries=boundaries,
-    )
-    computed = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
-    if computed.set_transactions is None:  # retention configured: compare every txn
-        computed = _with_all_txns(computed, snapshot)
-    return [
-        ChecksumMismatch(version, m.field, m.recorded, m.computed)
-        for m in compare_checksums(recorded, computed)
-    ]
-
-
-def _with_all_txns(computed: VersionChecksum, snapshot: Snapshot) -> VersionChecksum:
-    txns = _sorted_txns({k: _txn_dict(t.to_dict()) for k, t in snapshot.txns.items()})
-    return replace(computed, set_transactions=txns)
+    with ExitStack() as stack:
+        try:
+            snapshot = _load(storage, version, engine, stack)
+        except VersionNotFoundError as exc:
+            return [ChecksumMismatch(version, "version", "checksum file present", exc.reason)]
+        return [
+            ChecksumMismatch(version, m.field, m.recorded, m.computed)
+            for m in compare_with_state(recorded, snapshot, engine=engine)
+        ]
