@@ -83,6 +83,12 @@ class _Backend(ABC):
         when it reaches no regular file; on a store without links, every answer is None."""
         return [None] * len(natives)
 
+    def file_links(self, native_dir: str) -> list[str]:
+        """Paths, relative to `native_dir`, of the symbolic links at any depth below it
+        that do not lead to a directory (links to directories are not entered); a store
+        without links has none."""
+        return []
+
     @abstractmethod
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         """(name, size, mtime_ms) of the files directly inside `native_dir`."""

@@ -20,7 +20,7 @@ from typing import Any
 from delta_ops.errors import StorageError
 from delta_ops.storage.contract import Storage
 
-__all__ = ["file_ids", "real_keys"]
+__all__ = ["file_ids", "file_links", "real_keys"]
 
 
 def _ask(storage: Storage, method: str, paths: Iterable[str]) -> list[Any]:
@@ -63,3 +63,20 @@ def file_ids(storage: Storage, paths: Iterable[str]) -> list[tuple[int, int] | N
         StorageError: An identity cannot be established (no permission, a loop of links).
     """
     return _ask(storage, "file_ids", paths)
+
+
+def file_links(storage: Storage) -> list[str]:
+    """Paths, relative to the root, of every symbolic link below it that does not lead to
+    a directory (a link to a file, or to nothing): what a reader opening one reads is
+    another file, which its path does not name. [] on a store without links.
+
+    Raises:
+        StorageError: A directory below the root cannot be read.
+    """
+    backend = storage._backend
+    try:
+        return backend.file_links(storage._base.rstrip("/") or "/")
+    except backend.errors as exc:
+        raise StorageError(
+            f"cannot look for symbolic links below the root: {exc}", file=storage.root
+        ) from exc

@@ -119,6 +119,29 @@ class _LocalBackend(_Backend):
             out.append((st.st_dev, st.st_ino) if _is_regular(st.st_mode) else None)
         return out
 
+    def file_links(self, native_dir: str) -> list[str]:
+        # The entries' types come with the directory listing (no stat per file); only a
+        # link is asked whether it leads to a directory.
+        top = native_dir.rstrip("/") or "/"
+        if not os.path.isdir(top) or os.path.islink(top):
+            return []
+        prefix_len = len(top.rstrip("/")) + 1
+        out: list[str] = []
+        stack = [top]
+        while stack:
+            directory = stack.pop()
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        if entry.is_symlink():
+                            if not os.path.isdir(entry.path):
+                                out.append(entry.path[prefix_len:])
+                        elif entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed while we looked
+        return sorted(out)
+
     def list_dir(self, native_dir: str, start: str | None) -> list[tuple[str, int, int]]:
         out: list[tuple[str, int, int]] = []
         if self._linked_top(native_dir):

@@ -13,9 +13,11 @@ and taken relative to the root's own real path. Which readings are resolved: eve
 reading of an absolute path that does not spell the root as the storage does, and of
 any other path those whose last name is a candidate's (a link on the way leaves the last
 name as it is; a path below the root spelt as the storage does whose last component is
-itself a link to a file of another name is not looked at: such a link is the table's own
-file, never followed or deleted). Object stores have no links; their scheme spellings
-(`s3a://`, `s3://`) are the path identity's.
+itself a link to a file of another name is not looked at here). Every link below the root
+that does not lead to a directory (`storage.identity.file_links`) is resolved too, named
+by the log or not: a reader opening it reads its target, which the listing (it never
+follows links) finds under another name; its target is kept. Object stores have no
+links; their scheme spellings (`s3a://`, `s3://`) are the path identity's.
 
 The plan drops what this finds; the proof (`proof._prove_no_alias`) checks the plan again
 by the file system's own identity of a file (device and inode), sharing nothing with this.
@@ -32,7 +34,7 @@ import pyarrow.compute as pc
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.path_identity import local_readings
 from delta_ops.storage import Storage
-from delta_ops.storage.identity import real_keys
+from delta_ops.storage.identity import file_links, real_keys
 
 #: Paths that may be absolute.
 _ABSOLUTE = r"^/|^[A-Za-z][A-Za-z0-9+.\-]+:"
@@ -98,7 +100,9 @@ def reached_through_aliases(
                 for form in _trimmed(reading):
                     if every or form.rsplit("/", 1)[-1] in names:
                         spellings[form] = None
-    keys = real_keys(storage, list(spellings))
+    # A link to a file below the root (the listing skips it) reaches its target under
+    # another name: every such link is resolved, whatever names it.
+    keys = real_keys(storage, [*spellings, *file_links(storage)])
     return {k for k in keys if k is not None and k in wanted}
 
 

@@ -16,7 +16,8 @@ Two more readings the plan also makes, made here again on their own:
   link or `..` after one (`aliases`, which resolved real paths, chose what to drop). Here
   the file system's own identity of a file (device and inode, links followed: a bind
   mount too) of each candidate is compared with that of every spelling of the referenced
-  paths that could reach it (absolute ones, and those ending in a candidate's name).
+  paths that could reach it (absolute ones, and those ending in a candidate's name), and
+  with that of every link to a file below the root (a reader opening one reads it).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from delta_ops.log.staged_commits import STAGED_DIR, read_staged_commits
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
-from delta_ops.storage.identity import file_ids
+from delta_ops.storage.identity import file_ids, file_links
 
 # The independent check of a plan. It shares nothing with `reader_keys`: paths are decoded
 # until nothing changes, any scheme and `//localhost` dropped, slashes collapsed, dot
@@ -207,12 +208,24 @@ def _prove_no_alias(
                     if (anywhere and sp.startswith("/")) or sp.rsplit("/", 1)[-1] in names:
                         spellings[sp] = None
         found = file_ids(storage, list(spellings))
+        # Every link to a file below the root: the listing skips it, a reader reads its
+        # target.
+        links = file_links(storage)
+        linked = file_ids(storage, links)
     except StorageError as exc:
         raise UnsafeDeletionError(
             f"refusing to VACUUM: cannot tell which file a referenced path reaches "
             f"({exc.reason}); nothing was deleted",
             table=table, version=version, file=exc.file,
         ) from exc
+    for link, fid in zip(links, linked, strict=True):
+        if fid is not None and fid in by_id:
+            raise UnsafeDeletionError(
+                f"refusing to VACUUM: the file chosen for deletion {by_id[fid]!r} is the "
+                f"target of the symbolic link {link!r} in the table, which a reader "
+                "opening that link reads; nothing was deleted",
+                table=table, version=version, file=by_id[fid],
+            )
     for spelling, fid in zip(spellings, found, strict=True):
         if fid is not None and fid in by_id:
             raise UnsafeDeletionError(
