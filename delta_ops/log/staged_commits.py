@@ -55,11 +55,23 @@ def read_staged_commits(storage: Storage) -> list[StagedCommit]:
     no such directory.
 
     A file whose name is not `<v>.<uuid>.json` is read all the same: nothing tells it is
-    not a commit some catalog will publish.
+    not a commit some catalog will publish. A subdirectory (hidden names left out) is
+    refused: the spec describes none, and what it holds may be commits.
 
     Raises:
         StorageError: The directory cannot be listed, or a file in it cannot be read.
+        CorruptLogError: `_staged_commits` holds a subdirectory (naming it).
     """
+    subdirs = [
+        d for d in storage.list_subdirs(STAGED_DIR)
+        if not d.rstrip("/").rsplit("/", 1)[-1].startswith(".")
+    ]
+    if subdirs:
+        raise CorruptLogError(
+            f"{STAGED_DIR} holds a subdirectory ({subdirs[0]}), which the spec does not "
+            "describe: what it holds may be staged commits",
+            table=storage.root, file=subdirs[0],
+        )
     infos = [
         i for i in storage.list_dir(STAGED_DIR)
         if not i.path.rsplit("/", 1)[-1].startswith(".")
@@ -85,7 +97,8 @@ def staged_references(storage: Storage, delete_before: int) -> FileReferences:
     Raises:
         StorageError: `_staged_commits` cannot be listed or a file in it read.
         CorruptLogError: A staged commit is not newline-delimited JSON objects, or one of
-            its file actions has no path (naming the file).
+            its file actions has no path (naming the file); `_staged_commits` holds a
+            subdirectory.
     """
     root = storage.root
     rows: list[pa.Table] = []

@@ -11,7 +11,8 @@ Two more readings the plan also makes, made here again on their own:
 * the staged commits (spec "Catalog-managed tables": a catalog may still publish any of
   them): `_delta_log/_staged_commits` is read again and its lines parsed here, line by
   line, every `path` of an add or a remove and every deletion vector file they name taken
-  as referenced; a file that does not parse refuses the run;
+  as referenced; a file that does not parse, or has an object with a key given twice
+  (readers disagree which one wins), refuses the run;
 * aliases on local storage: a referenced path may reach a candidate through a symbolic
   link or `..` after one (`aliases`, which resolved real paths, chose what to drop). Here
   the file system's own identity of a file (device and inode, links followed: a bind
@@ -22,17 +23,23 @@ Two more readings the plan also makes, made here again on their own:
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from typing import Any
 from urllib.parse import quote, unquote
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import DeletionVectorError, StorageError, UnsafeDeletionError
+from delta_ops.errors import (
+    CorruptLogError,
+    DeletionVectorError,
+    StorageError,
+    UnsafeDeletionError,
+)
 from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
 from delta_ops.log.staged_commits import STAGED_DIR, read_staged_commits
@@ -96,7 +103,7 @@ def _staged_written(storage: Storage, version: int) -> pa.Array:
     table = storage.root
     try:
         commits = read_staged_commits(storage)
-    except StorageError as exc:
+    except (StorageError, CorruptLogError) as exc:
         raise UnsafeDeletionError(
             f"refusing to VACUUM: cannot read the staged commits in {STAGED_DIR} "
             f"({exc.reason}); nothing was deleted",
@@ -108,7 +115,9 @@ def _staged_written(storage: Storage, version: int) -> pa.Array:
             if not line.strip():
                 continue
             try:
-                action = orjson.loads(line)
+                # Duplicate keys refuse: readers disagree which one wins (serde_json
+                # refuses them, Jackson and orjson keep the last).
+                action = json.loads(line, object_pairs_hook=_unique_keys)
                 if not isinstance(action, dict):
                     raise ValueError("not a JSON object")
                 for kind in ("add", "remove"):
@@ -122,6 +131,16 @@ def _staged_written(storage: Storage, version: int) -> pa.Array:
                     table=table, version=version, file=commit.path,
                 ) from exc
     return string_array(out)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict; ValueError naming a key given twice."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {twice!r} in one JSON object")
+    return out
 
 
 def _named_by(action: object) -> list[str]:
