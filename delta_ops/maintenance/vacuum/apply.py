@@ -1,5 +1,7 @@
 """VACUUM's run: plan (shared with the dry run), then delete, side checksums first, then
-the directories the deletion emptied.
+the directories the deletion emptied. Right before deleting, the commits written since the
+plan (staged, and published after its version) are read again
+(`proof.prove_unchanged_since_plan`): one re-adding a file of the plan refuses the run.
 
 A real run then records, as delta-spark does, the newest commit older than the retention
 cut-off in `_delta_log/_last_vacuum_info` (what lets a later lite run start there; not on
@@ -32,6 +34,7 @@ from delta_ops.maintenance.vacuum.history import (
 )
 from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
+from delta_ops.maintenance.vacuum.proof import prove_unchanged_since_plan
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
 
@@ -243,6 +246,8 @@ def vacuum(
             # re-run finds again, never a side file whose data file is gone.
             sides = [p for p in plan.files if p in plan.side_files]
             mains = [p for p in plan.files if p not in plan.side_files]
+            # A commit written since the plan may re-add an old file: read them again.
+            prove_unchanged_since_plan(storage, plan.files, plan.version)
             deleted = _delete(eng, storage, sides, sizes, progress)
             deleted += _delete(eng, storage, mains, sizes, progress)
         except BaseException:

@@ -40,11 +40,14 @@ from delta_ops.errors import (
     StorageError,
     UnsafeDeletionError,
 )
+from delta_ops.log.action_replay import read_log_files
+from delta_ops.log.listing import list_log
 from delta_ops.log.reference_buckets import SpilledReferences
 from delta_ops.log.references import FileReferences
 from delta_ops.log.staged_commits import STAGED_DIR, read_staged_commits
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
+from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
 from delta_ops.storage.identity import file_ids, file_links
 
@@ -111,26 +114,84 @@ def _staged_written(storage: Storage, version: int) -> pa.Array:
         ) from exc
     out: list[str] = []
     for commit in commits:
-        for n, line in enumerate(commit.data.split(b"\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                # Duplicate keys refuse: readers disagree which one wins (serde_json
-                # refuses them, Jackson and orjson keep the last).
-                action = json.loads(line, object_pairs_hook=_unique_keys)
-                if not isinstance(action, dict):
-                    raise ValueError("not a JSON object")
-                for kind in ("add", "remove"):
-                    if kind in action:
-                        out += _named_by(action[kind])
-            except (ValueError, TypeError, KeyError, DeletionVectorError) as exc:
-                raise UnsafeDeletionError(
-                    f"refusing to VACUUM: line {n} of a staged commit cannot be read "
-                    f"({exc}); the catalog may still publish it, and which files it needs "
-                    "is unknown; nothing was deleted",
-                    table=table, version=version, file=commit.path,
-                ) from exc
+        out += _commit_names(commit.data, commit.path, table, version, staged=True)
     return string_array(out)
+
+
+def _commit_names(data: bytes, path: str, table: str, version: int, *, staged: bool
+                  ) -> list[str]:
+    """Every path a commit's adds and removes name, and their DV files, line by line."""
+    out: list[str] = []
+    for n, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            # Duplicate keys refuse: readers disagree which one wins (serde_json
+            # refuses them, Jackson and orjson keep the last).
+            action = json.loads(line, object_pairs_hook=_unique_keys)
+            if not isinstance(action, dict):
+                raise ValueError("not a JSON object")
+            for kind in ("add", "remove"):
+                if kind in action:
+                    out += _named_by(action[kind])
+        except (ValueError, TypeError, KeyError, DeletionVectorError) as exc:
+            what = ("a staged commit cannot be read ({exc}); the catalog may still "
+                    "publish it" if staged else "a commit cannot be read ({exc})")
+            raise UnsafeDeletionError(
+                f"refusing to VACUUM: line {n} of {what.format(exc=exc)}, and which files "
+                "it needs is unknown; nothing was deleted",
+                table=table, version=version, file=path,
+            ) from exc
+    return out
+
+
+def prove_unchanged_since_plan(storage: Storage, files: Sequence[str], version: int) -> None:
+    """Right before deleting: read again every staged commit and every published commit
+    after the plan's `version` (spec "Catalog-managed tables", "Delta Log Entries"), and
+    refuse when one names a file of the plan (as written, decoded and normalized, or
+    through an alias: `_prove_no_alias`, which also looks again for links to files).
+
+    A commit written since the plan adds new files, which the retention protects; but one
+    may re-add an old file removed long ago (a RESTORE does): the retention does not
+    protect that file, this does (short of a commit landing during the delete itself).
+
+    Raises:
+        UnsafeDeletionError: Naming the table, the plan's version and the file.
+    """
+    if not files:
+        return
+    table = storage.root
+    try:
+        newer = [lf.path for lf, _info in list_log(storage, version + 1)
+                 if lf.kind in (LogFileKind.COMMIT, LogFileKind.COMPACTION)
+                 and lf.version > version]
+        blobs = read_log_files(storage, newer)
+    except StorageError as exc:
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: cannot read the commits written since the plan "
+            f"({exc.reason}); nothing was deleted",
+            table=table, version=version, file=exc.file,
+        ) from exc
+    names: list[str] = []
+    for path, data in zip(newer, blobs, strict=True):
+        names += _commit_names(data, path, table, version, staged=False)
+    named = string_array(names)
+    written = pa.concat_arrays([named, _staged_written(storage, version)])
+    if not len(written):
+        return
+    candidates = string_array(list(files))
+    loose = string_array([_loose(f) for f in files])
+    hit = pc.or_(_found_in(candidates, written),
+                 _found_in(loose, _loose_references(written, table)))
+    if pc.any(hit).as_py():
+        clash = candidates.filter(hit).to_pylist()
+        raise UnsafeDeletionError(
+            f"refusing to VACUUM: a commit read again right before deleting names "
+            f"{len(clash)} file(s) of the plan (first: {clash[0]!r}): it was written since "
+            "the plan (it may re-add a file removed long ago); nothing was deleted",
+            table=table, version=version, file=clash[0],
+        )
+    _prove_no_alias(storage, files, [written], version)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
