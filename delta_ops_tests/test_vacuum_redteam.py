@@ -17,6 +17,9 @@ Bugs this file found (each test failed before its fix):
 * a commit written between the plan and the delete (staged or published) re-adding an old
   file that was removed long ago: the file was deleted
   (`test_commit_written_between_plan_and_delete_refuses`);
+* a directory of the plan swapped for a link to another directory between the plan and
+  the delete: the file of that name there was deleted
+  (`test_directory_swapped_for_a_link_after_the_plan_refuses`);
 * a staged commit with a duplicate key (`path` twice, or two actions on one line):
   readers disagree which one wins (serde_json refuses it, Jackson and orjson take the
   last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`).
@@ -243,6 +246,29 @@ def test_commit_written_between_plan_and_delete_naming_other_files_lets_it_run(
     assert vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True).files == (
         "orphan.parquet",)
     assert not (root / "orphan.parquet").exists()
+
+
+def test_directory_swapped_for_a_link_after_the_plan_refuses(tmp_path, monkeypatch):
+    """Between plan and delete, `d` (holding the orphan) becomes a link to a directory
+    outside the root holding a file of the same name. Before the fix VACUUM unlinked the
+    OUTSIDE file through the link; now the links on the way are checked again right
+    before deleting, and the run refuses."""
+    root = tmp_path / "t"
+    outside = tmp_path / "outside"
+    _data(root, "live.parquet", "d/orphan.parquet")
+    _data(outside, "orphan.parquet")
+    _table(root, ["live.parquet"])
+    _age(root)
+
+    def swap() -> None:
+        os.rename(root / "d", tmp_path / "moved")
+        (root / "d").symlink_to(outside, target_is_directory=True)
+
+    _between_plan_and_delete(monkeypatch, swap)
+    with pytest.raises(UnsafeDeletionError, match="inside the table root") as info:
+        vacuum(str(root), now_ms=NOW_MS)
+    assert info.value.file == "d/orphan.parquet"
+    assert (outside / "orphan.parquet").exists()
 
 
 def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):

@@ -149,7 +149,9 @@ def prove_unchanged_since_plan(storage: Storage, files: Sequence[str], version: 
     """Right before deleting: read again every staged commit and every published commit
     after the plan's `version` (spec "Catalog-managed tables", "Delta Log Entries"), and
     refuse when one names a file of the plan (as written, decoded and normalized, or
-    through an alias: `_prove_no_alias`, which also looks again for links to files).
+    through an alias: `_prove_no_alias`, which also looks again for links to files); and
+    check again that no symbolic link has come on the way to a file of the plan
+    (`Storage.deletion_hazards`).
 
     A commit written since the plan adds new files, which the retention protects; but one
     may re-add an old file removed long ago (a RESTORE does): the retention does not
@@ -160,6 +162,8 @@ def prove_unchanged_since_plan(storage: Storage, files: Sequence[str], version: 
     """
     if not files:
         return
+    # A directory swapped for a link since the plan would send a delete elsewhere.
+    _prove_inside(storage, files, version)
     table = storage.root
     try:
         newer = [lf.path for lf, _info in list_log(storage, version + 1)
@@ -360,11 +364,17 @@ def _prove_deletable(
             table=table, version=version, file=clash[0],
         )
     _prove_no_alias(storage, files, chain(refs.written_chunks(), [staged]), version)
+    _prove_inside(storage, files, version)
+
+
+def _prove_inside(storage: Storage, files: Sequence[str], version: int) -> None:
+    """Refuse unless every file is a regular file reached without a symbolic link, inside
+    the root (`Storage.deletion_hazards`)."""
     hazards = storage.deletion_hazards(files)
     if hazards:
         path, reason = hazards[0]
         raise UnsafeDeletionError(
             f"refusing to VACUUM: {len(hazards)} file(s) chosen for deletion cannot be "
             f"proven inside the table root (first: {path!r}: {reason}); nothing was deleted",
-            table=table, version=version, file=path,
+            table=storage.root, version=version, file=path,
         )
