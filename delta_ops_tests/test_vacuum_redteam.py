@@ -303,6 +303,25 @@ def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):
 # ---- 2. aliases --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("staged", [False, True])
+def test_unencoded_query_or_fragment_keeps_the_file_a_uri_reader_opens(tmp_path, staged):
+    """Paths are URIs (spec "Add File and Remove File"): an unencoded `?` starts a query
+    and `#` a fragment, so Spark and the Delta kernels (`new Path(new URI(path))`, its
+    path part) open `a` for `a?b.parquet` and `c` for `c#d.parquet`. Before the fix only
+    the literal names were kept and `a`, `c` were deleted."""
+    root = tmp_path / "t"
+    adds = ["a?b.parquet", f"file://{root}/c#d.parquet", "p/e%20f?x=1#y"]
+    if staged:
+        _catalog(root)
+        _staged(root, 1, [_add(a) for a in adds])
+    else:
+        _table(root, adds)
+    _data(root, "a", "a?b.parquet", "c", "c#d.parquet", "p/e f", "orphan.parquet")
+    _age(root)
+    assert _both(root, allow_catalog_managed=True) == ("orphan.parquet",)
+    assert {"a", "a?b.parquet", "c", "c#d.parquet", "p/e f"} <= _files(root)
+
+
 @pytest.mark.parametrize("spelling", [
     "file:{base}/link/d/live.parquet",
     "file://localhost{base}/link/d/live.parquet",
@@ -538,3 +557,51 @@ def test_vacuum_against_deltalake(tmp_path_factory, ops, retention_days, link):
     for v, files in before.items():
         assert deltalake.DeltaTable(str(root), version=v).to_pyarrow_table().num_rows == rows[v]
         assert all((root / f).exists() for f in files), v
+
+
+# ---- 5. generated spellings of a staged add ----------------------------------------------
+
+_NAME = st.text(alphabet=st.sampled_from(list("ab =+%#:é字~!$&'()")), min_size=1,
+                max_size=6).filter(lambda n: n not in (".", "..") and not n.startswith("_")
+                                   and not n.startswith("."))
+
+
+def _spell(rel: str, root: Path, form: str, encode: list[bool]) -> str:
+    """One spelling of `rel`: each segment percent-encoded or not (a `%` always is, so
+    that the text decodes to the name), relative or an absolute URI."""
+    from urllib.parse import quote
+
+    segs = []
+    for seg, enc in zip(rel.split("/"), encode + [True] * 8, strict=False):
+        segs.append(quote(seg, safe="") if enc or "%" in seg else seg)
+    path = "/".join(segs)
+    if form == "relative":
+        return path
+    if form == "dotted":
+        return "./" + path.replace("/", "/./")
+    base = quote(str(root))
+    return {"file:///": f"file://{base}/{path}", "file:/": f"file:{base}/{path}",
+            "localhost": f"file://localhost{base}/{path}"}[form]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(_NAME, min_size=1, max_size=3),
+       form=st.sampled_from(["relative", "dotted", "file:///", "file:/", "localhost"]),
+       encode=st.lists(st.booleans(), min_size=3, max_size=3))
+def test_generated_staged_spellings_keep_their_file(tmp_path_factory, parts, form, encode):
+    """Whatever the names (spaces, `%`, `+`, `=`, `:`, non-ASCII) and the spelling, the
+    file a staged add names is kept; an orphan beside it goes (or the run refuses and
+    nothing goes)."""
+    root = tmp_path_factory.mktemp("gen") / "t"
+    rel = "/".join([*parts[:-1], parts[-1] + ".parquet"])
+    _catalog(root, rel, "orphan.parquet")
+    _staged(root, 1, [_add(_spell(rel, root, form, encode))])
+    _age(root)
+    try:
+        files = _both(root, allow_catalog_managed=True)
+    except UnsafeDeletionError:
+        assert (root / "orphan.parquet").exists()
+    else:
+        assert files == ("orphan.parquet",)
+    assert (root / rel).exists()

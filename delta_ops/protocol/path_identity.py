@@ -41,8 +41,8 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 #: Paths matching this may have a canonical form other than themselves.
 CANONICAL_PATTERN = r"[%:]|^/"
 #: Paths matching this may be read as another file than themselves (percent escapes,
-#: URIs, absolute paths, empty or dot segments).
-READER_PATTERN = r"[%:]|^/|//|(^|/)\.\.?(/|$)|/$"
+#: URIs, absolute paths, empty or dot segments, an unencoded query or fragment).
+READER_PATTERN = r"[%:?#]|^/|//|(^|/)\.\.?(/|$)|/$"
 
 
 def _classify(path: str) -> tuple[str | None, str]:
@@ -186,18 +186,22 @@ def reader_keys(path: str, root: str) -> tuple[str, ...]:
       and `/t/a` included (it opens `<root>/file:/t/a`, `<root>/t/a`), decoded once,
       empty segments dropped;
     * a writer that did not encode: the path taken literally (an absolute one too,
-      when it then points inside the root).
+      when it then points inside the root);
+    * a URI reader's (Spark, the Delta kernels: `new Path(new URI(path))`): an unencoded
+      `?` starts a query and `#` a fragment, and the file opened is the path before them.
     """
     literal = None
     scheme, rest = _classify(path)
     if scheme is not None and "%" in rest:
         literal = _inside(_location(scheme, rest, decode=False), root)
+    uri_path = re.split(r"[?#]", path, maxsplit=1)[0]
     out: list[str] = []
     for candidate in (
         relative_key(path, root),
         literal,
         normalize_relative(unquote(path)),
         normalize_relative(path),
+        *((relative_key(uri_path, root),) if uri_path != path else ()),
     ):
         if candidate is not None and candidate not in out:
             out.append(candidate)

@@ -55,7 +55,7 @@ from delta_ops.storage.identity import file_ids, file_links
 # until nothing changes, any scheme and `//localhost` dropped, slashes collapsed, dot
 # segments resolved, and for references also taken relative to the root spelt the same way.
 _ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//localhost(?=/))?", re.IGNORECASE)
-_PLAIN = r"%|:|^/|//|(^|/)\.|/$"
+_PLAIN = r"%|:|[?#]|^/|//|(^|/)\.|/$"
 _ABSOLUTE = r"^/|^[A-Za-z][A-Za-z0-9+.\-]*:"
 _ODD_END = r"/\.?$|%[^/]*$"
 
@@ -80,13 +80,15 @@ def _loose_references(written: pa.Array, root: str) -> pa.Array:
         return written
     root_loose = _loose(_ANY_SCHEME.sub("", root)) + "/"
     out: list[str] = []
-    for p in written.filter(odd).to_pylist():
-        whole = _loose(p)
-        bare = _loose(_ANY_SCHEME.sub("", p))
-        out += [whole, bare]
-        for form in (whole, bare):
-            if form.startswith(root_loose):
-                out.append(form[len(root_loose) :])
+    for written_path in written.filter(odd).to_pylist():
+        # A URI reader opens the path before an unencoded `?` (query) or `#` (fragment).
+        for p in dict.fromkeys((written_path, re.split(r"[?#]", written_path)[0])):
+            whole = _loose(p)
+            bare = _loose(_ANY_SCHEME.sub("", p))
+            out += [whole, bare]
+            for form in (whole, bare):
+                if form.startswith(root_loose):
+                    out.append(form[len(root_loose) :])
     return pa.concat_arrays([written.filter(pc.invert(odd)), string_array(out)])
 
 
