@@ -20,6 +20,9 @@ Bugs this file found (each test failed before its fix):
 * a directory of the plan swapped for a link to another directory between the plan and
   the delete: the file of that name there was deleted
   (`test_directory_swapped_for_a_link_after_the_plan_refuses`);
+* a path with an unencoded `?` or `#` (a URI's query or fragment): Spark and the Delta
+  kernels open the path before it, which VACUUM deleted
+  (`test_unencoded_query_or_fragment_keeps_the_file_a_uri_reader_opens`);
 * a staged commit with a duplicate key (`path` twice, or two actions on one line):
   readers disagree which one wins (serde_json refuses it, Jackson and orjson take the
   last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`).
@@ -298,6 +301,14 @@ def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):
                   allow_catalog_managed=True)
     assert real.files == ("orphan.parquet",)
     assert all(storage.exists(k) for k in kept) and not storage.exists("orphan.parquet")
+    # A staged commit below a "subdirectory" (a key prefix) refuses there too.
+    storage.put_atomic("orphan2.parquet", b"data")
+    storage.put_atomic(f"_delta_log/_staged_commits/sub/{2:020}.u.json",
+                       (json.dumps(_add("orphan2.parquet")) + "\n").encode())
+    with pytest.raises(UnsafeDeletionError, match="subdirector"):
+        vacuum(uri, now_ms=later, storage_options=s3_server.storage_options,
+               allow_catalog_managed=True)
+    assert storage.exists("orphan2.parquet")
 
 
 # ---- 2. aliases --------------------------------------------------------------------------
@@ -473,6 +484,9 @@ def test_spark_engine_file_link_and_race(tmp_path, monkeypatch, spark_engine):  
     with pytest.raises(UnsafeDeletionError, match="since the plan"):
         vacuum(str(root), now_ms=NOW_MS, engine=spark_engine)
     assert (root / "old.parquet").exists()
+    linked, _base = _aliased_table(tmp_path / "aliased", "file://{base}/link/d/live.parquet")
+    assert _both(linked, engine=spark_engine) == ("d/orphan.parquet",)
+    assert (linked / "d" / "live.parquet").exists()
 
 
 # ---- 4. against deltalake ----------------------------------------------------------------
