@@ -23,6 +23,9 @@ Bugs this file found (each test failed before its fix):
 * a path with an unencoded `?` or `#` (a URI's query or fragment): Spark and the Delta
   kernels open the path before it, which VACUUM deleted
   (`test_unencoded_query_or_fragment_keeps_the_file_a_uri_reader_opens`);
+* a remove without a `deletionTimestamp` (optional) expired at once, and VACUUM
+  deleted a file a version within the retention reads
+  (`test_tombstone_without_deletion_timestamp_keeps_its_file`);
 * a staged commit with a duplicate key (`path` twice, or two actions on one line):
   readers disagree which one wins (serde_json refuses it, Jackson and orjson take the
   last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`).
@@ -309,6 +312,25 @@ def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):
         vacuum(uri, now_ms=later, storage_options=s3_server.storage_options,
                allow_catalog_managed=True)
     assert storage.exists("orphan2.parquet")
+
+
+def test_tombstone_without_deletion_timestamp_keeps_its_file(tmp_path):
+    """`deletionTimestamp` is optional (spec "Add File and Remove File"). A remove without
+    one, committed yesterday: version 0, current until then, is within the retention and
+    reads the file. Before the fix the missing time read as the epoch, the tombstone
+    expired at once, and the file went (full and lite runs); now such a tombstone never
+    expires by itself."""
+    root = tmp_path / "t"
+    _data(root, "a.parquet", "b.parquet", "orphan.parquet")
+    _table(root, ["a.parquet", "b.parquet"])
+    commit = root / "_delta_log" / f"{1:020}.json"
+    _write(commit, [{"commitInfo": {"timestamp": NOW_MS - DAY_MS}},
+                    {"remove": {"path": "a.parquet", "dataChange": True}}])
+    _age(root)
+    os.utime(commit, ns=((NOW_MS - DAY_MS) * 1_000_000,) * 2)
+    assert _both(root) == ("orphan.parquet",)
+    assert _both(root, lite=True) == ()
+    assert (root / "a.parquet").exists()
 
 
 # ---- 2. aliases --------------------------------------------------------------------------

@@ -515,8 +515,10 @@ def reference_parts(
     these rows: the paths live adds and unexpired tombstones name as written (DV files of
     `u` descriptors resolved) and their listing keys (`reader_keys`), and the listing keys
     of what expired tombstones name (the spec's reading), NOT yet without `keep`. Row by
-    row: the parts of several slices of a state, united, are the parts of the whole."""
-    ts = pc.fill_null(rows.column("ts"), _int_scalar(0))
+    row: the parts of several slices of a state, united, are the parts of the whole.
+    A tombstone without a `deletionTimestamp` (optional) never expires: when it was
+    written is unknown here, and versions before it may be within the retention."""
+    ts = pc.fill_null(rows.column("ts"), _int_scalar(delete_before))
     live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
     live = pc.fill_null(live, _bool_scalar(False))
     kept, gone = rows.filter(live), rows.filter(pc.invert(live))
