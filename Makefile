@@ -34,10 +34,10 @@ java:
 	  exit 2; \
 	fi
 
-demo: install java
+demo: java install
 	$(BIN)/python -m delta_ops.demo
 
-test: install java
+test: java install
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The core in a few minutes: no Spark, S3, `dagster dev` or slow tests (needs no Java).

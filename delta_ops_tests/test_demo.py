@@ -33,3 +33,36 @@ def test_the_demo_without_a_corpus_says_so_in_one_line(tmp_path):
         f"{tmp_path / 'no_corpus' / 'delta/golden__dv-partitioned-with-checkpoint'}: run the "
         "demo from a checkout (its delta_ops_tests/data/corpus) or set DELTA_OPS_CORPUS"]
     assert not (tmp_path / "tables").exists()
+
+
+def _java(tmp_path, version_line: str | None):
+    """`make java` with JAVA_HOME naming a fake runtime printing `version_line` (None: no
+    runtime there)."""
+    import textwrap
+
+    home = tmp_path / "jre"
+    if version_line is not None:
+        (home / "bin").mkdir(parents=True)
+        java = home / "bin" / "java"
+        java.write_text(textwrap.dedent(f"""\
+            #!/bin/sh
+            echo '{version_line}' >&2
+        """))
+        java.chmod(0o755)
+    env = {**os.environ, "JAVA_HOME": str(home)}
+    return subprocess.run(["make", "--no-print-directory", "-C", str(REPO_ROOT), "java"],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_make_demo_and_test_need_java_17_or_newer_and_say_so_in_one_line(tmp_path):
+    message = ("Spark needs Java 17 or 21 (found: {}): install one, e.g. 'sudo apt-get "
+               "install openjdk-17-jre-headless' or 'brew install openjdk@17', or set JAVA_HOME")
+    for line, found in ((None, "no java"), ('openjdk version "11.0.2" 2019-01-15', "11"),
+                        ('java version "1.8.0_292"', "8")):
+        done = _java(tmp_path / found.replace(" ", "_"), line)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines()[0] == message.format(found)
+    for line in ('openjdk version "17.0.15" 2025-04-15', 'openjdk version "21.0.8" 2025-07-15'):
+        done = _java(tmp_path / line.split('"')[1], line)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
