@@ -18,6 +18,7 @@ __all__ = [
     "CORPUS_ENV",
     "IN_REPO_CORPUS",
     "REPO_ROOT",
+    "SPEC_DIR",
     "all_corpus_tables",
     "copy_corpus_table",
     "corpus_path",
@@ -27,6 +28,9 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The corpus committed with the tests.
 IN_REPO_CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
+#: The Delta protocol specification the tests check the feature table against
+#: (`PROTOCOL.txt`, the text the project started from, and `PROTOCOL-current.md`).
+SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
 #: Environment variable naming another corpus directory; wins over the in-repo one.
 CORPUS_ENV = "DELTA_OPS_CORPUS"
 
