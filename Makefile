@@ -40,7 +40,7 @@ demo: java install
 test: java install
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# The core in a few minutes: no Spark, S3, `dagster dev` or slow tests (needs no Java).
+# The core in a few minutes: no Spark, S3, `dagster dev` or slow tests.
 test-quick: install
 	$(BIN)/python -m pytest -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
