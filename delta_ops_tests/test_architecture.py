@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from delta_ops_tests.conftest import REPO_ROOT
 from delta_ops_tests.corpus import CORPUS_ENV, IN_REPO_CORPUS, corpus_root
 
