@@ -19,6 +19,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+try:  # the Dagster layer's own dependencies: the `dagster` extra
+    import dagster  # noqa: F401
+    import pydantic  # noqa: F401
+    import yaml  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"delta_ops.defs (the Dagster layer) needs {exc.name}: pip install 'delta_ops[dagster]'"
+    ) from exc
 from dagster import in_process_executor
 
 from delta_ops.defs.collector import FREEZE_FROM_TABLES, gc_paused, keep_for_the_process

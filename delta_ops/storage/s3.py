@@ -399,7 +399,9 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
     try:
         import s3fs
     except ImportError as exc:
-        raise StorageError(f"s3fs is needed to reach {uri!r}") from exc
+        raise StorageError(
+            f"s3fs is needed to reach {uri!r}: pip install 'delta_ops[s3]'"
+        ) from exc
     try:
         kwargs = _s3fs_kwargs(options)
     except StorageError as exc:

@@ -11,6 +11,7 @@ engine for their heavy parts.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -107,6 +108,11 @@ class SparkEngine(Engine):
         """The Spark session, started on first access."""
         with self._lock:
             if self._session is None:
+                if importlib.util.find_spec("pyspark") is None:
+                    raise EngineError(
+                        f"the spark engine ({self.config.describe()}) needs pyspark: "
+                        "pip install 'delta_ops[spark]'"
+                    )
                 self._session, self._owns_session = _start_session(self.config)
             return self._session
 
