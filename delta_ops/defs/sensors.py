@@ -300,9 +300,7 @@ def watch_tick(
                                            problem=look.problem)
             message = outcome["description"]
             version = look.state.version if look.state is not None else None
-            if entry.get("status") != status or entry.get("error") != message[:MAX_ERROR] or (
-                version is not None and version != entry.get("version")
-            ):
+            if entry.get("status") != status or entry.get("error") != message[:MAX_ERROR]:
                 log(message)
                 tick.checks.append(log_readable_evaluation(table.name, outcome))
             new = {"status": status, "error": message}
