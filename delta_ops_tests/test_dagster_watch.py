@@ -271,3 +271,29 @@ def test_the_launchpad_shows_the_component_file_not_a_json_string(tmp_path):
     resource = definitions_kwargs(source=source)["resources"]["registry"]
     assert resource.component == "defs/defs.yaml" and resource.source is None
     assert resource.load().names == ["t"]
+
+
+def test_a_table_discovered_after_load_waits_for_a_reload_and_the_ui_says_so(tmp_path):
+    from delta_ops.defs import definitions_kwargs
+    from delta_ops.defs.sources import RegistrySource, refresh_discovery
+    from dagster import Definitions
+
+    write_table(tmp_path / "lake" / "sales" / "orders", 1, 12)
+    source = RegistrySource(base_dir=str(tmp_path), defaults={"engine": "local"},
+                            discover=[{"prefix": str(tmp_path / "lake"), "max_depth": 2}],
+                            discovery_cache="cache.json")
+    refresh_discovery(source)
+    defs = Definitions(**definitions_kwargs(source=source))
+    write_table(tmp_path / "lake" / "sales" / "returns", 2, 12)
+    discovery = defs.resolve_sensor_def("delta_tables_discovery")
+    found = discovery(build_sensor_context(instance=DagsterInstance.ephemeral(),
+                                           definitions=defs))
+    message = found.skip_message if hasattr(found, "skip_message") else \
+        found.skip_reason.skip_message
+    assert message.startswith("2 discovered tables; 1 new: sales__returns; reload the code "
+                              "location (Deployment → Reload)")
+    result = tick(defs, DagsterInstance.ephemeral())
+    requested = {k.path[0] for r in result.run_requests for k in r.asset_selection}
+    assert requested == {"sales__orders"}  # the new table has no assets to select yet
+    row = overview_rows(result)["sales__returns"]
+    assert row["status"] == "not loaded" and "reload it" in row["attention"]

@@ -72,7 +72,8 @@ def definitions_kwargs(
             registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
         maintenance = maintenance_job(registry)
         sensors = [
-            watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
+            watch_sensor(maintenance, registry.names),
+            partitions_sensor(registry, row_tracking_backfill_job),
             automation_sensor(),
         ]
         if source is not None and source.discover:

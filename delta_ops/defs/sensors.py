@@ -254,6 +254,7 @@ def watch_tick(
     cursor: str | None,
     log: Callable[[str], None],
     in_flight: InFlight | None = None,
+    loaded: frozenset[str] | None = None,
 ) -> WatchTick:
     """One tick of the watch sensor. Never raises for one table's problem: a missing table,
     an invalid registry entry or a broken log is logged, reported by its `log_readable`
@@ -264,7 +265,12 @@ def watch_tick(
     policy), a table with `own_run` (or, when null, big enough for Spark) in a run of its
     own; at most `runs_per_tick` runs, and none while `max_runs_in_flight` runs of the watch
     are queued or running. A table in a run still queued or running is not requested, nor
-    one requested at its version before; the others wait for the next tick."""
+    one requested at its version before; the others wait for the next tick.
+
+    `loaded`: the tables the code location has assets for (None: all). A table discovery
+    added since is watched and shown in the overview as waiting for a reload, never
+    requested (a run cannot select assets the location does not have yet); a loaded table
+    the registry no longer has is shown as removed."""
     in_flight = in_flight or InFlight()
     previous, extra = load_cursor_and_extra(cursor)
     tick = WatchTick(extra=extra)
@@ -339,7 +345,11 @@ def watch_tick(
             status="ok", version=state.version, log_depth=state.commits_since_checkpoint,
             due=", ".join(runnable), blocked=", ".join(n.component for n in report.blocked),
         )
-        if runnable and table.name in in_flight.tables:
+        if loaded is not None and table.name not in loaded:
+            row["status"] = "not loaded"
+            row["problem"] = ("new since the code location loaded: reload it (Deployment → "
+                              "Reload) to add its assets")
+        elif runnable and table.name in in_flight.tables:
             tick.in_flight += 1
             row["status"] = "in flight"
         elif runnable and requested != state.version:
@@ -357,6 +367,10 @@ def watch_tick(
             "crc": state.newest_checksum,
             "stale": stale,
         }
+    for name in sorted((loaded or frozenset()) - set(registry.names)):
+        tick.rows.append({"table": name, "status": "removed", "problem": (
+            "no longer registered or discovered: reload the code location (Deployment → "
+            "Reload) to drop its assets")})
     if lines >= MAX_DUE_LINES:
         log(f"{len(due_tables)} tables with work due in all (the first {MAX_DUE_LINES} named "
             "above; the fleet overview, delta_ops_fleet/overview, lists every one)")
@@ -468,7 +482,10 @@ def evaluate_watch(
     return tick.requests, tick.cursor
 
 
-def watch_sensor(maintenance_job):
+def watch_sensor(maintenance_job, loaded: list[str] | None = None):
+    """The watch sensor; `loaded`: the tables the definitions have assets for."""
+    loaded_names = frozenset(loaded) if loaded is not None else None
+
     @sensor(
         name=WATCH_SENSOR,
         job=maintenance_job,
@@ -483,9 +500,10 @@ def watch_sensor(maintenance_job):
     def delta_tables_watch(
         context: SensorEvaluationContext, registry: RegistryResource
     ) -> SensorResult:
-        loaded = registry.load()
-        in_flight = runs_in_flight(context.instance, loaded.names)
-        tick = watch_tick(loaded, context.cursor, context.log.info, in_flight)
+        registry_now = registry.load()
+        in_flight = runs_in_flight(context.instance, registry_now.names)
+        tick = watch_tick(registry_now, context.cursor, context.log.info, in_flight,
+                          loaded_names)
         events: list[Any] = tick.asset_events
         overview = fleet_overview(context.instance, tick.rows)
         if overview.digest != tick.extra.get("overview"):
@@ -517,17 +535,41 @@ def discovery_sensor(source: RegistrySource):
         found = refresh_discovery(source)
         for line in found["errors"]:
             context.log.warning(line)
-        if found["added"] or found["removed"]:
-            context.log.info(
-                f"discovery: added {found['added'] or 'none'}, removed "
-                f"{found['removed'] or 'none'}: reload the code location to update the assets"
-            )
-        return SkipReason(
-            f"{found['found']} discovered tables; {len(found['added'])} new, "
-            f"{len(found['removed'])} gone, {len(found['errors'])} prefixes failed"
-        )
+        for what in ("added", "removed"):
+            names = found[what]
+            for name in names[:MAX_NAMED]:
+                context.log.info(f"discovery: {what} {name}")
+            if len(names) > MAX_NAMED:
+                context.log.info(f"discovery: ... and {len(names) - MAX_NAMED} more {what}")
+        return SkipReason(discovery_message(found))
 
     return delta_tables_discovery
+
+
+#: Most table names a discovery message names (the tick's log lines, the skip reason).
+MAX_NAMED = 20
+
+
+def discovery_message(found: dict[str, Any]) -> str:
+    """What the discovery tick shows in the UI (its skip reason): how many tables, which
+    are new or gone (at most `MAX_NAMED` named), that a reload adds or drops their assets
+    (Dagster has no supported way for a sensor to reload its own code location), and the
+    prefixes that failed."""
+
+    def named(names: list[str]) -> str:
+        shown = ", ".join(names[:5])
+        return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    parts = [f"{found['found']} discovered tables"]
+    if found["added"]:
+        parts.append(f"{len(found['added'])} new: {named(found['added'])}")
+    if found["removed"]:
+        parts.append(f"{len(found['removed'])} gone: {named(found['removed'])}")
+    if found["added"] or found["removed"]:
+        parts.append("reload the code location (Deployment → Reload) to update their assets")
+    if found["errors"]:
+        parts.append(f"{len(found['errors'])} prefixes failed: {found['errors'][0]}")
+    return "; ".join(parts)
 
 
 def partitions_sensor(registry: Registry, backfill_job):
