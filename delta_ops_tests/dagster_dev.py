@@ -284,7 +284,7 @@ class Dagit:
         return self.query(
             """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
                  __typename ... on Sensor { sensorState { id status ticks(limit: 20) {
-                 status timestamp runIds skipReason error { message } } } } } }""",
+                 status timestamp endTimestamp runIds skipReason error { message } } } } } }""",
             {"s": {**LOCATION, "sensorName": name}},
         )["sensorOrError"]
 

@@ -4,18 +4,24 @@ one refreshes the discovery cache of a `DeltaMaintenanceComponent` that discover
 `delta_tables_watch` (stopped by default: turn it on in the UI's Automation tab) looks at
 each table cheaply, with no snapshot replay and no Spark (`delta_ops.log.state`:
 `_last_checkpoint`, a listing from the checkpoint it names, protocol and properties read
-from new commits only). When a table's version moved it records an observation of the
-table's `delta_log` (data version = table version, so the UI shows the log's history
-without a run), and it requests one `maintenance` run per table holding every component
-`delta_ops.maintenance.due` finds due (the same decisions as `delta-ops due`): a checkpoint
-(commits since the last one reached the interval), a version checksum (the latest version
-has no `.crc`), log compaction (a window of the compaction policy has no file). A component
-the table's protocol forbids is logged, never requested; an invalid registry entry is
-logged and skipped. Run keys are `table:version:components`, so a table is handled once
-per version whatever the tick rate. The cursor (persisted by Dagster across restarts,
-packed by `delta_ops.defs.watch_cursor`: about 8 KB at 1,000 tables) keeps per table the
-version last seen and the protocol and the table properties the due rules read, so a quiet
-table costs one small read and one short listing per tick.
+from new commits only; `delta_ops.log.health`: the `_last_checkpoint` problem, missing
+checkpoint parts, each new commit's JSON). A log it cannot read fails the table's
+`log_readable` check at once (an `AssetCheckEvaluation` the sensor reports, naming the
+file); `checkpoint_fresh` is reported when its result changes. When a table's version or
+newest `.crc` moved it records an observation of the table's `delta_log` (data version =
+table version; files, bytes and schema from the `.crc` of the latest version), so the UI
+shows the log's history without a run. What `delta_ops.maintenance.due` finds due (a
+checkpoint, a version checksum, log compaction: the decisions of `delta-ops due`) becomes a
+bounded number of runs of several tables each, one step per table (`watch_tick`: the
+`automation` policy's `tables_per_run`, `runs_per_tick`, `max_runs_in_flight`, `own_run`);
+a table in a run still queued or running, or requested at its version already, is not
+requested. A component the table's protocol forbids is logged, never requested; an invalid
+registry entry is logged and skipped. The cursor (persisted by Dagster across restarts,
+packed by `delta_ops.defs.watch_cursor`) keeps per table the version last seen, the
+protocol and the table properties the due rules read, the version a run was requested at,
+the newest `.crc` and the last check results, so a quiet table costs one small read and one
+short listing per tick. Each tick also reports the fleet overview
+(`delta_ops.defs.overview`) when it changed.
 
 `delta_tables_partitions` (running by default) adds a `delta_tables` partition for each
 registered table and removes those of tables no longer registered, so the backfill launcher
@@ -26,7 +32,8 @@ of `row_tracking_backfill` offers exactly the registered tables.
 specs) lists the discovery prefixes and rewrites the discovery cache
 (`delta_ops.defs.sources.refresh_discovery`): loading the definitions reads the cache and
 never lists a bucket. Tables it adds or removes change the assets at the next reload of
-the code location.
+the code location; its skip reason names them and says so (Dagster has no supported way
+for a sensor to reload its own code location).
 
 Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
 """

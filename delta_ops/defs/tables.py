@@ -3,14 +3,17 @@
 Each table `t` gets:
 
 - `t__delta_log`: an observable source asset `[t, delta_log]` (data version = table
-  version) with the checks `protocol_supported` and `files_exist`;
+  version) with the checks `log_readable` and `files_exist`;
 - `t__maintenance`: one subsettable multi-asset holding the six maintenance components
   (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
   `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
   selected components in one step (`RUN_ORDER`: checksums first, then the order above), so
   a table's checkpoint and checksums come from one process and one engine. A component
-  with nothing to do (not due, off, report only) records an observation of its asset, not
-  a materialization. A component
+  with nothing to do (not due, off, report only) records a materialization marked
+  `skipped: true` with its reason. VACUUM and metadata cleanup (`DESTRUCTIVE`) run only
+  from their cron automation, in a run selecting nothing else (but the observed log), with
+  the run config's `confirm_deletes`, or when the policy sets `in_materialize_all`;
+  otherwise the step logs why and leaves them (their outputs are optional). A component
   that fails is logged and the others still run (metadata cleanup is not run after a
   checkpoint that failed); the step then fails naming every failed component (one failure
   keeps its own table/component/version/reason metadata). A table that does not exist yet
