@@ -23,7 +23,7 @@ from dagster import (
 
 from delta_ops.defs import FREEZE_FROM_TABLES, definitions_kwargs
 from delta_ops.defs.overview import OVERVIEW_KEY
-from delta_ops.defs.sensors import InFlight, watch_tick
+from delta_ops.defs.sensors import EVENTS_PER_TICK, InFlight, watch_tick
 from delta_ops.defs.sources import (
     RegistrySource,
     assemble_registry,
@@ -97,8 +97,10 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
         assert (names[i], "version_checksum") in selected
         assert ((names[i], "checkpoint") in selected) == (i % 5 == 0)
     assert {t for t, _ in selected} == {names[i] for i in first_400}
+    # At most EVENTS_PER_TICK observations and check results a tick (the daemon stores
+    # each as an event): the first 250 logs and the fleet overview; the rest come later.
     observations = [e for e in first.asset_events if isinstance(e, AssetObservation)]
-    assert len(observations) == FLEET + 1  # every log, and the fleet overview
+    assert len(observations) == EVENTS_PER_TICK + 1 and len(first.asset_events) == 251
     # What the cursor keeps is what the next tick needs: version, protocol, due properties.
     entries = load_cursor(first.cursor)
     assert len(entries) == FLEET
@@ -115,10 +117,17 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
                       InFlight(frozenset(), 4))
     assert not busy.requests and busy.waiting == 600
     quiet = _tick(defs, instance, first.cursor)
-    assert not [e for e in quiet.asset_events if e.asset_key != OVERVIEW_KEY]
+    seen = {e.asset_key.path[0] for e in observations}
+    later = [e for e in quiet.asset_events if isinstance(e, AssetObservation)
+             and e.asset_key != OVERVIEW_KEY]
+    assert len(later) == EVENTS_PER_TICK and not seen & {e.asset_key.path[0] for e in later}
     again = {k.path[0] for r in quiet.run_requests for k in r.asset_selection}
     assert again == {names[i] for i in order[400:800]}
     assert len(quiet.cursor.encode()) < CURSOR_LIMIT
+
+    cursor = quiet.cursor
+    for _ in range(2):  # the first look at the fleet reported in full
+        cursor = _tick(defs, instance, cursor).cursor
 
     # A new commit on one table and a new table found by discovery.
     table_7 = lake / fleet_path(7) / "_delta_log"
@@ -128,7 +137,7 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
     write_fleet(lake, 1, commits=3, start=FLEET)
     assert refresh_discovery(source)["added"] == [_name(source, FLEET)]
     defs = Definitions(**definitions_kwargs(source=source))
-    moved = _tick(defs, instance, quiet.cursor)
+    moved = _tick(defs, instance, cursor)
     assert {e.asset_key.path[0] for e in moved.asset_events
             if isinstance(e, AssetObservation) and e.asset_key != OVERVIEW_KEY} == {
         _name(source, 7), _name(source, FLEET)}

@@ -152,6 +152,8 @@ class WatchTick:
     waiting: int = 0
     #: Tables due but in a run still queued or running.
     in_flight: int = 0
+    #: Observations and check results left for a later tick (`EVENTS_PER_TICK`).
+    deferred_events: int = 0
 
     @property
     def cursor(self) -> str:
@@ -168,6 +170,11 @@ class WatchTick:
 #: overlap. Local tables are read one after the other (threads only add contention there:
 #: 0.36 s vs 0.44 s for a quiet tick of 1,000 local tables).
 WATCH_THREADS = 8
+#: Most observations and check results one tick reports: the daemon stores each as an
+#: event (a transaction of the instance's event log), so a first tick of 1,000 tables would
+#: otherwise spend minutes storing 3,000 of them before it submits its runs. Failures come
+#: first; what is left out is reported by the next ticks.
+EVENTS_PER_TICK = 250
 #: Most "due" lines one tick logs (one per table; the overview lists them all).
 MAX_DUE_LINES = 20
 #: URI schemes of object stores (`delta_ops.defs.registry.SUPPORTED_SCHEMES`).
@@ -200,8 +207,9 @@ def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
                                  blobs)
         crc = None
         wants_size = table.policy.automation.own_run is None and needs_size(table.policy)
+        shown = entry.get("reported") or [None, None]
         if state.newest_checksum is not None and (
-            state.newest_checksum != entry.get("crc") or wants_size
+            state.newest_checksum != shown[1] or wants_size
         ):
             crc = read_crc(storage, state.newest_checksum)
     except DeltaOpsError as exc:
@@ -295,6 +303,9 @@ def watch_tick(
         looks = {t.name: look(t) for t in valid}
     due_tables: list[_Due] = []
     lines = 0
+    # (priority, order, event, what to record once it is reported): failures first, then
+    # observations, then passing checks; at most `EVENTS_PER_TICK` a tick.
+    events: list[tuple[int, int, Any, Callable[[], None]]] = []
     for table in registry.tables:
         entry = dict(previous.get(table.name) or {})
         row: dict[str, Any] = {"table": table.name}
@@ -313,14 +324,17 @@ def watch_tick(
                                            problem=look.problem)
             message = outcome["description"]
             version = look.state.version if look.state is not None else None
+            new = {"status": status, "error": entry.get("error")}
+            if version is not None and isinstance(entry.get("settings"), dict):
+                new.update(version=version, settings=entry.get("settings"))
             if entry.get("status") != status or entry.get("error") != message[:MAX_ERROR]:
                 log(message)
-                tick.checks.append(log_readable_evaluation(table.name, outcome))
-            new = {"status": status, "error": message}
-            if version is not None:
-                new.update(version=version, settings=entry.get("settings"))
-                if not isinstance(new["settings"], dict):
-                    new = {"status": status, "error": message}
+
+                def reported(new: dict = new, message: str = message) -> None:
+                    new["error"] = message
+
+                events.append((0, len(events), log_readable_evaluation(table.name, outcome),
+                               reported))
             entries[table.name] = new
             row.update(status=status, problem=message,
                        version=version if version is not None else None)
@@ -328,20 +342,25 @@ def watch_tick(
         state, settings = look.state, look.settings
         assert state is not None and settings is not None
         changed = entry.get("version") != state.version or entry.get("status") != "ok"
-        crc_moved = state.newest_checksum != entry.get("crc")
-        if changed or crc_moved:
-            tick.observations.append(log_observation(
+        # What was last reported of the table: [observed version, observed newest .crc,
+        # version log_readable passed at, checkpoint_fresh result (1/0)]; an event the
+        # tick's budget leaves out is reported by a later tick.
+        shown = list(entry.get("reported") or [None, None, None, None])
+        fresh = checkpoint_fresh_outcome(state, settings, table.policy.checkpoint.interval)
+        readable = log_readable_outcome(table.name, table.uri, state=state, settings=settings)
+        if shown[0] != state.version or shown[1] != state.newest_checksum:
+            events.append((2, len(events), log_observation(
                 table.name, table.uri, state, settings,
                 look.crc if look.crc is not None and state.newest_checksum == state.version
-                else None))
-        if changed:
-            tick.checks.append(log_readable_evaluation(table.name, log_readable_outcome(
-                table.name, table.uri, state=state, settings=settings)))
-        fresh = checkpoint_fresh_outcome(state, settings, table.policy.checkpoint.interval)
-        stale = not fresh["passed"]
-        first = "version" not in entry or entry.get("status") != "ok"
-        if first or stale != bool(entry.get("stale")):
-            tick.checks.append(checkpoint_fresh_evaluation(table.name, fresh))
+                else None), _mark(shown, (0, state.version), (1, state.newest_checksum))))
+        if shown[2] != state.version:
+            events.append((3 if readable["passed"] else 0, len(events),
+                           log_readable_evaluation(table.name, readable),
+                           _mark(shown, (2, state.version))))
+        if shown[3] != int(fresh["passed"]):
+            events.append((4 if fresh["passed"] or shown[3] is None else 1, len(events),
+                           checkpoint_fresh_evaluation(table.name, fresh),
+                           _mark(shown, (3, int(fresh["passed"])))))
         report = due(state, settings, table.policy.due_policy)
         for need in report.blocked if changed else ():
             log(f"{table.name}: {need.component} needed ({need.reason}) but the table uses "
@@ -371,9 +390,17 @@ def watch_tick(
             "version": state.version,
             "settings": due_settings(settings).to_json(),
             "requested": requested if requested == state.version else None,
-            "crc": state.newest_checksum,
-            "stale": stale,
+            "reported": shown,
         }
+    chosen = sorted(events, key=lambda e: e[:2])[:EVENTS_PER_TICK]
+    for _priority, _order, event, reported in sorted(chosen, key=lambda e: e[1]):
+        (tick.observations if isinstance(event, AssetObservation) else tick.checks).append(
+            event)
+        reported()
+    tick.deferred_events = len(events) - len(chosen)
+    if tick.deferred_events:
+        log(f"{tick.deferred_events} observations and check results wait for a later tick "
+            f"(at most {EVENTS_PER_TICK} a tick)")
     for name in sorted((loaded or frozenset()) - set(registry.names)):
         tick.rows.append({"table": name, "status": "removed", "problem": (
             "no longer registered or discovered: reload the code location (Deployment → "
@@ -396,6 +423,14 @@ def watch_tick(
             f"{policy.tables_per_run}), {in_flight.watch_runs} of the watch's runs in flight "
             f"(max_runs_in_flight {policy.max_runs_in_flight})")
     return tick
+
+
+def _mark(shown: list[Any], *updates: tuple[int, Any]) -> Callable[[], None]:
+    def reported() -> None:
+        for index, value in updates:
+            shown[index] = value
+
+    return reported
 
 
 def _run_groups(due_tables: list[_Due], per_run: int) -> list[list[_Due]]:

@@ -19,10 +19,11 @@ About 8 KB at 1,000 tables whose names are 20-30 characters, against 158 KB for 
 plain JSON of format 1 (which is still read, so an upgrade does not start afresh).
 
 Besides, per table and only where it applies (side maps keyed by table): the version the
-sensor last requested a run at (`requested`: not requested again at that version), the
-newest `.crc` it saw (`crc`: a new one is observed), whether `checkpoint_fresh` last failed
-(`stale`) and why the log did not read (`error`, at most `MAX_ERROR` characters); and
-`extra`, the sensor's own small values (the digest of the last fleet overview it reported).
+sensor last requested a run at (`requested`: not requested again at that version), what it
+last reported (`reported`: the version and newest `.crc` it observed, the version
+`log_readable` passed at, the last `checkpoint_fresh` result) and why the log did not read
+(`error`, at most `MAX_ERROR` characters); and `extra`, the sensor's own small values (the
+digest of the last fleet overview it reported).
 
 Protocol sections: none (the sensor's own state; what it caches is "Protocol Evolution"
 and the table properties of "Checkpoints" and "Log Compaction Files").
@@ -64,7 +65,7 @@ def due_settings(settings: TableSettings) -> TableSettings:
 
 
 #: Side maps of the packed cursor: entry key -> map key.
-_SIDE = {"requested": "r", "crc": "c", "stale": "k", "error": "e"}
+_SIDE = {"requested": "r", "reported": "p", "error": "e"}
 #: Longest error text kept per table.
 MAX_ERROR = 300
 
