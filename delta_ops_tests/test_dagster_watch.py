@@ -274,9 +274,10 @@ def test_the_launchpad_shows_the_component_file_not_a_json_string(tmp_path):
 
 
 def test_a_table_discovered_after_load_waits_for_a_reload_and_the_ui_says_so(tmp_path):
+    from dagster import Definitions
+
     from delta_ops.defs import definitions_kwargs
     from delta_ops.defs.sources import RegistrySource, refresh_discovery
-    from dagster import Definitions
 
     write_table(tmp_path / "lake" / "sales" / "orders", 1, 12)
     source = RegistrySource(base_dir=str(tmp_path), defaults={"engine": "local"},

@@ -9,8 +9,9 @@ The functions are thin: resolve the table from the registry resource, call the o
 `delta_ops.maintenance`, and turn its frozen Result into metadata with `result_metadata`
 (`delta_ops.defs.metadata`: numbers stay numbers, so the UI plots them over time). A
 component with nothing to do (not due, off, report only) returns a materialization marked
-`skipped: true` with the reason, so its asset shows when it was last looked after. A `DeltaOpsError` becomes a `dagster.Failure` carrying table,
-version, file and reason (`delta_ops.defs.failures`). Whether a checkpoint is due is decided
+`skipped: true` with the reason, so its asset shows when it was last looked after. A
+`DeltaOpsError` becomes a `dagster.Failure` carrying table, version, file and reason
+(`delta_ops.defs.failures`). Whether a checkpoint is due is decided
 by `delta_ops.maintenance.due`, as for the sensor and `delta-ops due`.
 
 Protocol sections: those of each operation (see `delta_ops.maintenance.*`).

@@ -25,7 +25,6 @@ always returns a result. The checks are part of the table's steps
 import functools
 import json
 from collections.abc import Callable
-
 from typing import Any
 
 from dagster import (
