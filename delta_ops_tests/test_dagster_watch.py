@@ -162,6 +162,8 @@ def test_due_tables_become_a_bounded_number_of_runs_of_several_tables(tmp_path):
     assert [[k.path[0] for k in r.asset_selection][::2] for r in first.run_requests] == [
         ["t00", "t01", "t02"], ["t03", "t04", "t05"]]
     assert [r.tags["delta_ops/tables"] for r in first.run_requests] == ["3", "3"]
+    # The due work only: the watch reports log_readable and checkpoint_fresh itself.
+    assert all(r.asset_check_keys == [] for r in first.run_requests)
     assert "4 due tables wait for a later tick" in first.skip_reason.skip_message \
         if first.skip_reason else True
     # The next tick asks for the rest, in a run of the remaining three and one of one.

@@ -220,7 +220,7 @@ class AutomationPolicy(StrictModel):
     read from the `defaults` only; `own_run` is per table."""
 
     tables_per_run: int = Field(
-        default=100, ge=1,
+        default=250, ge=1,
         description="Most tables one watch run maintains (each table is its own step).",
     )
     runs_per_tick: int = Field(

@@ -19,7 +19,7 @@ defaults:
   cleanup: {cron: "0 4 * * *", retention: null, force_retention: false,
             allow_catalog_managed: false, in_materialize_all: false}
   row_tracking: {backfill: false, batch_size: 20000, enable: true}
-  automation: {tables_per_run: 100, runs_per_tick: 4, max_runs_in_flight: 4,
+  automation: {tables_per_run: 250, runs_per_tick: 4, max_runs_in_flight: 4,
                own_run: null}       # the watch sensor's runs (caps: from defaults only)
 spark:                           # optional: where the spark engine runs (default local[*])
   master: spark://spark-master:7077          # or remote: sc://connect-host:15002
