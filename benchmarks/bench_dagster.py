@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also measure the fleet under dagster dev and the watch sensor")
     parser.add_argument("--fleet-timeout", type=float, default=1200)
     parser.add_argument("--baseline-fleet-timeout", type=float, default=600)
+    parser.add_argument("--fleet-baseline-only", action="store_true",
+                        help="with --fleet and BENCH_BASELINE: measure only the baseline")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load, validate and tick rounds")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -332,7 +334,9 @@ def main(argv: list[str] | None = None) -> dict:
         })
     if args.fleet:
         for prefix, code in checkouts.items():
-            if prefix:  # a fresh lake: the run before maintained this one
+            if args.fleet_baseline_only and not prefix:
+                continue
+            if prefix and not args.fleet_baseline_only:  # the run before maintained it
                 shutil.rmtree(lake)
                 write_fleet(lake, args.tables, commits=COMMITS)
             timeout = args.baseline_fleet_timeout if prefix else args.fleet_timeout

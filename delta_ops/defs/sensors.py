@@ -209,12 +209,9 @@ def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
         settings = read_settings(storage, state, TableSettings.from_json(entry.get("settings")),
                                  blobs)
         crc = None
-        wants_size = table.policy.automation.own_run is None and needs_size(table.policy)
         shown = entry.get("reported") or [None, None]
-        if state.newest_checksum is not None and (
-            state.newest_checksum != shown[1] or wants_size
-        ):
-            crc = read_crc(storage, state.newest_checksum)
+        if state.newest_checksum is not None and state.newest_checksum != shown[1]:
+            crc = read_crc(storage, state.newest_checksum)  # for the observation
     except DeltaOpsError as exc:
         return _Look(error=exc)
     return _Look(state, settings, crc=crc)
@@ -247,8 +244,14 @@ def _own_run(table: RegisteredTable, look: _Look) -> bool:
     files: int | None = None
     nbytes: int | None = None
     hint = state.segment.last_checkpoint
-    if look.crc is not None:
-        files, nbytes = look.crc.num_files, look.crc.table_size_bytes
+    crc = look.crc
+    if crc is None and state.newest_checksum is not None:
+        try:
+            crc = read_crc(table.storage(), state.newest_checksum)
+        except DeltaOpsError:
+            crc = None
+    if crc is not None:
+        files, nbytes = crc.num_files, crc.table_size_bytes
     elif hint is not None and hint.num_of_add_files is not None:
         files = hint.num_of_add_files
     return (policy.spark_above_files is not None and files is not None
