@@ -115,7 +115,8 @@ def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
         for path in root.rglob("*.parquet"):
             os.utime(path, (old, old))
     reg = write_registry(tmp_path, {
-        "defaults": {"engine": "spark", "spark_above_files": 2},
+        "defaults": {"engine": "spark", "spark_above_files": 2,
+                     "vacuum": {"in_materialize_all": True}},
         "tables": [{"name": "small", "uri": str(small)}, {"name": "large", "uri": str(large)}],
     })
     spark = SparkResource(master="local[2]", local_ip=LOCAL_IP, python=sys.executable,

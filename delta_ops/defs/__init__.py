@@ -6,9 +6,9 @@ policies) and `secrets` (environment references, redaction); `resources` (regist
 Spark); `keys` (asset keys and lineage), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
 (two steps per table holding its assets and checks), `engines` (engine per table, pools),
-`sensors`, `schedules` (the cron automation), `jobs`, `overview` (the fleet overview the
-watch sensor reports). What a table needs now is decided in
-`delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
+`sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
+automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a
+table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
 `delta-ops due` does. Loading the definitions reads only the registry file: no table is
 opened, neither pyarrow nor pyspark imported, no JVM started; `collector` keeps the garbage
 collector from traversing a large code location's definitions again and again.

@@ -46,7 +46,7 @@ from delta_ops.defs.registry import (
     uri_problem,
 )
 from delta_ops.defs.secrets import EnvRef
-from delta_ops.errors import RegistryError
+from delta_ops.errors import EmptyPrefixError, RegistryError
 
 CACHE_FORMAT = 1
 #: Where the discovery cache lives, relative to the project root, unless configured.
@@ -171,10 +171,6 @@ def scan_prefix(spec: DiscoverySpec, base_dir: str) -> list[str]:
                 )
         level = below
     return sorted(found)
-
-
-class EmptyPrefixError(Exception):
-    """A discovery prefix lists no directory at all: missing, mistyped or empty."""
 
 
 def resolved_options(options: Mapping[str, Any]) -> dict[str, Any]:
