@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from delta_ops.storage import Storage
+from delta_ops.storage.parallel import Progress
 
 if TYPE_CHECKING:
     from delta_ops.engine.spill import KeyBuckets
@@ -59,6 +60,8 @@ class Engine(ABC):
         directories: Sequence[str],
         keep: pa.Array | KeyBuckets,
         older_than_ms: int,
+        *,
+        progress: Progress | None = None,
     ) -> pa.Table:
         """Files below `directories` (as in `list_files`) whose path is not in `keep` and
         whose modification time is before `older_than_ms`; LISTING_SCHEMA, sorted by path.
@@ -67,8 +70,14 @@ class Engine(ABC):
         memory): the local engine then joins bucket by bucket, Spark a bucket at a time."""
 
     @abstractmethod
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
-        """Delete `paths` (relative) in parallel; idempotent; returns how many existed."""
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
+        """Delete `paths` (relative) in parallel; idempotent; returns how many the store
+        confirmed deleted (on the local file system: how many existed; on S3, which
+        confirms an absent key too, how many it was asked to delete). `progress` (if
+        given) is called with (requests, files, bytes) increments; a `StorageError` names
+        the files still not deleted after retries."""
 
     @abstractmethod
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:

@@ -9,7 +9,8 @@ The Delta protocol needs two guarantees from storage (see "Requirements for Writ
 the protocol): *mutual exclusion* when creating a commit file (two writers must never both
 believe they wrote version N) and *atomic visibility* (a reader never sees a partial log
 file). `Storage.put_if_absent` gives both on every backend it accepts. Listings are sorted
-by path, and deletion is idempotent.
+by path, and deletion is idempotent. Listing in key ranges side by side and deleting in
+batches, at an object store's request limit, come from `bulk`.
 
 Storage options may hold credentials; they are kept as given, handed back by
 `Storage.to_config` (to rebuild the storage in another process) and never shown by
@@ -24,11 +25,12 @@ from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
+from delta_ops.storage.bulk import _BulkOps
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
 
 
-class Storage:
+class Storage(_BulkOps):
     """Files under one root (a table root, usually), addressed by relative paths.
 
     Build one with `Storage.for_uri`; `Storage.child` gives a storage for a

@@ -36,6 +36,7 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
+from delta_ops.storage.parallel import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -214,6 +215,8 @@ class SparkEngine(Engine):
         directories: Sequence[str],
         keep: pa.Array | KeyBuckets,
         older_than_ms: int,
+        *,
+        progress: Progress | None = None,
     ) -> pa.Table:
         frame = self._listing_frame(storage, directories)
         if frame is None:
@@ -227,7 +230,10 @@ class SparkEngine(Engine):
             if keep_frame is not None:
                 old = old.join(keep_frame, on="path", how="left_anti")
             found = self._collect(old, "find unreferenced files", storage)
-        return _conform(found, LISTING_SCHEMA).sort_by("path")
+        found = _conform(found, LISTING_SCHEMA).sort_by("path")
+        if progress is not None:  # the executors listed: one report of what came back
+            progress(0, found.num_rows, int(pc.sum(found.column("size")).as_py() or 0))
+        return found
 
     def _anti_join_by_bucket(self, old: DataFrame, keep: KeyBuckets, storage: Storage) -> pa.Table:
         """The anti-join one bucket at a time: the listing is computed once and kept on the
@@ -258,7 +264,9 @@ class SparkEngine(Engine):
             listed.unpersist()
         return pa.concat_tables(found) if found else LISTING_SCHEMA.empty_table()
 
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
         config = self._storage_config(storage)
         unique = sorted(set(paths))
         if not unique:
@@ -276,7 +284,10 @@ class SparkEngine(Engine):
             frame = self._frame(paths, len(chunks))
             out = frame.mapInArrow(functools.partial(_delete_task, config), _DELETE_DDL)
             counts = self._collect(out, "delete files", storage)
-            deleted += int(pc.sum(counts.column("deleted")).as_py() or 0)
+            done = int(pc.sum(counts.column("deleted")).as_py() or 0)
+            deleted += done
+            if progress is not None:  # one report per job
+                progress(len(chunks), done, 0)
         return deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:

@@ -161,15 +161,24 @@ def vacuum(
         try:
             # Side checksums first: a crash in between leaves their data files, which a
             # re-run finds again, never a side file whose data file is gone.
+            # The listing proved each file exists: the engine deletes in batches without
+            # asking again (on S3, DeleteObjects of 1,000 keys side by side) and counts
+            # what the store confirms.
             sides = [p for p in plan.files if p in plan.side_files]
             mains = [p for p in plan.files if p not in plan.side_files]
+            confirmed = 0
             if sides:
-                eng.delete_files(storage, sides)
+                confirmed += eng.delete_files(storage, sides)
             if mains:
-                eng.delete_files(storage, mains)
+                confirmed += eng.delete_files(storage, mains)
         finally:
             if owned:
                 eng.close()
+        if confirmed < len(plan.files):
+            messages.append(
+                f"{len(plan.files) - confirmed} of the {len(plan.files)} files planned were "
+                "already gone when deleted (another VACUUM, or a previous run killed midway)"
+            )
         removed, notes = _remove_empty_dirs(storage, plan)
         directories = sorted(set(removed), key=lambda c: (-c.count("/"), c))
         messages += notes
