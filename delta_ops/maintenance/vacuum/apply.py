@@ -15,6 +15,7 @@ from typing import Any
 
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
+from delta_ops.maintenance.vacuum.listing import _has_directories
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
@@ -62,6 +63,8 @@ class VacuumResult:
 
 def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> tuple[list[str], list[str]]:
     """Remove empty directories below the data directories; (removed, notes)."""
+    if not _has_directories(storage):
+        return [], []  # object stores have none: two listings per top directory saved
     removed: list[str] = []
     notes: list[str] = []
     for top in plan.top_dirs:
