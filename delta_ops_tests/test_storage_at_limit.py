@@ -153,6 +153,16 @@ class TestRangesAndBatches:
         assert got == want
         assert seen[1] == len(want) and seen[2] == sum(f.size for f in want) and seen[0] >= 3
 
+    def test_list_subdirs_in_ranges_is_list_subdirs(self, storage):
+        self._tree(storage)
+        storage.put_atomic("g/x.parquet", b"x")
+        want = storage.list_subdirs("")
+        assert want == ["_delta_log", "g", "p=1", "p=2"]
+        for bounds in ([], ["f03.parquet"], ["a", "f05.parquet", "g", "p=1", "zz"]):
+            assert storage.list_subdirs("", bounds=bounds) == want
+        with pytest.raises(ValueError, match="without '/'"):
+            storage.list_subdirs("", bounds=["p=1/x"])
+
     def test_list_ranges_refuses_unsorted_bounds(self, storage):
         with pytest.raises(ValueError, match="strictly ascending"):
             storage.list_ranges("", ["b", "a"])

@@ -168,6 +168,14 @@ class _Backend(ABC):
             out.append(entries)
         return out
 
+    def list_subdir_ranges(
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+    ) -> list[str]:
+        """`list_subdirs`, listed in the key ranges `bounds` cut (object stores, where a
+        directory's files come in the same pages as its subdirectories)."""
+        ranges_of(bounds)
+        return self.list_subdirs(native_dir)
+
     def delete_batches(
         self, natives: list[str], policy: RequestPolicy, progress: Progress | None
     ) -> DeleteReport:

@@ -20,12 +20,13 @@ Storage options may hold credentials; they are kept as given, handed back by
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
 from delta_ops.storage.bulk import _BulkOps
+from delta_ops.storage.parallel import RequestPolicy
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
 
@@ -304,13 +305,23 @@ class Storage(_BulkOps):
         except backend.errors as exc:
             raise self._fail("walk directory", rel, exc) from exc
 
-    def list_subdirs(self, directory: str = "", *, follow_symlinks: bool = True) -> list[str]:
+    def list_subdirs(
+        self,
+        directory: str = "",
+        *,
+        follow_symlinks: bool = True,
+        bounds: Sequence[str] | None = None,
+        policy: RequestPolicy | None = None,
+    ) -> list[str]:
         """Immediate subdirectories of a directory.
 
         Args:
             directory: Directory relative to the root ('' for the root).
             follow_symlinks: False leaves out symbolic links to directories (and lists
                 nothing in a directory reached through one).
+            bounds: Names (no '/'), strictly ascending: an object store lists the key
+                ranges they cut side by side (as `list_ranges`); the result is the same.
+            policy: Concurrency and retries of that listing.
 
         Returns:
             Their paths relative to the root (just the names when `directory` is ''),
@@ -323,8 +334,15 @@ class Storage(_BulkOps):
         backend = self._lister(rel, follow_symlinks)
         if backend is None:
             return []
+        if bounds and any("/" in b for b in bounds):
+            raise ValueError("subdirectory listing bounds are names, without '/'")
         try:
-            names = backend.list_subdirs(self._native(rel))
+            if bounds:
+                names = backend.list_subdir_ranges(
+                    self._native(rel), list(bounds), policy or RequestPolicy()
+                )
+            else:
+                names = backend.list_subdirs(self._native(rel))
         except self._backend.errors as exc:
             raise self._fail("list subdirectories of", rel, exc) from exc
         prefix = f"{rel}/" if rel else ""

@@ -112,7 +112,9 @@ class _S3Backend(_S3Bulk, _Backend):
         return out
 
     def read(self, native: str) -> bytes:
-        return bytes(self.fs.cat_file(native))
+        # One GET: with its default concurrency s3fs first sends a HEAD for the size (to
+        # split large objects into parallel ranged GETs), a round trip per file read.
+        return bytes(self.fs.cat_file(native, max_concurrency=1))
 
     def _head(self, native: str) -> dict[str, Any] | None:
         bucket, key = self._split(native)

@@ -258,7 +258,7 @@ def _plan(
 
         eng = LocalEngine()
     try:
-        dirs = _listing_dirs(storage, prefixes)
+        dirs = _listing_dirs(storage, prefixes, refs.keep)
         found = eng.find_unreferenced(storage, dirs, refs.keep, delete_before)
     finally:
         if owned:
