@@ -306,12 +306,8 @@ class Storage(_BulkOps):
             raise self._fail("walk directory", rel, exc) from exc
 
     def list_subdirs(
-        self,
-        directory: str = "",
-        *,
-        follow_symlinks: bool = True,
-        bounds: Sequence[str] | None = None,
-        policy: RequestPolicy | None = None,
+        self, directory: str = "", *, follow_symlinks: bool = True,
+        bounds: Sequence[str] | None = None, policy: RequestPolicy | None = None,
     ) -> list[str]:
         """Immediate subdirectories of a directory.
 
