@@ -86,17 +86,26 @@ def _listing_page(parsed: dict[str, Any]) -> dict[str, Any]:
 
     def key(text: str | None) -> str:
         text = text or ""
-        return unquote_plus(text) if encoded else text
+        return unquote_plus(text) if encoded and ("%" in text or "+" in text) else text
 
+    k_tag, size_tag, time_tag = f"{ns}Key", f"{ns}Size", f"{ns}LastModified"
+    stamps: dict[str, int] = {}  # objects written together share their LastModified
     contents = []
     for c in root.iterfind(f"{ns}Contents"):
-        stamp = c.findtext(f"{ns}LastModified") or ""
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        contents.append({
-            "Key": key(c.findtext(f"{ns}Key")),
-            "Size": int(c.findtext(f"{ns}Size") or 0),
-            "LastModified": _ms(when.timestamp()),
-        })
+        name = size = when = None
+        for child in c:
+            tag = child.tag
+            if tag == k_tag:
+                name = key(child.text)
+            elif tag == size_tag:
+                size = int(child.text or 0)
+            elif tag == time_tag:
+                stamp = child.text or ""
+                when = stamps.get(stamp)
+                if when is None:
+                    parsed_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                    when = stamps[stamp] = _ms(parsed_at.timestamp())
+        contents.append({"Key": name or "", "Size": size or 0, "LastModified": when or 0})
     commons = [
         {"Prefix": key(p.findtext(f"{ns}Prefix"))}
         for p in root.iterfind(f"{ns}CommonPrefixes")
