@@ -56,7 +56,11 @@ class Store:
 
     def close(self) -> None:
         self.proc.stdin.close()  # type: ignore[union-attr]
-        self.proc.wait(60)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:  # stopping with 550,000 objects can take long
+            self.proc.kill()
+            self.proc.wait(20)
 
 
 def moto_seconds_per_list(endpoint: str, prefix: str, pages: int = 10) -> float:
@@ -140,7 +144,7 @@ def _alternate(
             counts[side] = proxy.counts()
     ta = statistics.median(m.seconds for m in got["ours"])
     tb = statistics.median(m.seconds for m in got["theirs"])
-    return {
+    row = {
         "benchmark": name,
         "delta_ops_s": round(ta, 3),
         "deltalake_s": round(tb, 3),
@@ -152,6 +156,8 @@ def _alternate(
         "delta_ops_requests": counts["ours"],
         "deltalake_requests": counts["theirs"],
     }
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def _floor(row: dict, requests: int, latency: float, moto_s: float) -> dict:
