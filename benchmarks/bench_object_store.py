@@ -65,17 +65,10 @@ class Store:
 
 def moto_seconds_per_list(endpoint: str, prefix: str, pages: int = 10) -> float:
     """moto's own time for one ListObjectsV2 page of 1,000 keys (direct, serial)."""
-    import boto3
-
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="testing",
-        aws_secret_access_key="testing", region_name="us-east-1",
-    )
     import http.client
 
     host, port = endpoint[len("http://"):].split(":")
     conn = http.client.HTTPConnection(host, int(port))
-    del client
     times = []
     for i in range(pages):
         t0 = time.perf_counter()

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import Counter
 from typing import Any
-from urllib.parse import urlsplit
 
 SLOWDOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'

@@ -40,8 +40,6 @@ from delta_ops_tests.s3_proxy import S3Proxy, request_kind
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
-HOUR_MS = 3_600_000
-
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
 def storage(request, tmp_path):
