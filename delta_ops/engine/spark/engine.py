@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from delta_ops import errors as _errors
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
 from delta_ops.engine.config import SparkSessionConfig
-from delta_ops.engine.progress import LIST, Progress
+from delta_ops.engine.progress import DELETE, LIST, Progress
 from delta_ops.engine.spark.startup import _start_session
 from delta_ops.engine.spark.tasks import (
     _call_task,
@@ -38,6 +38,7 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
+from delta_ops.storage.parallel import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -285,7 +286,9 @@ class SparkEngine(Engine):
             listed.unpersist()
         return pa.concat_tables(found) if found else LISTING_SCHEMA.empty_table()
 
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
         config = self._storage_config(storage)
         unique = sorted(set(paths))
         if not unique:
@@ -303,7 +306,10 @@ class SparkEngine(Engine):
             frame = self._frame(paths, len(chunks))
             out = frame.mapInArrow(functools.partial(_delete_task, config), _DELETE_DDL)
             counts = self._collect(out, "delete files", storage)
-            deleted += int(pc.sum(counts.column("deleted")).as_py() or 0)
+            done = int(pc.sum(counts.column("deleted")).as_py() or 0)
+            deleted += done
+            if progress is not None:  # one report per job
+                progress.advance(DELETE, pages=len(chunks), files=done)
         return deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
