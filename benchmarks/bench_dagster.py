@@ -29,6 +29,18 @@ the discovery sensor does), then reports:
   local engine), `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is
   the SQLite event log committing each of the run's ~50 events per table).
 
+- with `--fleet`: the fleet under real automation, as a user runs it: `dagster dev` on the
+  project (a fresh DAGSTER_HOME: the default instance, SQLite, the default run coordinator),
+  the `delta_tables_watch` sensor started over GraphQL, then the lake polled until every
+  table is maintained (its `.crc` and checkpoint at the latest version: all are due) or
+  `--fleet-timeout` seconds pass. Reports `fleet_first_tick_s` (the first tick, start to
+  end, from the tick's own timestamps; `None` while it still runs), `fleet_ticks`,
+  `fleet_runs` (runs the watch launched), `fleet_runs_by_first_tick`, `fleet_maintained`
+  (tables done) and `fleet_maintained_s` (sensor started -> every table maintained). With
+  `BENCH_BASELINE` the same is measured with that checkout, on a freshly written lake,
+  after this one (`--baseline-fleet-timeout` bounds it: the baseline's first tick ran for
+  about 75 minutes at 1,000 tables).
+
 Child processes write and use bytecode caches (`PYTHONDONTWRITEBYTECODE` is dropped), and
 each checkout loads once before the timed rounds, as in an installed environment. With
 `BENCH_BASELINE=DIR` (another checkout of delta_ops, e.g. `git archive` of an older commit)
@@ -168,6 +180,73 @@ def child_run() -> dict:
 CHILDREN = {"load": child_load, "tick": child_tick, "run": child_run}
 
 
+# ---- the fleet under real automation ----------------------------------------------------------
+
+
+def _maintained(lake: Path, paths: list[str], commits: int) -> int:
+    """Tables whose latest version has its `.crc` and a checkpoint (`_last_checkpoint` at
+    it): what a fresh fleet table needs."""
+    last = commits - 1
+    done = 0
+    for relative in paths:
+        log = lake / relative / "_delta_log"
+        if not (log / f"{last:020d}.crc").exists():
+            continue
+        try:
+            hint = json.loads((log / "_last_checkpoint").read_text())
+        except (OSError, ValueError):
+            continue
+        done += hint.get("version") == last
+    return done
+
+
+def fleet_automation(base: Path, lake: Path, project: Path, paths: list[str], code: Path,
+                     timeout: float) -> dict:
+    """`dagster dev` on the project with checkout `code`; the watch sensor started; the
+    lake polled until every table is maintained or `timeout` seconds pass."""
+    from delta_ops_tests.dagster_dev import Dagit, free_port, start_dagster_dev, stop_group
+
+    (project / "workspace.yaml").write_text(
+        "load_from:\n  - python_module:\n      module_name: "
+        f"{PACKAGE}.definitions\n      location_name: delta_ops\n      working_directory: .\n")
+    home = _home(base)
+    env = _child_env(project, home, code)
+    port = free_port()
+    log_path = base / f"dagster_dev_{port}.log"
+    with open(log_path, "wb") as log:
+        proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)
+        try:
+            dagit = Dagit(f"http://127.0.0.1:{port}/graphql")
+            dagit.wait_for_location(proc, timeout=300)
+            start = time.monotonic()
+            dagit.start_sensor("delta_tables_watch")
+            done, maintained_s = 0, None
+            while time.monotonic() - start < timeout:
+                done = _maintained(lake, paths, COMMITS)
+                if done == len(paths):
+                    maintained_s = time.monotonic() - start
+                    break
+                time.sleep(5)
+            ticks = dagit.sensor_ticks("delta_tables_watch")
+            runs = dagit.runs({"dagster/sensor_name": "delta_tables_watch"})
+            dagit.stop_sensor("delta_tables_watch")
+        finally:
+            stop_group(proc)
+    first = ticks[-1] if ticks else {}
+    first_tick = (first["endTimestamp"] - first["timestamp"]) if first.get(
+        "endTimestamp") else None
+    return {
+        "fleet_first_tick_s": round(first_tick, 1) if first_tick is not None else None,
+        "fleet_first_tick_status": first.get("status"),
+        "fleet_ticks": len(ticks),
+        "fleet_runs": len(runs),
+        "fleet_runs_by_first_tick": len(first.get("runIds") or []),
+        "fleet_maintained": done,
+        "fleet_maintained_s": round(maintained_s, 1) if maintained_s is not None else None,
+        "fleet_waited_s": round(time.monotonic() - start, 1),
+    }
+
+
 # ---- the benchmark ----------------------------------------------------------------------------
 
 
@@ -176,6 +255,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-run", action="store_true", help="skip the maintenance run")
+    parser.add_argument("--fleet", action="store_true",
+                        help="also measure the fleet under dagster dev and the watch sensor")
+    parser.add_argument("--fleet-timeout", type=float, default=1200)
+    parser.add_argument("--baseline-fleet-timeout", type=float, default=600)
+    parser.add_argument("--fleet-baseline-only", action="store_true",
+                        help="with --fleet and BENCH_BASELINE: measure only the baseline")
+    parser.add_argument("--no-load", action="store_true",
+                        help="skip the load, validate and tick rounds")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
     if args.child:
@@ -189,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.rmtree(base, ignore_errors=True)
     lake, project = base / "lake", base / "project"
     start = time.perf_counter()
-    write_fleet(lake, args.tables, commits=COMMITS)
+    paths = write_fleet(lake, args.tables, commits=COMMITS)
     write_s = time.perf_counter() - start
     write_project(project, lake)
     source = RegistrySource(base_dir=str(project),
@@ -208,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict:
     samples: dict[str, dict[str, list[float]]] = {p: {} for p in checkouts}
     for code in checkouts.values():  # one load each, not counted: bytecode caches written
         _timed_process([*me, "load"], code, _child_env(project, code=code))
-    for _ in range(args.repeats):
+    for _ in range(0 if args.no_load else args.repeats):
         # Alternated: each round loads with every checkout, then validates with every one.
         for prefix, code in checkouts.items():
             out, wall, peak = _timed_process([*me, "load"], code, _child_env(project, code=code))
@@ -220,8 +307,11 @@ def main(argv: list[str] | None = None) -> dict:
                                           _child_env(project, _home(base), code))
             samples[prefix].setdefault("validate_cli_s", []).append(wall)
             samples[prefix].setdefault("validate_cpu_s", []).append(out["cpu_s"])
-    ticks, _, _ = _timed_process([*me, "tick"], HERE.parent, _child_env(project))
-    ticks.pop("cpu_s")
+    ticks: dict = {}
+    for prefix, code in ([] if args.no_load else checkouts.items()):
+        out, _, _ = _timed_process([*me, "tick"], code, _child_env(project, code=code))
+        out.pop("cpu_s")
+        ticks.update({f"{prefix}{k}": v for k, v in out.items()})
     result: dict = {
         "tables": args.tables,
         "write_tables_s": round(write_s, 2),
@@ -242,6 +332,17 @@ def main(argv: list[str] | None = None) -> dict:
             "materializations": run["materializations"], "engines": run["engines"],
             "step_failures": run["step_failures"],
         })
+    if args.fleet:
+        for prefix, code in checkouts.items():
+            if args.fleet_baseline_only and not prefix:
+                continue
+            if prefix and not args.fleet_baseline_only:  # the run before maintained it
+                shutil.rmtree(lake)
+                write_fleet(lake, args.tables, commits=COMMITS)
+            timeout = args.baseline_fleet_timeout if prefix else args.fleet_timeout
+            fleet = fleet_automation(base, lake, project, paths, code, timeout)
+            result.update({f"{prefix}{k}": v for k, v in fleet.items()})
+            print(json.dumps({f"{prefix}{k}": v for k, v in fleet.items()}), flush=True)
     for key, value in result.items():
         print(f"{key:>24}: {value}")
     shutil.rmtree(base, ignore_errors=True)

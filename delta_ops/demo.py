@@ -9,7 +9,10 @@
      its deleted files are past the 7-day VACUUM retention.
    - `customers`: unpartitioned, rewritten in place (each UPDATE removes a file and adds its
      rewrite); compaction every 5 commits and the row-tracking backfill in its policy.
-   - `orders_dv`: a table with deletion vectors, copied from the Delta test corpus.
+   - `orders_dv`: a table with deletion vectors, copied from the Delta test corpus that a
+     checkout holds as test data (`delta_ops_tests/data/corpus/`, or `$DELTA_OPS_CORPUS`).
+     The demo is a checkout's entry point (`make demo`): it reads that folder by path and
+     never imports the tests' package.
 
 2. Runs the `maintenance` job in this process through Dagster (DAGSTER_HOME defaults to
    `.dagster_home/`, so `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows
@@ -37,15 +40,22 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.corpus import corpus_root  # also importable from here, as before
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Environment variable naming another corpus directory (as for the tests).
+CORPUS_ENV = "DELTA_OPS_CORPUS"
 DAY_MS = 86_400_000
 #: Corpus table copied as the deletion-vector demo table.
 DV_SOURCE = "delta/golden__dv-partitioned-with-checkpoint"
 
 
 # ---- building the tables ------------------------------------------------------------------
+
+
+def corpus_root() -> Path:
+    """`$DELTA_OPS_CORPUS` when set, else the checkout's test corpus
+    `delta_ops_tests/data/corpus`."""
+    env = os.environ.get(CORPUS_ENV)
+    return Path(env) if env else REPO_ROOT / "delta_ops_tests" / "data" / "corpus"
 
 
 def _file_stats(path: Path) -> dict[str, Any]:
@@ -213,6 +223,12 @@ def build_demo_tables(directory: Path, *, now_ms: int | None = None) -> dict[str
     from delta_ops.engine.spark import SparkEngine
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    source = corpus_root() / DV_SOURCE
+    if not (source / "_delta_log").is_dir():
+        raise FileNotFoundError(
+            f"demo table orders_dv: no corpus table at {source}: run the demo from a checkout "
+            f"(its delta_ops_tests/data/corpus) or set {CORPUS_ENV}"
+        )
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
@@ -226,18 +242,14 @@ def build_demo_tables(directory: Path, *, now_ms: int | None = None) -> dict[str
     built["events"] = f"{v + 1} commits written with Spark + delta_ops.commit"
     v = build_customers(spark, directory / "customers", now)
     built["customers"] = f"{v + 1} commits written with Spark + delta_ops.commit"
-    source = corpus_root() / DV_SOURCE
-    if (source / "_delta_log").is_dir():
-        target = directory / "orders_dv"
-        shutil.copytree(source, target)
-        # Date its data files a month back, so the dry-run VACUUM finds the orphans.
-        month_ago = (now - 30 * DAY_MS) / 1000
-        for path in target.rglob("*"):
-            if path.is_file() and "_delta_log" not in path.parts:
-                os.utime(path, (month_ago, month_ago))
-        built["orders_dv"] = f"copied from the corpus ({DV_SOURCE})"
-    else:
-        built["orders_dv"] = f"not created: no corpus at {corpus_root()} (set DELTA_OPS_CORPUS)"
+    target = directory / "orders_dv"
+    shutil.copytree(source, target)
+    # Date its data files a month back, so the dry-run VACUUM finds the orphans.
+    month_ago = (now - 30 * DAY_MS) / 1000
+    for path in target.rglob("*"):
+        if path.is_file() and "_delta_log" not in path.parts:
+            os.utime(path, (month_ago, month_ago))
+    built["orders_dv"] = f"copied from the corpus ({DV_SOURCE})"
     return built
 
 
@@ -393,7 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     built: dict[str, str] = {}
     if not args.skip_build:
         print(f"building demo tables in {args.tables_dir} with local Spark ...", flush=True)
-        built = build_demo_tables(args.tables_dir)
+        try:
+            built = build_demo_tables(args.tables_dir)
+        except FileNotFoundError as exc:
+            print(f"delta_ops demo: {exc}", file=sys.stderr)
+            return 1
         for name, what in built.items():
             print(f"  {name}: {what}")
     print("running the maintenance job through Dagster ...", flush=True)

@@ -219,6 +219,10 @@ class MissingSecretError(DeltaOpsError):
     """A storage option refers to an environment variable that is not set."""
 
 
+class EmptyPrefixError(StorageError):
+    """A table discovery prefix lists no directory at all: missing, mistyped or empty."""
+
+
 class RegistryError(DeltaOpsError):
     """The registry file is missing, unreadable or invalid (one line per problem)."""
 

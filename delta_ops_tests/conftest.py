@@ -25,3 +25,38 @@ def table_copy(tmp_path):
         return copy_corpus_table(name, tmp_path / name.replace("/", "__"))
 
     return make
+
+
+#: Test modules marked `slow` as a whole: each takes a minute or more on a busy 2-core machine
+#: (sweeps of every corpus table or of many generated tables, property searches, processes
+#: started, killed or timed, Dagster definitions built again and again, the wheel installed).
+#: `make test-quick` (`-m "not spark and not s3 and not e2e and not slow"`) leaves them out;
+#: `make test` runs them.
+SLOW_MODULES = frozenset({
+    "test_backfill_stream",
+    "test_dagster_component",
+    "test_dagster_defs",
+    "test_dagster_engines",
+    "test_dagster_fleet",
+    "test_dagster_log_reads",
+    "test_dagster_metadata",
+    "test_deltalake_crosscheck",
+    "test_kill",
+    "test_last_checkpoint_race",
+    "test_packaging",
+    "test_rebuild",
+    "test_replay_property",
+    "test_small_snapshot",
+    "test_snapshot_corpus",
+    "test_startup",
+    "test_stream",
+    "test_vacuum_partitioned",
+    "test_vacuum_paths_property",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of a module in SLOW_MODULES `slow`."""
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -1,16 +1,46 @@
-"""The test corpus: where it lives (`delta_ops.corpus.corpus_root`, never the demo) and
-its tables by name; `conftest.py` re-exports these for the tests that import them there."""
+"""The test corpus: where it lives and its tables by name; `conftest.py` re-exports these for
+the tests that import them there.
+
+The corpus is test data inside the repository, `delta_ops_tests/data/corpus/` (its README
+indexes the tables and names their origin and licenses), so a clone needs nothing beside it.
+`$DELTA_OPS_CORPUS` points the tests at another corpus (e.g. a held-out one). Standard
+library only: the benchmarks use it too. Protocol sections: none (test data only).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-from delta_ops.corpus import corpus_root
-
-__all__ = ["CORPUS", "REPO_ROOT", "all_corpus_tables", "copy_corpus_table", "corpus_path"]
+__all__ = [
+    "CORPUS",
+    "CORPUS_ENV",
+    "IN_REPO_CORPUS",
+    "REPO_ROOT",
+    "SPEC_DIR",
+    "all_corpus_tables",
+    "copy_corpus_table",
+    "corpus_path",
+    "corpus_root",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The corpus committed with the tests.
+IN_REPO_CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
+#: The Delta protocol specification the tests check the feature table against
+#: (`PROTOCOL.txt`, the text the project started from, and `PROTOCOL-current.md`).
+SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
+#: Environment variable naming another corpus directory; wins over the in-repo one.
+CORPUS_ENV = "DELTA_OPS_CORPUS"
+
+
+def corpus_root() -> Path:
+    """`$DELTA_OPS_CORPUS` when set, else the in-repo corpus `delta_ops_tests/data/corpus`."""
+    env = os.environ.get(CORPUS_ENV)
+    return Path(env) if env else IN_REPO_CORPUS
+
+
 CORPUS = corpus_root().resolve()
 
 

@@ -232,6 +232,28 @@ class Dagit:
         return {m["label"]: m.get("intValue", m.get("text"))
                 for m in data[0]["metadataEntries"]}
 
+    def latest_observation_full(self, asset: list[str]) -> dict:
+        """label -> value of the asset's newest observation: numbers, text, markdown, and a
+        table's records (a list of dicts)."""
+        data = self.query(
+            """query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset {
+                 assetObservations(limit: 1) { metadataEntries { label
+                   ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text }
+                   ... on MarkdownMetadataEntry { mdStr }
+                   ... on TableMetadataEntry { table { records } }
+                 } } } } }""",
+            {"k": {"path": asset}},
+        )["assetOrError"]["assetObservations"]
+        assert data, f"no observation of {asset}"
+        out: dict = {}
+        for m in data[0]["metadataEntries"]:
+            if "table" in m:
+                out[m["label"]] = [json.loads(r) for r in m["table"]["records"]]
+            else:
+                out[m["label"]] = next(
+                    (m[k] for k in ("intValue", "text", "mdStr") if k in m), None)
+        return out
+
     # ---- checks --------------------------------------------------------------------------
 
     def check_evaluation(self, asset: list[str], check: str) -> dict | None:
@@ -262,7 +284,7 @@ class Dagit:
         return self.query(
             """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
                  __typename ... on Sensor { sensorState { id status ticks(limit: 20) {
-                 status timestamp runIds skipReason error { message } } } } } }""",
+                 status timestamp endTimestamp runIds skipReason error { message } } } } } }""",
             {"s": {**LOCATION, "sensorName": name}},
         )["sensorOrError"]
 

@@ -1,6 +1,6 @@
 """The shape ARCHITECTURE.md asks for, checked: no import cycles, every module imports on its
 own, the engine layer knows nothing of argparse, modules stay under 600 lines, exceptions
-live in `delta_ops/errors.py`, and the tests find the corpus without the demo."""
+live in `delta_ops/errors.py`, and the test corpus is complete inside the repository."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from delta_ops.corpus import corpus_root
 from delta_ops_tests.conftest import REPO_ROOT
+from delta_ops_tests.corpus import CORPUS_ENV, IN_REPO_CORPUS, corpus_root
 
 PACKAGE = REPO_ROOT / "delta_ops"
 MAX_LINES = 600
@@ -253,63 +251,62 @@ def test_the_tests_find_the_corpus_without_importing_the_demo():
     assert (Path(corpus) / "delta").is_dir()
 
 
-def _git(*args: str | Path) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
-         "-c", "init.defaultBranch=main", *map(str, args)],
-        check=True, capture_output=True,
-    )
+def _corpus_index(readme: Path) -> list[str]:
+    """The table roots `corpus/README.md` lists (its table's first column)."""
+    rows = [line for line in readme.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    return [row.split("`")[1] for row in rows]
 
 
-@pytest.fixture
-def origin(tmp_path, monkeypatch):
-    """A checkout `a/checkout` (one commit) with `a/shared/corpus` beside it."""
-    monkeypatch.delenv("DELTA_OPS_CORPUS", raising=False)
-    checkout = tmp_path / "a" / "checkout"
-    checkout.mkdir(parents=True)
-    (checkout / "README.md").write_text("x\n")
-    _git("-C", checkout, "init", "-q")
-    _git("-C", checkout, "add", "README.md")
-    _git("-C", checkout, "commit", "-q", "-m", "one")
-    corpus = tmp_path / "a" / "shared" / "corpus"
-    corpus.mkdir(parents=True)
-    return checkout, corpus
+def test_the_in_repo_corpus_is_complete():
+    """The corpus is test data inside the repository: every table its README indexes is
+    there, every table there is indexed, and every file matches `corpus.sha256` (nothing
+    dropped by .gitignore or changed by a checkout's line-ending conversion)."""
+    import hashlib
+
+    assert IN_REPO_CORPUS == REPO_ROOT / "delta_ops_tests" / "data" / "corpus"
+    index = _corpus_index(IN_REPO_CORPUS / "README.md")
+    assert len(index) == 160
+    # `golden__x`, `kernel-benchmarks__x/delta` live under delta/; DAT's `x/delta` under dat/.
+    roots = [IN_REPO_CORPUS / ("delta" if (IN_REPO_CORPUS / "delta" / name).is_dir() else "dat")
+             / name for name in index]
+    missing = [str(r) for r in roots if not (r / "_delta_log").is_dir()]
+    assert missing == []
+    on_disk = {p.parent.relative_to(IN_REPO_CORPUS) for p in IN_REPO_CORPUS.rglob("_delta_log")}
+    assert on_disk == {r.relative_to(IN_REPO_CORPUS) for r in roots}
+    expected = {}
+    for line in (IN_REPO_CORPUS.parent / "corpus.sha256").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        expected[name] = digest
+    actual = {p.relative_to(IN_REPO_CORPUS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+              for p in IN_REPO_CORPUS.rglob("*") if p.is_file()}
+    assert len(expected) == 2361
+    assert actual == expected
+    assert not [p for p in IN_REPO_CORPUS.rglob("*") if p.is_symlink()]
 
 
-def test_corpus_beside_the_checkout_and_the_environment_wins(origin, tmp_path, monkeypatch):
-    checkout, corpus = origin
-    assert corpus_root(checkout) == corpus
-    monkeypatch.setenv("DELTA_OPS_CORPUS", str(tmp_path / "elsewhere"))
-    assert corpus_root(checkout) == tmp_path / "elsewhere"
+def test_the_tests_default_to_the_in_repo_corpus_and_the_environment_wins(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.delenv(CORPUS_ENV, raising=False)
+    assert corpus_root() == IN_REPO_CORPUS
+    monkeypatch.setenv(CORPUS_ENV, str(tmp_path / "held-out"))
+    assert corpus_root() == tmp_path / "held-out"
 
 
-def test_corpus_beside_the_checkout_a_clone_was_made_from(origin, tmp_path):
-    checkout, corpus = origin
-    clone = tmp_path / "b" / "clone"
-    _git("clone", "-q", checkout, clone)
-    assert not (clone.parent / "shared").exists()
-    assert corpus_root(clone) == corpus
-
-
-def test_corpus_beside_the_main_checkout_of_a_worktree(origin, tmp_path):
-    checkout, corpus = origin
-    worktree = tmp_path / "c" / "wt"
-    _git("-C", checkout, "worktree", "add", "-q", "-b", "wt", worktree)
-    assert (worktree / ".git").is_file()
-    assert corpus_root(worktree) == corpus
-
-
-def test_no_corpus_anywhere_names_the_one_beside_the_checkout(tmp_path, monkeypatch):
-    monkeypatch.delenv("DELTA_OPS_CORPUS", raising=False)
-    lonely = tmp_path / "x" / "checkout"
-    lonely.mkdir(parents=True)
-    assert corpus_root(lonely) == tmp_path / "x" / "shared" / "corpus"
-
-
-def test_the_demo_keeps_its_corpus_root():
-    from delta_ops import corpus, demo
-
-    assert demo.corpus_root is corpus.corpus_root
+def test_the_product_does_not_look_for_test_data():
+    """No module of delta_ops imports the tests' package or names `../shared` (the demo reads
+    the checkout's test data by path)."""
+    offenders = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            imported = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(m.split(".")[0] == "delta_ops_tests" for m in imported):
+                offenders.append(name)
+            if isinstance(node, ast.Constant) and "shared" in str(node.value).split("/"):
+                offenders.append(name)
+    assert offenders == []
 
 
 def test_operations_take_storage_options_and_a_clock_the_same_way():

@@ -23,7 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from dagster import (
+    AssetCheckEvaluation,
     AssetKey,
+    AssetObservation,
+    AssetsDefinition,
     AssetSelection,
     DagsterInstance,
     Definitions,
@@ -40,9 +43,10 @@ from delta_ops.defs.assets import COMPONENTS, CheckpointConfig, TableRun, result
 from delta_ops.defs.checks import (
     checkpoint_fresh_result,
     checksum_matches_result,
-    protocol_supported_result,
+    log_readable_result,
 )
 from delta_ops.defs.jobs import TABLE_PARTITIONS
+from delta_ops.defs.overview import OVERVIEW_KEY
 from delta_ops.defs.registry import (
     REGISTRY_ENV,
     EnvRef,
@@ -350,7 +354,10 @@ def maintained(tmp_path_factory):
     age_files(copies["dv"], 30 * DAY)
     before = {name: data_files(root) for name, root in copies.items()}
     reg = write_registry(base, {
-        "defaults": {"engine": "local", "cleanup": {"cron": "30 4 * * *"}},
+        # VACUUM and cleanup run in this run over every asset because the policy says so.
+        "defaults": {"engine": "local", "cleanup": {"cron": "30 4 * * *",
+                                                    "in_materialize_all": True},
+                     "vacuum": {"in_materialize_all": True}},
         "tables": [
             {"name": "ckpt", "uri": "tables/ckpt", "checkpoint": {"interval": 2},
              "vacuum": {"cron": None}},
@@ -394,7 +401,7 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
     graph = defs.resolve_asset_graph()
     names = ["ckpt", "stats", "dv", "coll", "short", "crc", "missing"]
     keys = {k for k in graph.get_all_asset_keys()}
-    assert keys == {AssetKey([t, c]) for t in names for c in COMPONENTS}
+    assert keys == {AssetKey([t, c]) for t in names for c in COMPONENTS} | {OVERVIEW_KEY}
     for t in names:
         edges = {
             (key.path[1], parent.path[1])
@@ -407,7 +414,7 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
     check_names = {(k.asset_key.path[0], k.asset_key.path[1], k.name)
                    for k in graph.asset_check_keys}
     for t in names:
-        assert {(t, "delta_log", "protocol_supported"), (t, "version_checksum", "checksum_matches"),
+        assert {(t, "delta_log", "log_readable"), (t, "version_checksum", "checksum_matches"),
                 (t, "checkpoint", "checkpoint_fresh")} <= check_names
     assert {j.name for j in defs.jobs} >= {"maintenance", "row_tracking_backfill"}
     assert {s.name for s in defs.sensors} == {
@@ -427,7 +434,7 @@ def test_loading_the_definitions_imports_no_pyspark_and_starts_no_jvm():
         "import delta_ops.definitions as d\n"
         "from dagster import Definitions\n"
         "Definitions.validate_loadable(d.defs)\n"
-        "assert len(d.defs.assets) == 6, len(d.defs.assets)\n"  # two steps per table
+        "assert len(d.defs.assets) == 7, len(d.defs.assets)\n"  # overview + 2 steps a table
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
         "me = str(os.getpid())\n"
         "kids = []\n"
@@ -527,13 +534,14 @@ def test_checkpoint_is_written_when_due_and_skipped_otherwise(maintained):
     path = root / "_delta_log" / "00000000000000000014.checkpoint.parquet"
     assert path.exists()
     assert (m["version"], m["kind"], m["already_existed"]) == (14, "classic", False)
-    # A checkpoint written is a materialization; one not due only an observation (below).
+    # A checkpoint written is a materialization; one not due too, marked skipped (below),
+    # so the asset shows when it was last looked after (issue 23).
     assert "skipped" not in m and m["checkpoint_version"] == 14
     assert m["size_in_bytes"] == path.stat().st_size
     assert m["num_add_files"] == pq.read_table(path).column("add").drop_null().length()
     assert isinstance(m["duration_s"], float)
     stats_event = maintained["events"][("stats", "checkpoint")]
-    assert stats_event.event_type_value == "ASSET_OBSERVATION"
+    assert stats_event.event_type_value == "ASSET_MATERIALIZATION"
     stats = md(stats_event)
     assert stats["skipped"] is True and "not due: 5 commits" in stats["reason"]
     assert {"version", "checkpoint_version", "commits_since_checkpoint"} <= set(stats)
@@ -623,8 +631,8 @@ def test_refused_operations_fail_only_their_asset(maintained):
 
 def test_checks_in_the_maintenance_run(maintained):
     checks = maintained["checks"]
-    assert checks[("ckpt", "protocol_supported")].passed
-    coll = checks[("coll", "protocol_supported")]
+    assert checks[("ckpt", "log_readable")].passed
+    coll = checks[("coll", "log_readable")]
     assert not coll.passed and coll.severity.value == "ERROR"
     assert coll.metadata["blocked_operations"].value["vacuum"] == ["collations"]
     fresh = checks[("ckpt", "checkpoint_fresh")]
@@ -650,7 +658,8 @@ def test_checkpoint_can_be_forced_with_materialize(tmp_path):
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
                                     "tables": [{"name": "t", "uri": str(root)}]})
     defs = build_definitions(reg)
-    assets = [a for a in defs.assets if any(k.path[0] == "t" for k in a.keys)]
+    assets = [a for a in defs.assets if isinstance(a, AssetsDefinition)
+              and any(k.path[0] == "t" for k in a.keys)]
     result = materialize(
         assets, selection=[AssetKey(["t", "checkpoint"])],
         resources=defs.resources,
@@ -789,10 +798,15 @@ def test_checkpoint_fresh_and_protocol_checks_direct(tmp_path):
     assert not tight.passed and tight.metadata["commits_since_checkpoint"].value == 4
     assert tight.description == "4 commits since the last checkpoint, more than the interval of 3"
     assert checkpoint_fresh_result(_run(reg, "loose")).passed  # delta.checkpointInterval: 10
-    gone = protocol_supported_result(_run(reg, "gone"))
-    assert not gone.passed and gone.severity.value == "WARN"
-    assert "does not exist yet" in gone.description
-    assert protocol_supported_result(_run(reg, "loose")).passed
+    # A missing table fails the existence check, as an error naming where it looked; the
+    # other checks say so as a warning pointing at it.
+    gone = log_readable_result(_run(reg, "gone"))
+    assert not gone.passed and gone.severity.value == "ERROR"
+    assert gone.description == f"gone does not exist: no Delta log at {tmp_path / 'gone'}"
+    stale = checkpoint_fresh_result(_run(reg, "gone"))
+    assert not stale.passed and stale.severity.value == "WARN"
+    assert "does not exist yet" in stale.description and "see log_readable" in stale.description
+    assert log_readable_result(_run(reg, "loose")).passed
 
 
 # ---- sensors ---------------------------------------------------------------------------------
@@ -829,29 +843,37 @@ def test_watch_sensor_requests_what_each_table_needs(watched):
     defs, roots, _ = watched
     instance = DagsterInstance.ephemeral()
     result = _tick(defs, instance)
-    keys = {r.run_key: r for r in result.run_requests}
-    # One run per table per tick, holding everything the table needs (issue 16).
-    assert set(keys) == {
+    # Several tables per run (issue 23), each with everything it needs (issue 16): one run
+    # here, whose steps are the two tables' maintenance steps.
+    (req,) = result.run_requests
+    assert req.asset_selection == [
         # 4 commits since the checkpoint at 10, interval 3; and no .crc
-        "ckpt:14:checkpoint+version_checksum",
-        "stats:4:log_compaction",  # version 4: windows [0,1] and [2,3]; checksums off
-    }
-    req = keys["ckpt:14:checkpoint+version_checksum"]
-    assert req.asset_selection == [AssetKey(["ckpt", "checkpoint"]),
-                                   AssetKey(["ckpt", "version_checksum"])]
-    assert req.tags["delta_ops/version"] == "14"
-    assert req.tags["delta_ops/components"] == "checkpoint,version_checksum"
+        AssetKey(["ckpt", "checkpoint"]), AssetKey(["ckpt", "version_checksum"]),
+        AssetKey(["stats", "log_compaction"]),  # version 4: windows [0,1], [2,3]; no checksums
+    ]
+    assert req.tags["delta_ops/tables"] == "2"
+    assert req.tags["delta_ops/components"] == "checkpoint,version_checksum,log_compaction"
+    assert req.run_key.startswith("watch:")
     # The sensor observed each table's log: data version = table version.
-    observed = {tuple(e.asset_key.path): e for e in result.asset_events}
+    observed = {tuple(e.asset_key.path): e for e in result.asset_events
+                if isinstance(e, AssetObservation) and e.asset_key != OVERVIEW_KEY}
     assert set(observed) == {("ckpt", "delta_log"), ("stats", "delta_log"), ("coll", "delta_log")}
     assert observed[("ckpt", "delta_log")].tags["dagster/data_version"] == "14"
     assert observed[("ckpt", "delta_log")].metadata["commits_since_checkpoint"].value == 4
+    # ... and evaluated log_readable on each: the missing table fails it, as does the
+    # collations table (its features block the maintenance), without any run.
+    readable = {e.asset_key.path[0]: e for e in result.asset_events
+                if isinstance(e, AssetCheckEvaluation) and e.check_name == "log_readable"}
+    assert {n for n, e in readable.items() if e.passed} == {"ckpt", "stats"}
+    assert readable["missing"].description.startswith("missing does not exist: no Delta log")
+    assert "collations" in readable["coll"].description
     cursor = load_cursor(result.cursor)
-    assert cursor["missing"] == {"status": "missing"}
+    assert cursor["missing"]["status"] == "missing"
     assert cursor["ckpt"]["version"] == 14 and cursor["ckpt"]["settings"]["protocol"]
+    assert cursor["ckpt"]["requested"] == 14 and "requested" not in cursor["coll"]
     # The collations table needs a checkpoint, but delta_ops cannot write one: no request.
     assert cursor["coll"]["status"] == "ok"
-    assert not [k for k in keys if k.startswith("coll:")]
+    assert "coll" not in {k.path[0] for k in req.asset_selection}
 
 
 def test_watch_sensor_is_quiet_once_maintained(watched):
@@ -865,7 +887,7 @@ def test_watch_sensor_is_quiet_once_maintained(watched):
     assert run.success
     second = _tick(defs, instance, first.cursor)
     assert not second.run_requests
-    assert second.skip_reason == SkipReason("no registered table needs maintenance")
+    assert "0 with work due" in second.skip_reason.skip_message
 
 
 def test_watch_sensor_learns_new_commits_from_the_cursor(watched, tmp_path):
@@ -874,15 +896,16 @@ def test_watch_sensor_learns_new_commits_from_the_cursor(watched, tmp_path):
     defs, roots, _ = watched
     instance = DagsterInstance.ephemeral()
     first = _tick(defs, instance)
-    # Restart: a fresh context with the persisted cursor gives the same run keys.
+    # Restart: a fresh context with the persisted cursor does not request the same work
+    # again (the cursor keeps the version each table was requested at).
     again = _tick(defs, DagsterInstance.ephemeral(), first.cursor)
-    assert {r.run_key for r in again.run_requests} == {r.run_key for r in first.run_requests}
+    assert not again.run_requests
     # A new commit on `stats` sets delta.checkpointInterval=5: read from that commit alone,
     # it makes the 6 commits without a checkpoint due for one.
     Transaction(str(roots["stats"])).update_configuration(
         {"delta.checkpointInterval": "5"}).commit()
     third = _tick(defs, instance, first.cursor)
-    assert "stats:5:checkpoint+log_compaction" in {r.run_key for r in third.run_requests}
+    assert [r.run_key for r in third.run_requests] == ["stats:5:checkpoint+log_compaction"]
     assert load_cursor(third.cursor)["stats"]["settings"]["configuration"][
         "delta.checkpointInterval"] == "5"
     # A garbage cursor starts afresh rather than failing the tick.
@@ -905,7 +928,7 @@ def test_watch_sensor_reads_only_new_commits(watched):
     lines.clear()
     requests, cursor3 = evaluate_watch(registry, None, lines.append)
     assert load_cursor(cursor3)["ckpt"]["status"] == "error"
-    assert any(line.startswith("ckpt: cannot inspect the log") for line in lines)
+    assert any(line.startswith("ckpt: cannot read the log") for line in lines)
 
 
 def test_partitions_sensor_keeps_partitions_equal_to_the_registry(watched):

@@ -14,11 +14,13 @@ holding one table at start. Over GraphQL, one `dagster dev` start:
    is maintained (checkpoint, checksums, compaction files written) and `files_exist` fails
    on the table with the deleted file, naming it, and passes on the others (a broken entry
    leaves the others loaded; the missing-files check);
-4. two commits appended to a discovered table by another writer (`deltalake`); the watch
-   sensor, started over GraphQL, records an observation of that table's log at the new
-   version and requests exactly one run, for that table alone, which writes its
-   checkpoint and both version checksums in one step, the checksums derived incrementally
-   from the `.crc` the maintenance run left (one run per table per tick);
+4. two commits appended to three discovered tables by another writer (`deltalake`) and a
+   corrupt commit written to `dv`; one tick of the watch sensor, started over GraphQL,
+   fails `dv`'s `log_readable` check naming the file (no run), lists it in the fleet
+   overview, records an observation of each moved log, and requests one run
+   (`runs_per_tick: 1`) of two tables (`tables_per_run: 2`), one step each, writing their
+   checkpoints and version checksums (derived incrementally from the `.crc` the
+   maintenance run left); the third table waits for a later tick (issue 23);
 5. `row_tracking_backfill` on one partition.
 
 Process handling (its own process group, killed as a whole at the end) is in
@@ -62,9 +64,9 @@ PROJECT = "e2e_proj"
 REGISTERED = {"ckpt", "dv", "stats"}           # from the registry file
 LISTED = {"gone", "bad_uri", "no_secret"}       # listed in defs.yaml
 BROKEN = {"bad_uri", "no_secret"}
-DISCOVERED = {"sales__orders", "sales__returns"}  # returns is copied after start
+DISCOVERED = {"sales__orders", "sales__refunds", "sales__returns"}  # returns: after start
 UNSET_SECRET = "DELTA_OPS_E2E_UNSET_SECRET"
-DEADLINE_S = 210  # the whole test, start to stop, stays under 3.5 minutes
+DEADLINE_S = 240  # the whole test, start to stop, stays under 4 minutes
 
 
 def log_file(root: Path, version: int, suffix: str) -> Path:
@@ -82,6 +84,7 @@ def dagster_dev(tmp_path):
             "golden__data-skipping-change-stats-collected-across-versions", tables / "stats"),
         "gone": copy_corpus_table("basic_append", tables / "gone"),
         "sales__orders": copy_corpus_table("basic_append", lake / "sales" / "orders"),
+        "sales__refunds": copy_corpus_table("basic_append", lake / "sales" / "refunds"),
     }
     snap = load_snapshot(Storage.for_uri(str(roots["gone"])))
     deleted = sorted(snap.files.column("path").to_pylist())[0]
@@ -96,7 +99,9 @@ def dagster_dev(tmp_path):
     }))
     write_component(project, PROJECT, {
         "registry_file": "tables.yaml",
-        "defaults": {"engine": "local"},
+        # Small caps, so that one tick of the watch shows them: two tables a run, one run.
+        "defaults": {"engine": "local",
+                     "automation": {"tables_per_run": 2, "runs_per_tick": 1}},
         "tables": [
             {"name": "gone", "uri": "tables/gone"},
             {"name": "bad_uri", "uri": "ftp://files.example.com/bad_uri"},
@@ -146,7 +151,8 @@ def wait_until(what: str, timeout: float, probe):
 def assert_graph(dagit: Dagit, tables: set[str]) -> None:
     nodes = dagit.asset_nodes()
     assert {tuple(n["assetKey"]["path"]) for n in nodes} == {
-        (t, c) for t in tables for c in COMPONENTS}
+        (t, c) for t in tables for c in COMPONENTS} | {("delta_ops_fleet", "overview")}
+    nodes = [n for n in nodes if n["assetKey"]["path"][0] != "delta_ops_fleet"]
     for table in tables:
         mine = [n for n in nodes if n["assetKey"]["path"][0] == table]
         edges = {(n["assetKey"]["path"][1], d["path"][1]) for n in mine
@@ -173,7 +179,9 @@ def discover_new_table(dagit: Dagit, project: Path, roots: dict[str, Path]) -> N
     wait_until("the discovery sensor finds lake/sales/returns", 60, cached)
     ticks = dagit.sensor_ticks("delta_tables_discovery")
     assert ticks and all(t["error"] is None for t in ticks), ticks
-    assert any("discovered tables" in (t["skipReason"] or "") for t in ticks), ticks
+    # The tick says, in the UI, which tables are new and that a reload adds them.
+    assert any("1 new: sales__returns; reload the code location" in (t["skipReason"] or "")
+               for t in ticks), ticks
     dagit.reload()
     assert_graph(dagit, REGISTERED | LISTED | DISCOVERED)
 
@@ -226,15 +234,21 @@ def check_maintenance(dagit: Dagit, roots: dict[str, Path], deleted: str) -> Non
 
 
 def check_watch(dagit: Dagit, roots: dict[str, Path]) -> None:
-    """Another writer appends twice; the watch sensor asks for one run for that table."""
+    """Another writer appends to three tables and corrupts a fourth's log; one tick of the
+    watch sensor fails the corrupt table's log_readable check (no run), lists it in the
+    fleet overview, and asks for one run (runs_per_tick 1) of two tables (tables_per_run 2),
+    one step each; the third table waits for a later tick."""
     from deltalake import DeltaTable, write_deltalake
 
-    orders = roots["sales__orders"]
-    assert log_file(orders, 1, "crc").exists()
-    rows = DeltaTable(str(orders)).to_pyarrow_table().slice(0, 1)
-    for _ in range(2):
-        write_deltalake(str(orders), rows, mode="append")
-    assert not log_file(orders, 3, "crc").exists()
+    appended = ("sales__orders", "sales__refunds", "sales__returns")
+    for name in appended:
+        assert log_file(roots[name], 1, "crc").exists()
+        rows = DeltaTable(str(roots[name])).to_pyarrow_table().slice(0, 1)
+        for _ in range(2):
+            write_deltalake(str(roots[name]), rows, mode="append")
+        assert not log_file(roots[name], 3, "crc").exists()
+    corrupt = log_file(roots["dv"], 16, "json")
+    corrupt.write_text('{"commitInfo": {"timestamp": 1\n')
 
     dagit.start_sensor("delta_tables_watch")
     tick = wait_until(
@@ -247,23 +261,43 @@ def check_watch(dagit: Dagit, roots: dict[str, Path]) -> None:
     runs = dagit.runs({"dagster/sensor_name": "delta_tables_watch"})
     assert [r["runId"] for r in runs] == tick["runIds"] and len(runs) == 1, (tick, runs)
     (run,) = runs
-    assert run["tags"]["delta_ops/table"] == "sales__orders"
+    assert run["tags"]["delta_ops/tables"] == "2"
     assert run["tags"]["delta_ops/components"] == "checkpoint,version_checksum"
-    assert run["tags"]["delta_ops/version"] == "3"
+
+    # The corrupt table: its log_readable check failed from the watch alone, naming the file.
+    readable = dagit.check_evaluation(["dv", "delta_log"], "log_readable")
+    assert readable is not None and readable["success"] is False, readable
+    assert "_delta_log/00000000000000000016.json" in readable["description"], readable
+    # The fleet overview lists it first, with why; the third appended table waits.
+    overview = dagit.latest_observation_full(["delta_ops_fleet", "overview"])
+    rows = {r["table"]: r for r in overview["tables"]}
+    assert overview["tables"][0]["table"] in ("dv", "bad_uri", "no_secret", "gone")
+    assert rows["dv"]["status"] == "error"
+    assert "00000000000000000016.json" in rows["dv"]["attention"]
+    assert "dv" in overview["report"]
+    assert rows["sales__returns"]["due"] == "checkpoint, version_checksum"
+    assert rows["sales__returns"]["status"] == "ok"  # not requested: waits for a later tick
+    assert {rows[t]["status"] for t in ("sales__orders", "sales__refunds")} == {"requested"}
+
     # The sensor itself keeps the log's asset current (no run needed for that).
     seen = dagit.latest_observation(["sales__orders", "delta_log"])
     assert seen["version"] == 3 and seen["observed_by"] == "delta_tables_watch", seen
     assert dagit.wait(run["runId"], timeout=60) == "SUCCESS"
-    assert dagit.step_stats(run["runId"]) == {"sales__orders__maintenance": "SUCCESS"}
+    assert dagit.step_stats(run["runId"]) == {"sales__orders__maintenance": "SUCCESS",
+                                              "sales__refunds__maintenance": "SUCCESS"}
     done = {tuple(e["assetKey"]["path"]): {m["label"]: m.get("intValue")
                                            for m in e["metadataEntries"]}
             for e in dagit.events(run["runId"]) if e["__typename"] == "MaterializationEvent"}
-    assert set(done) == {("sales__orders", "checkpoint"), ("sales__orders", "version_checksum")}
+    assert set(done) == {(t, c) for t in ("sales__orders", "sales__refunds")
+                         for c in ("checkpoint", "version_checksum")}
     checksum = done[("sales__orders", "version_checksum")]
     assert checksum["incremental_computations"] == 2 and checksum["full_computations"] == 0
+    orders = roots["sales__orders"]
     assert log_file(orders, 3, "checkpoint.parquet").exists()
     assert json.loads((orders / "_delta_log" / "_last_checkpoint").read_text())["version"] == 3
     assert log_file(orders, 2, "crc").exists() and log_file(orders, 3, "crc").exists()
+    assert not log_file(roots["sales__returns"], 3, "crc").exists()
+    corrupt.unlink()  # repaired: the backfill below uses dv
 
 
 def test_dagster_dev_end_to_end(dagster_dev):

@@ -115,7 +115,8 @@ def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
         for path in root.rglob("*.parquet"):
             os.utime(path, (old, old))
     reg = write_registry(tmp_path, {
-        "defaults": {"engine": "spark", "spark_above_files": 2},
+        "defaults": {"engine": "spark", "spark_above_files": 2,
+                     "vacuum": {"in_materialize_all": True}},
         "tables": [{"name": "small", "uri": str(small)}, {"name": "large", "uri": str(large)}],
     })
     spark = SparkResource(master="local[2]", local_ip=LOCAL_IP, python=sys.executable,
@@ -169,7 +170,9 @@ def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
     root = copy_corpus_table(
         "golden__commit-info-containing-arbitrary-operationParams-types", tmp_path / "t")
     reg = write_registry(tmp_path, {
-        "defaults": {"engine": "spark", "spark_above_files": None},
+        "defaults": {"engine": "spark", "spark_above_files": None,
+                     "vacuum": {"in_materialize_all": True},
+                     "cleanup": {"in_materialize_all": True}},
         "tables": [{"name": "t", "uri": str(root)}],
     })
     defs = build_definitions(reg, spark=SparkResource(master=master, local_ip=LOCAL_IP))
@@ -199,7 +202,7 @@ def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
         "t__maintenance")}
     assert ("t", "metadata_cleanup") in done
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert set(checks) == {"protocol_supported", "files_exist", "checkpoint_fresh",
+    assert set(checks) == {"log_readable", "files_exist", "checkpoint_fresh",
                            "checksum_matches"}
     matches = checks["checksum_matches"]
     assert matches.passed is False

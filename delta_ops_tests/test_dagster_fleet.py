@@ -1,7 +1,7 @@
 """The Dagster layer with a fleet of 1,000 discovered tables: the watch sensor's cursor stays
-small (Dagster stores it with every tick) while the sensor keeps its behaviour: one run per
-table per tick with all of that table's due components, quiet tables cost no new events,
-new tables and new commits are picked up. Sizes only; times are for
+small (Dagster stores it with every tick) while the sensor keeps its behaviour: a bounded
+number of runs per tick, several tables per run, each table with all of its due components,
+quiet tables cost no new events, new tables and new commits are picked up. Sizes only; times are for
 `benchmarks/bench_dagster.py`.
 """
 
@@ -13,10 +13,17 @@ import subprocess
 import sys
 
 import pytest
-from dagster import DagsterInstance, Definitions, build_sensor_context
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DagsterInstance,
+    Definitions,
+    build_sensor_context,
+)
 
 from delta_ops.defs import FREEZE_FROM_TABLES, definitions_kwargs
-from delta_ops.defs.sensors import watch_tick
+from delta_ops.defs.overview import OVERVIEW_KEY
+from delta_ops.defs.sensors import EVENTS_PER_TICK, InFlight, watch_tick
 from delta_ops.defs.sources import (
     RegistrySource,
     assemble_registry,
@@ -54,6 +61,10 @@ def _tick(defs: Definitions, instance: DagsterInstance, cursor: str | None):
     return sensor(context)
 
 
+def load_registry_of(defs: Definitions):
+    return defs.resources["registry"].load()
+
+
 def _name(source: RegistrySource, i: int) -> str:
     return discovered_name(source.discover[0], fleet_path(i))
 
@@ -62,7 +73,8 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
     lake = tmp_path / "lake"
     write_fleet(lake, FLEET, commits=3)
     source = RegistrySource(
-        base_dir=str(tmp_path), defaults={"engine": "local"},
+        base_dir=str(tmp_path),
+        defaults={"engine": "local", "automation": {"tables_per_run": 100}},
         discover=[{"prefix": str(lake), "max_depth": 2}], discovery_cache="cache.json",
     )
     assert refresh_discovery(source)["found"] == FLEET
@@ -72,14 +84,25 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
     first = _tick(defs, instance, None)
     assert first.cursor.startswith(CURSOR_PREFIX)
     assert len(first.cursor.encode()) < CURSOR_LIMIT, len(first.cursor)
-    # One run per table, each with every component due: tables with
+    # A bounded number of runs, several tables each (issue 23): runs_per_tick (4) runs of
+    # tables_per_run (100 here) tables, each table with every component due: tables with
     # delta.checkpointInterval=2 (every fifth) need a checkpoint too.
-    keys = {r.tags["delta_ops/table"]: r.run_key for r in first.run_requests}
-    assert len(first.run_requests) == len(keys) == FLEET
-    for i in (0, 1, 5, 999):
-        wanted = "checkpoint+version_checksum" if i % 5 == 0 else "version_checksum"
-        assert keys[_name(source, i)] == f"{_name(source, i)}:2:{wanted}"
-    assert len(first.asset_events) == FLEET
+    assert len(first.run_requests) == 4
+    per_run = [{k.path[0] for k in r.asset_selection} for r in first.run_requests]
+    assert [len(t) for t in per_run] == [100] * 4 and not set.intersection(*per_run)
+    selected = {(k.path[0], k.path[1]) for r in first.run_requests for k in r.asset_selection}
+    names = [_name(source, i) for i in range(FLEET)]
+    order = sorted(range(FLEET), key=lambda i: names[i])  # the registry's (discovery) order
+    first_400 = [i for i in order[:400]]
+    for i in first_400[:20]:
+        assert (names[i], "version_checksum") in selected
+        assert ((names[i], "checkpoint") in selected) == (i % 5 == 0)
+    assert {t for t, _ in selected} == {names[i] for i in first_400}
+    # At most EVENTS_PER_TICK observations and check results a tick (the daemon stores
+    # each as an event): the first logs and the fleet overview; the rest come later.
+    observations = [e for e in first.asset_events if isinstance(e, AssetObservation)]
+    assert len(observations) == EVENTS_PER_TICK + 1
+    assert len(first.asset_events) == EVENTS_PER_TICK + 1
     # What the cursor keeps is what the next tick needs: version, protocol, due properties.
     entries = load_cursor(first.cursor)
     assert len(entries) == FLEET
@@ -90,11 +113,23 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
         "delta.checkpointInterval": "2"}
     assert entries[_name(source, 6)]["settings"]["configuration"] == {}
 
-    # A quiet tick: the same run keys (Dagster skips them), no new observation.
+    # The next tick asks for the next tables, never the ones it asked for already; while
+    # runs of the watch are in flight (max_runs_in_flight, 4) it asks for none.
+    busy = watch_tick(load_registry_of(defs), first.cursor, lambda _: None,
+                      InFlight(frozenset(), 4))
+    assert not busy.requests and busy.waiting == 600
     quiet = _tick(defs, instance, first.cursor)
-    assert not quiet.asset_events
-    assert {r.run_key for r in quiet.run_requests} == set(keys.values())
+    seen = {e.asset_key.path[0] for e in observations}
+    later = [e for e in quiet.asset_events if isinstance(e, AssetObservation)
+             and e.asset_key != OVERVIEW_KEY]
+    assert len(later) == EVENTS_PER_TICK and not seen & {e.asset_key.path[0] for e in later}
+    again = {k.path[0] for r in quiet.run_requests for k in r.asset_selection}
+    assert again == {names[i] for i in order[400:800]}
     assert len(quiet.cursor.encode()) < CURSOR_LIMIT
+
+    cursor = quiet.cursor
+    for _ in range(FLEET // EVENTS_PER_TICK - 2):  # the first look reported in full
+        cursor = _tick(defs, instance, cursor).cursor
 
     # A new commit on one table and a new table found by discovery.
     table_7 = lake / fleet_path(7) / "_delta_log"
@@ -104,13 +139,14 @@ def test_watch_cursor_stays_small_with_1000_discovered_tables(tmp_path):
     write_fleet(lake, 1, commits=3, start=FLEET)
     assert refresh_discovery(source)["added"] == [_name(source, FLEET)]
     defs = Definitions(**definitions_kwargs(source=source))
-    moved = _tick(defs, instance, quiet.cursor)
-    assert {e.asset_key.path[0] for e in moved.asset_events} == {
+    moved = _tick(defs, instance, cursor)
+    assert {e.asset_key.path[0] for e in moved.asset_events
+            if isinstance(e, AssetObservation) and e.asset_key != OVERVIEW_KEY} == {
         _name(source, 7), _name(source, FLEET)}
-    keys = {r.tags["delta_ops/table"]: r.run_key for r in moved.run_requests}
-    assert len(keys) == FLEET + 1
-    assert keys[_name(source, 7)] == f"{_name(source, 7)}:3:version_checksum"
-    assert keys[_name(source, FLEET)] == f"{_name(source, FLEET)}:2:checkpoint+version_checksum"
+    wanted = {(k.path[0], k.path[1]) for r in moved.run_requests for k in r.asset_selection}
+    assert (_name(source, 7), "version_checksum") in wanted  # moved: due again at version 3
+    assert (_name(source, FLEET), "checkpoint") in wanted or _name(source, FLEET) not in {
+        t for t, _ in wanted}
     assert len(moved.cursor.encode()) < CURSOR_LIMIT
 
 
@@ -238,7 +274,7 @@ def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     loaded, at_exit = (json.loads(line) for line in out.stdout.splitlines()[-2:])
-    assert loaded["assets"] == 7 * tables
+    assert loaded["assets"] == 7 * tables + 1  # and the fleet overview
     assert loaded["heavy"] == []
     assert loaded["collected_later"] >= 1 and loaded["tracked_later"] > 5000, loaded
     if tables >= FREEZE_FROM_TABLES:
@@ -276,13 +312,13 @@ def test_a_tick_over_tables_on_s3_reads_them_concurrently_in_registry_order(
         base_dir=str(tmp_path), defaults={"engine": "local"}, tables=tables))
     lines: list[str] = []
     first = watch_tick(registry, None, lines.append)
-    assert [r.tags["delta_ops/table"] for r in first.requests] == [
-        f"t{i:02d}" for i in range(12)]
-    assert first.requests[0].run_key == "t00:2:checkpoint+version_checksum"  # interval 2
-    assert first.requests[1].run_key == "t01:2:version_checksum"
-    assert lines[-1].startswith("gone: no Delta table at ")
-    assert [line.split(":")[0] for line in lines[:-1]] == sorted(
-        line.split(":")[0] for line in lines[:-1])
+    (request,) = first.requests  # the twelve tables in one run, in the registry's order
+    assert [k.path[0] for k in request.asset_selection][:3] == ["t00", "t00", "t01"]
+    assert request.asset_selection[:3] == [  # interval 2: t00 needs a checkpoint too
+        AssetKey(["t00", "checkpoint"]), AssetKey(["t00", "version_checksum"]),
+        AssetKey(["t01", "version_checksum"])]
+    assert lines[-1].startswith("gone does not exist: no Delta log at ")
+    due_lines = [line for line in lines if ": due at version" in line]
+    assert [line.split(":")[0] for line in due_lines] == [f"t{i:02d}" for i in range(12)]
     quiet = watch_tick(registry, first.cursor, lines.append)
-    assert not quiet.observations
-    assert [r.run_key for r in quiet.requests] == [r.run_key for r in first.requests]
+    assert not quiet.observations and not quiet.requests

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from dagster import (
     AssetKey,
+    AssetObservation,
     DagsterInstance,
     Definitions,
     PathMetadataValue,
@@ -220,9 +221,9 @@ def test_nested_types_in_the_observed_schema(observed):
 
 
 def test_a_component_reports_the_same_keys_with_or_without_work(tmp_path):
-    """Each component that can have nothing to do is run once that way (an observation) and
-    once doing its work (a materialization) on copies of the same table: the observation's
-    keys, but `skipped` and `reason`, are among the materialization's, with the same types."""
+    """Each component that can have nothing to do is run once that way (a materialization
+    marked skipped) and once doing its work on copies of the same table: the idle one's
+    keys, but `skipped` and `reason`, are among the working one's, with the same types."""
     idle = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "idle")
     busy = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "busy")
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
@@ -235,7 +236,7 @@ def test_a_component_reports_the_same_keys_with_or_without_work(tmp_path):
     for component in ("checkpoint", "version_checksum", "log_compaction", "row_tracking"):
         idle_kind, idle_md = events[("idle", component)]
         busy_kind, busy_md = events[("busy", component)]
-        assert (idle_kind, busy_kind) == ("OBSERVATION", "MATERIALIZATION"), component
+        assert (idle_kind, busy_kind) == ("MATERIALIZATION", "MATERIALIZATION"), component
         assert idle_md["skipped"].value is True and "skipped" not in busy_md
         shared = set(idle_md) - {"skipped", "reason"}
         assert shared <= set(busy_md), (component, shared - set(busy_md))
@@ -249,10 +250,11 @@ def test_repeated_runs_and_the_sensor_keep_their_keys(tmp_path):
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
         {"name": "t", "uri": str(root), "checkpoint": {"interval": 2}}]})
     defs = build_definitions(reg)
-    first = events_by_key(run_all(defs))
+    confirm = {"ops": {"t__maintenance": {"config": {"confirm_deletes": True}}}}
+    first = events_by_key(run_all(defs, run_config=confirm))
     # The second run finds the checkpoint there (already_existed) and nothing to delete.
     second = events_by_key(run_all(defs, run_config={"ops": {"t__maintenance": {"config": {
-        "checkpoint": {"force": True}}}}}))
+        "checkpoint": {"force": True}, "confirm_deletes": True}}}}))
     for component in ("checkpoint", "version_checksum", "metadata_cleanup", "vacuum"):
         assert first[("t", component)][0] == second[("t", component)][0] == "MATERIALIZATION"
         assert set(first[("t", component)][1]) == set(second[("t", component)][1]), component
@@ -262,8 +264,9 @@ def test_repeated_runs_and_the_sensor_keep_their_keys(tmp_path):
     sensor = defs.resolve_sensor_def("delta_tables_watch")
     tick = sensor(build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs,
                                        resources={"registry": defs.resources["registry"]}))
-    (observation,) = tick.asset_events
-    sensor_keys = set(observation.metadata) - {"observed_by"}
+    (observation,) = [e for e in tick.asset_events if isinstance(e, AssetObservation)
+                      and e.asset_key.path[0] == "t"]
+    sensor_keys = set(observation.metadata) - {"observed_by", "size_source"}
     assert sensor_keys <= set(first[("t", "delta_log")][1])
     assert {"dagster/uri", "dagster/table_name", "version"} <= sensor_keys
 
@@ -272,8 +275,9 @@ def test_cutoffs_are_timestamps(tmp_path):
     root = copy_corpus_table("golden__data-skipping-change-stats-collected-across-versions",
                              tmp_path / "t")
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
-        {"name": "t", "uri": str(root), "vacuum": {"retention": "10 days"},
-         "cleanup": {"retention": "40 days"}}]})
+        {"name": "t", "uri": str(root), "vacuum": {"retention": "10 days",
+                                                   "in_materialize_all": True},
+         "cleanup": {"retention": "40 days", "in_materialize_all": True}}]})
     before = time.time()
     events = events_by_key(run_all(build_definitions(reg)))
     after = time.time()

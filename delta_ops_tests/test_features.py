@@ -13,9 +13,10 @@ import pytest
 from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
 from delta_ops.protocol import features as F
 from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.corpus import SPEC_DIR
 
-SPEC = CORPUS.parent / "spec" / "PROTOCOL.txt"
-SPEC_CURRENT = CORPUS.parent / "spec" / "PROTOCOL-current.md"
+SPEC = SPEC_DIR / "PROTOCOL.txt"
+SPEC_CURRENT = SPEC_DIR / "PROTOCOL-current.md"
 COMMIT_RE = re.compile(r"^\d{20}\.json$")
 
 # Feature names found in corpus protocols that PROTOCOL.txt (the spec the project started

@@ -6,11 +6,13 @@ policies) and `secrets` (environment references, redaction); `resources` (regist
 Spark); `keys` (asset keys and lineage), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
 (two steps per table holding its assets and checks), `engines` (engine per table, pools),
-`sensors`, `schedules` (the cron automation), `jobs`. What a table needs now is decided in
-`delta_ops.maintenance.due` from the cheap log reads of `delta_ops.log.state`, as the CLI's
-`delta-ops due` does. Loading the definitions reads only the registry file: no table is
-opened, neither pyarrow nor pyspark imported, no JVM started; `collector` keeps the garbage
-collector from traversing a large code location's definitions again and again.
+`sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
+automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a
+table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
+`delta_ops.log.state`, as the CLI's `delta-ops due` does. Loading the definitions reads
+only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
+started; `collector` keeps the garbage collector from traversing a large code location's
+definitions again and again.
 """
 
 from __future__ import annotations
@@ -19,12 +21,25 @@ import os
 from pathlib import Path
 from typing import Any
 
+try:  # the Dagster layer's own dependencies: the `dagster` extra
+    import dagster  # noqa: F401
+    import pydantic  # noqa: F401
+    import yaml  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"delta_ops.defs (the Dagster layer) needs {exc.name}: pip install 'delta_ops[dagster]'"
+    ) from exc
 from dagster import in_process_executor
 
 from delta_ops.defs.collector import FREEZE_FROM_TABLES, gc_paused, keep_for_the_process
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
+from delta_ops.defs.overview import overview_spec
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
-from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.defs.resources import (
+    RegistryResource,
+    SparkResource,
+    register_component_source,
+)
 from delta_ops.defs.schedules import automation_sensor
 from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_sensor
 from delta_ops.defs.sources import RegistrySource, assemble_registry
@@ -57,7 +72,7 @@ def definitions_kwargs(
     with gc_paused():
         if source is not None:
             registry = assemble_registry(source)
-            registry_resource = RegistryResource(source=source.model_dump_json())
+            registry_resource = RegistryResource(component=register_component_source(source))
         else:
             if not isinstance(registry, Registry):
                 registry = load_registry(
@@ -66,12 +81,13 @@ def definitions_kwargs(
             registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
         maintenance = maintenance_job(registry)
         sensors = [
-            watch_sensor(maintenance), partitions_sensor(registry, row_tracking_backfill_job),
+            watch_sensor(maintenance, registry.names),
+            partitions_sensor(registry, row_tracking_backfill_job),
             automation_sensor(),
         ]
         if source is not None and source.discover:
             sensors.append(discovery_sensor(source))
-        assets = [a for t in registry.tables for a in table_assets(t)]
+        assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t))]
     if keep and len(registry.tables) >= FREEZE_FROM_TABLES:
         keep_for_the_process()
     return {

@@ -8,9 +8,10 @@ the functions here.
 The functions are thin: resolve the table from the registry resource, call the operation in
 `delta_ops.maintenance`, and turn its frozen Result into metadata with `result_metadata`
 (`delta_ops.defs.metadata`: numbers stay numbers, so the UI plots them over time). A
-component with nothing to do (not due, off, report only) returns an observation of its
-asset, not a materialization. A `DeltaOpsError` becomes a `dagster.Failure` carrying table,
-version, file and reason (`delta_ops.defs.failures`). Whether a checkpoint is due is decided
+component with nothing to do (not due, off, report only) returns a materialization marked
+`skipped: true` with the reason, so its asset shows when it was last looked after. A
+`DeltaOpsError` becomes a `dagster.Failure` carrying table, version, file and reason
+(`delta_ops.defs.failures`). Whether a checkpoint is due is decided
 by `delta_ops.maintenance.due`, as for the sensor and `delta-ops due`.
 
 Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
@@ -26,7 +27,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from dagster import (
-    AssetObservation,
     Config,
     DataVersion,
     MaterializeResult,
@@ -182,16 +182,20 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def noop(
-    run: TableRun, component: str, version: int | None, reason: str, **extra: Any
-) -> AssetObservation:
-    """What a component that had nothing to do reports: an observation of its asset (no new
-    materialization), with the reason."""
-    return AssetObservation(
+    run: TableRun, component: str, version: int | None, reason: str,
+    data_version: str | None = None, **extra: Any,
+) -> MaterializeResult:
+    """What a component that had nothing to do reports: a materialization of its asset
+    marked `skipped: true`, with the reason (so the asset shows when it was last looked
+    after, not "Never materialized"); `data_version`: what its data is still at (a
+    checkpoint's version), so nothing downstream looks changed."""
+    return MaterializeResult(
         asset_key=asset_key(run.name, component),
         metadata=result_metadata(
             None, skipped=True, reason=reason,
             version=version if version is not None else MetadataValue.null(), **extra,
         ),
+        data_version=DataVersion(data_version) if data_version is not None else None,
     )
 
 
@@ -281,7 +285,9 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
         if not need.due and not force:
             return noop(run, CHECKPOINT, state.version, (
                 f"not due: {need.reason} (config checkpoint: {{force: true}} checkpoints "
-                "anyway)"), checkpoint_version=state.checkpoint_version, **report)
+                "anyway)"), data_version=None if state.checkpoint_version is None
+                else str(state.checkpoint_version),
+                checkpoint_version=state.checkpoint_version, **report)
         if checkpoint_current(state, settings):
             result = current_checkpoint(state)
         else:
@@ -507,6 +513,13 @@ def run_row_tracking(
 class MaintenanceConfig(Config):
     """Run config of a table's maintenance step (`<table>__maintenance`)."""
 
+    confirm_deletes: bool = Field(
+        default=False,
+        description="Run VACUUM and metadata cleanup even in a run that also selects other "
+        "components (such as Materialize all); without it they run only from their cron "
+        "automation, in a run selecting nothing else, or when the table's policy sets "
+        "in_materialize_all.",
+    )
     checkpoint: CheckpointConfig = Field(
         default_factory=CheckpointConfig, description="The checkpoint component."
     )
@@ -517,9 +530,9 @@ class MaintenanceConfig(Config):
 
 def run_component(
     run: TableRun, component: str, config: MaintenanceConfig, log: Callable[[str], None]
-) -> MaterializeResult | AssetObservation:
-    """One maintenance component of a table: a materialization when it did something, an
-    observation of its asset when it had nothing to do (not due, off, report only).
+) -> MaterializeResult:
+    """One maintenance component of a table: a materialization, marked `skipped: true` with
+    a `reason` when it had nothing to do (not due, off, report only).
 
     Raises:
         dagster.Failure: the operation was refused or failed.
@@ -529,7 +542,7 @@ def run_component(
     if component == ROW_TRACKING:
         metadata = run_row_tracking(run, config.row_tracking, log)
         if metadata.get("backfilled") is False:
-            return AssetObservation(
+            return MaterializeResult(
                 asset_key=asset_key(run.name, ROW_TRACKING),
                 metadata={**metadata, "skipped": True},
             )
@@ -539,7 +552,7 @@ def run_component(
     return _BODIES[component](run)
 
 
-_BODIES: dict[str, Callable[[TableRun], MaterializeResult | AssetObservation]] = {
+_BODIES: dict[str, Callable[[TableRun], MaterializeResult]] = {
     VERSION_CHECKSUM: run_checksum,
     LOG_COMPACTION: run_compaction,
     METADATA_CLEANUP: run_cleanup,

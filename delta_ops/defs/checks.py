@@ -1,7 +1,10 @@
 """Asset checks per registered table.
 
-- `protocol_supported` on `[t, delta_log]`: every maintenance operation may run on the
-  table's protocol (spec "Protocol Evolution", "Table Features"; the `ensure_supported` gate).
+- `log_readable` on `[t, delta_log]`: the table exists, its log reads (`_last_checkpoint`,
+  checkpoint parts, each commit's JSON: `delta_ops.log.health`) and every maintenance
+  operation may run on its protocol (spec "Protocol Evolution", "Table Features"; the
+  `ensure_supported` gate). The watch sensor evaluates it from its own cheap look at each
+  log (`log_readable_evaluation`), so a broken table fails it without any run.
 - `checksum_matches` on `[t, version_checksum]`: the newest `.crc` agrees with the state
   recomputed from the log (spec "Version Checksum File").
 - `files_exist` on `[t, delta_log]`: every data file the latest version references is in a
@@ -11,16 +14,21 @@
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
   sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
 
-A table that does not exist yet fails its checks with a warning rather than an error; a table
+A table that does not exist yet fails `log_readable` (an error), and its other checks with a
+warning naming it; a table
 a run cannot resolve (invalid registry entry, missing secret) fails them naming why. A check
 always returns a result. The checks are part of the table's steps
 (`delta_ops.defs.tables`): `run_check` gives one check's result.
 """
 
 
+import functools
+import json
 from collections.abc import Callable
+from typing import Any
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -40,12 +48,13 @@ from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.state import inspect_log, read_settings
+from delta_ops.log.health import LogProblem, log_problem
+from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import relative_key
 
-#: Operations `protocol_supported` checks (everything delta_ops does to a table).
+#: Operations `log_readable` checks the protocol for (everything delta_ops does to a table).
 MAINTENANCE_OPERATIONS = (
     "checkpoint", "cleanup", "vacuum", "checksum", "compaction", "row_tracking_backfill",
 )
@@ -58,35 +67,79 @@ def _unavailable(run: TableRun, exc: DeltaOpsError) -> AssetCheckResult:
         passed=False,
         severity=AssetCheckSeverity.WARN if missing else AssetCheckSeverity.ERROR,
         description=(
-            f"{run.name} does not exist yet at {run.table.uri}" if missing else str(exc)
+            f"{run.name} does not exist yet at {run.table.uri} (see log_readable)" if missing
+            else str(exc)
         ),
         metadata={"reason": exc.reason, "error": type(exc).__name__},
     )
 
 
-def protocol_supported_result(run: TableRun) -> AssetCheckResult:
-    try:
-        state = inspect_log(run.storage)
-        settings = read_settings(run.storage, state)
-    except DeltaOpsError as exc:
-        return _unavailable(run, exc)
-    protocol = settings.protocol
-    blocked: dict[str, list[str]] = {}
+LOG_READABLE = "log_readable"
+
+
+def blocked_operations(protocol: dict, name: str, version: int) -> dict[str, list[str]]:
+    """Maintenance operation -> the table features that forbid it (only those forbidden)."""
+    key = json.dumps(protocol, sort_keys=True, default=str)
+    return {op: list(fs) for op, fs in _blocked(key).items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked(protocol_json: str) -> dict[str, tuple[str, ...]]:
+    # A fleet has a handful of distinct protocols: each is checked once per process.
+    protocol = json.loads(protocol_json)
+    blocked: dict[str, tuple[str, ...]] = {}
     for op in MAINTENANCE_OPERATIONS:
         try:
-            features.ensure_supported(protocol, op, table=run.name, version=state.version)
+            features.ensure_supported(protocol, op)
         except DeltaOpsError as exc:
-            blocked[op] = list(getattr(exc, "features", None) or [exc.reason])
+            blocked[op] = tuple(getattr(exc, "features", None) or [exc.reason])
+    return blocked
+
+
+def log_readable_outcome(
+    name: str,
+    uri: str,
+    *,
+    error: DeltaOpsError | None = None,
+    problem: LogProblem | None = None,
+    state: LogState | None = None,
+    settings: TableSettings | None = None,
+) -> dict[str, Any]:
+    """The `log_readable` result (AssetCheckResult keywords) of one look at a table: the
+    error the look raised, else the log problem it found, else the protocol check."""
+    if isinstance(error, NotATableError):
+        return {
+            "passed": False, "severity": AssetCheckSeverity.ERROR,
+            "description": f"{name} does not exist: no Delta log at {uri}",
+            "metadata": {"reason": error.reason, "error": type(error).__name__, "uri": uri},
+        }
+    if error is not None or problem is not None:
+        file = problem.file if problem is not None else (error.file if error else None)
+        reason = str(problem) if problem is not None else str(error)
+        return {
+            "passed": False, "severity": AssetCheckSeverity.ERROR,
+            "description": f"{name}: cannot read the log: {reason}",
+            "metadata": {
+                "file": file or MetadataValue.null(),
+                "reason": problem.reason if problem is not None else error.reason,
+                "version": metadata_or_null(problem.version if problem is not None
+                                            else error.version),
+            },
+        }
+    assert state is not None and settings is not None
+    protocol = settings.protocol
+    blocked = blocked_operations(protocol, name, state.version)
     names = sorted({f for fs in blocked.values() for f in fs})
-    return AssetCheckResult(
-        passed=not blocked,
-        severity=AssetCheckSeverity.ERROR,
-        description=(
-            "delta_ops can run every maintenance operation on this table" if not blocked
+    return {
+        "passed": not blocked,
+        "severity": AssetCheckSeverity.ERROR,
+        "description": (
+            f"the log of version {state.version} reads and delta_ops can run every "
+            "maintenance operation on it" if not blocked
             else f"unsupported table features block {', '.join(sorted(blocked))}: "
             f"{', '.join(names)}"
         ),
-        metadata={
+        "metadata": {
             "version": state.version,
             "min_reader_version": protocol.get("minReaderVersion"),
             "min_writer_version": protocol.get("minWriterVersion"),
@@ -94,7 +147,33 @@ def protocol_supported_result(run: TableRun) -> AssetCheckResult:
             "writer_features": MetadataValue.json(sorted(features.writer_features(protocol))),
             "blocked_operations": MetadataValue.json(blocked),
         },
+    }
+
+
+def metadata_or_null(value: Any) -> Any:
+    return MetadataValue.null() if value is None else value
+
+
+def log_readable_evaluation(name: str, outcome: dict[str, Any]) -> AssetCheckEvaluation:
+    """`log_readable` as the watch sensor reports it (no run)."""
+    return AssetCheckEvaluation(
+        asset_key=asset_key(name, DELTA_LOG), check_name=LOG_READABLE,
+        metadata={**outcome["metadata"], "evaluated_by": "delta_tables_watch"},
+        **{k: v for k, v in outcome.items() if k != "metadata"},
     )
+
+
+def log_readable_result(run: TableRun) -> AssetCheckResult:
+    """The table exists, its log reads (`delta_ops.log.health`) and its protocol allows
+    every maintenance operation."""
+    try:
+        state = inspect_log(run.storage)
+        problem = log_problem(run.storage, state)
+        settings = None if problem is not None else read_settings(run.storage, state)
+    except DeltaOpsError as exc:
+        return AssetCheckResult(**log_readable_outcome(run.name, run.table.uri, error=exc))
+    return AssetCheckResult(**log_readable_outcome(
+        run.name, run.table.uri, problem=problem, state=state, settings=settings))
 
 
 def files_exist_result(run: TableRun) -> AssetCheckResult:
@@ -181,10 +260,27 @@ def checkpoint_fresh_result(run: TableRun) -> AssetCheckResult:
         settings = read_settings(run.storage, state)
     except DeltaOpsError as exc:
         return _unavailable(run, exc)
-    interval = checkpoint_interval(run.policy.checkpoint.interval, settings)
+    return AssetCheckResult(**checkpoint_fresh_outcome(state, settings,
+                                                       run.policy.checkpoint.interval))
+
+
+def checkpoint_fresh_evaluation(name: str, outcome: dict[str, Any]) -> AssetCheckEvaluation:
+    """`checkpoint_fresh` as the watch sensor reports it (no run)."""
+    return AssetCheckEvaluation(
+        asset_key=asset_key(name, CHECKPOINT), check_name="checkpoint_fresh",
+        metadata={**outcome["metadata"], "evaluated_by": "delta_tables_watch"},
+        **{k: v for k, v in outcome.items() if k != "metadata"},
+    )
+
+
+def checkpoint_fresh_outcome(
+    state: LogState, settings: TableSettings, policy_interval: int | None
+) -> dict[str, Any]:
+    """The `checkpoint_fresh` result (AssetCheckResult keywords) of a cheap look."""
+    interval = checkpoint_interval(policy_interval, settings)
     since = state.commits_since_checkpoint
     fresh = since <= interval
-    return AssetCheckResult(
+    return dict(
         passed=fresh,
         severity=AssetCheckSeverity.WARN,
         description=(
@@ -224,9 +320,10 @@ def check_result(
 
 #: Check name -> (the component whose asset it checks, its description, its body).
 CHECKS: dict[str, tuple[str, str, Callable[[TableRun], AssetCheckResult]]] = {
-    "protocol_supported": (
-        DELTA_LOG, "Every maintenance operation may run on the table's protocol.",
-        protocol_supported_result,
+    LOG_READABLE: (
+        DELTA_LOG, "The table exists, its log reads (_last_checkpoint, checkpoint parts, "
+        "each commit's JSON) and every maintenance operation may run on its protocol.",
+        log_readable_result,
     ),
     "files_exist": (
         DELTA_LOG, "Every data file the latest version references exists (a listing of the "
@@ -267,11 +364,15 @@ def run_check(
 
 __all__ = [
     "CHECKS",
+    "LOG_READABLE",
     "MAINTENANCE_OPERATIONS",
+    "blocked_operations",
+    "log_readable_evaluation",
+    "log_readable_outcome",
+    "log_readable_result",
     "check_specs",
     "checkpoint_fresh_result",
     "checksum_matches_result",
     "files_exist_result",
-    "protocol_supported_result",
     "run_check",
 ]

@@ -14,6 +14,8 @@ The components `delta_ops.maintenance.due` decides about keep its names.
 
 from __future__ import annotations
 
+import functools
+
 from dagster import AssetKey
 
 from delta_ops.maintenance.due import CHECKPOINT, LOG_COMPACTION, VERSION_CHECKSUM
@@ -37,7 +39,10 @@ UPSTREAM = {
 }
 
 
+@functools.lru_cache(maxsize=65536)
 def asset_key(table: str, component: str) -> AssetKey:
+    """`[table, component]` (kept: a sensor tick asks for thousands, an `AssetKey` is
+    immutable and checking its parts costs more than looking one up)."""
     return AssetKey([table, component])
 
 

@@ -125,10 +125,19 @@ def _check_cron(v: str | None) -> str | None:
 
 
 class _ScheduledPolicy(StrictModel):
-    """A policy run on a cron schedule with an optional retention override."""
+    """A policy run on a cron schedule with an optional retention override. It deletes
+    files: a run the UI launches over many assets (*Materialize all*) leaves it out unless
+    `in_materialize_all` is set (the cron automation, and a run that confirms it in its
+    config, always run it)."""
 
     cron: str | None = None
     retention: str | None = None
+    in_materialize_all: bool = Field(
+        default=False,
+        description="Run it in any run that selects it, such as the UI's Materialize all "
+        "(otherwise only the cron automation and a run whose config sets "
+        "confirm_deletes: true run it; other runs record it as skipped).",
+    )
 
     @field_validator("cron")
     @classmethod
@@ -210,6 +219,30 @@ class RowTrackingPolicy(StrictModel):
     enable: bool = True
 
 
+class AutomationPolicy(StrictModel):
+    """How the `delta_tables_watch` sensor turns what is due into runs.
+
+    `tables_per_run`, `runs_per_tick` and `max_runs_in_flight` bound the whole fleet and are
+    read from the `defaults` only; `own_run` is per table."""
+
+    tables_per_run: int = Field(
+        default=250, ge=1,
+        description="Most tables one watch run maintains (each table is its own step).",
+    )
+    runs_per_tick: int = Field(
+        default=4, ge=1, description="Most runs one tick of the watch sensor requests.",
+    )
+    max_runs_in_flight: int = Field(
+        default=4, ge=1,
+        description="No new run while this many of the watch's runs are queued or running.",
+    )
+    own_run: bool | None = Field(
+        default=None,
+        description="The table gets a run of its own; null: when its size sends it to the "
+        "Spark engine (read from the newest .crc or _last_checkpoint).",
+    )
+
+
 #: Where a table's heavy work runs (the registry's `engine` key).
 EngineName = Literal["spark", "local"]
 
@@ -223,6 +256,7 @@ _SECTIONS: dict[str, type[StrictModel]] = {
     "vacuum": VacuumPolicy,
     "cleanup": CleanupPolicy,
     "row_tracking": RowTrackingPolicy,
+    "automation": AutomationPolicy,
 }
 
 
@@ -255,6 +289,7 @@ class Policy(StrictModel):
     vacuum: VacuumPolicy = VacuumPolicy()
     cleanup: CleanupPolicy = CleanupPolicy()
     row_tracking: RowTrackingPolicy = RowTrackingPolicy()
+    automation: AutomationPolicy = AutomationPolicy()
 
     def merged(self, override: PolicyOverride) -> Policy:
         """This policy with the fields `override` sets (section by section, field by field)."""
@@ -293,11 +328,13 @@ class PolicyOverride(StrictModel):
     vacuum: VacuumPolicy | None = None
     cleanup: CleanupPolicy | None = None
     row_tracking: RowTrackingPolicy | None = None
+    automation: AutomationPolicy | None = None
 
 
 
 __all__ = [
     "DEFAULT_SPARK_ABOVE_FILES",
+    "AutomationPolicy",
     "ChecksumSettings",
     "CheckpointPolicy",
     "CleanupPolicy",

@@ -14,10 +14,13 @@ defaults:
   compaction: {interval: null}   # commits per compaction file; null: delta.logCompactionInterval
                                  # (off when the table does not set it either)
   vacuum: {cron: "0 3 * * 0", retention: null, dry_run: false, lite: false,
-           force_retention: false, allow_catalog_managed: false}
+           force_retention: false, allow_catalog_managed: false,
+           in_materialize_all: false}   # also in runs over other components (Materialize all)
   cleanup: {cron: "0 4 * * *", retention: null, force_retention: false,
-            allow_catalog_managed: false}
+            allow_catalog_managed: false, in_materialize_all: false}
   row_tracking: {backfill: false, batch_size: 20000, enable: true}
+  automation: {tables_per_run: 250, runs_per_tick: 4, max_runs_in_flight: 4,
+               own_run: null}       # the watch sensor's runs (caps: from defaults only)
 spark:                           # optional: where the spark engine runs (default local[*])
   master: spark://spark-master:7077          # or remote: sc://connect-host:15002
   conf: {spark.executor.memory: 4g}

@@ -12,6 +12,7 @@ Protocol sections: none (configuration and execution only).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -25,18 +26,38 @@ from delta_ops.defs.registry import (
     SparkSettings,
     load_registry,
 )
-from delta_ops.errors import EngineError
+from delta_ops.errors import EngineError, RegistryError
 
 if TYPE_CHECKING:
     from delta_ops.engine.base import Engine
     from delta_ops.engine.session import SparkSessionConfig
 
 
+#: The table sources of the `DeltaMaintenanceComponent`s loaded in this process, by their
+#: `defs.yaml` (what `RegistryResource.component` names). Every process that runs the code
+#: location's code (code server, run worker) loads its definitions first, which registers
+#: them here.
+_COMPONENT_SOURCES: dict[str, Any] = {}
+
+
+def register_component_source(source: Any) -> str:
+    """Keep a component's `RegistrySource` for `RegistryResource(component=...)`; returns
+    the key: its `defs.yaml`, relative to the project root when inside it."""
+    origin = Path(source.origin)
+    try:
+        key = str(origin.relative_to(source.base_dir))
+    except ValueError:
+        key = str(origin)
+    _COMPONENT_SOURCES[key] = source
+    return key
+
+
 class RegistryResource(ConfigurableResource):
     """The table registry, re-read at the start of each run: a registry file (`path`), or
-    what a `DeltaMaintenanceComponent` describes (`source`: its `defs.yaml` attributes as
-    JSON; the registry file it names, its listed tables and the discovery cache are read
-    again, no prefix is listed).
+    what a `DeltaMaintenanceComponent` describes (`component`: its `defs.yaml`, relative to
+    the project root, which is all the launchpad shows; `source`: its attributes as JSON,
+    for code that builds the resource itself). The registry file it names, its listed
+    tables and the discovery cache are read again; no prefix is listed.
 
     Policies (retentions, intervals, dry run) are read when a run starts, so editing them
     takes effect without reloading the code location; adding or removing tables needs a
@@ -44,6 +65,11 @@ class RegistryResource(ConfigurableResource):
     """
 
     path: str | None = Field(default=None, description="Path of the registry YAML file.")
+    component: str | None = Field(
+        default=None,
+        description="The defs.yaml of the DeltaMaintenanceComponent whose tables these are "
+        "(relative to the project root), instead of path.",
+    )
     source: str | None = Field(
         default=None,
         description="The DeltaMaintenanceComponent's table sources (JSON), instead of path.",
@@ -59,13 +85,35 @@ class RegistryResource(ConfigurableResource):
                 fails only when that table is asked for, see `Registry.table`).
         """
         if self._registry is None:
-            if self.source is not None:
-                from delta_ops.defs.sources import RegistrySource, assemble_registry
+            source = self.registry_source()
+            if source is not None:
+                from delta_ops.defs.sources import assemble_registry
 
-                self._registry = assemble_registry(RegistrySource.model_validate_json(self.source))
+                self._registry = assemble_registry(source)
             else:
                 self._registry = load_registry(self.path)
         return self._registry
+
+    def registry_source(self) -> Any:
+        """The component's `RegistrySource` (None for a registry file).
+
+        Raises:
+            RegistryError: `component` names no component loaded in this process.
+        """
+        if self.component is not None:
+            found = _COMPONENT_SOURCES.get(self.component)
+            if found is None:
+                raise RegistryError(
+                    [f"no DeltaMaintenanceComponent from {self.component} is loaded in this "
+                     f"process (loaded: {', '.join(sorted(_COMPONENT_SOURCES)) or 'none'})"],
+                    file=self.component,
+                )
+            return found
+        if self.source is not None:
+            from delta_ops.defs.sources import RegistrySource
+
+            return RegistrySource.model_validate_json(self.source)
+        return None
 
     def table(self, name: str) -> RegisteredTable:
         """One registered table (RegistryError naming the registered ones when unknown)."""

@@ -52,7 +52,7 @@ from delta_ops.defs.secrets import (
     is_secret_option,
     redact_storage_options,
 )
-from delta_ops.errors import RegistryError
+from delta_ops.errors import EmptyPrefixError, RegistryError
 
 CACHE_FORMAT = 1
 #: Where the discovery cache lives, relative to the project root, unless configured.
@@ -168,9 +168,13 @@ def scan_prefix(spec: DiscoverySpec, base_dir: str) -> list[str]:
     """Paths, relative to the prefix, of the directories holding a `_delta_log` (breadth
     first, at most `max_depth` levels down; a table's own subdirectories are not entered).
 
+    Symbolic links to directories are not followed (a table reached through one would
+    be found again under another name).
+
     Raises:
         StorageError: the listing failed; MissingSecretError: a storage option's variable
-            is not set.
+            is not set; EmptyPrefixError: the prefix holds no directory at all (a vanished
+            or mistyped prefix looks like this on an object store).
     """
     from delta_ops.storage import Storage
 
@@ -182,7 +186,13 @@ def scan_prefix(spec: DiscoverySpec, base_dir: str) -> list[str]:
     for depth in range(spec.max_depth + 1):
         below: list[str] = []
         for directory in level:
-            subdirs = storage.list_subdirs(directory)
+            # Symbolic links are not followed: a table reached through one would get a
+            # second name and be maintained under both at once.
+            subdirs = storage.list_subdirs(directory, follow_symlinks=False)
+            if depth == 0 and not subdirs:
+                raise EmptyPrefixError(
+                    f"{spec.prefix} lists nothing: it is missing, mistyped or empty"
+                )
             if any(s.rsplit("/", 1)[-1] == "_delta_log" for s in subdirs):
                 if directory:
                     found.append(directory)
@@ -232,7 +242,9 @@ def read_cache(path: Path) -> dict[str, Any]:
 
 def refresh_discovery(source: RegistrySource) -> dict[str, Any]:
     """Scan every discovery prefix and rewrite the cache (atomically: temporary file, then
-    rename). A prefix that cannot be listed keeps its previous cached paths.
+    rename). A prefix that cannot be listed keeps its previous cached paths, and so does
+    a prefix that lists nothing at all (vanished or mistyped: on an object store the two
+    look the same as an emptied prefix); each is reported in `errors`.
 
     Returns:
         {"found": n tables, "added": [names], "removed": [names], "errors": [lines]}.
@@ -244,6 +256,15 @@ def refresh_discovery(source: RegistrySource) -> dict[str, Any]:
         key = spec.scan_key(source.base_dir)
         try:
             paths = scan_prefix(spec, source.base_dir)
+        except EmptyPrefixError as exc:
+            had = len((scans.get(key) or {}).get("paths") or [])
+            errors.append(
+                f"discover[{i}] {exc}" + (
+                    f"; keeping the {had} tables it had (remove the discover entry to drop "
+                    "them)" if had else "; no table found there"
+                )
+            )
+            continue
         except Exception as exc:  # noqa: BLE001 - one prefix's failure is reported, not raised
             errors.append(f"discover[{i}] {spec.prefix}: {type(exc).__name__}: {exc}")
             continue
@@ -409,6 +430,7 @@ __all__ = [
     "DEFAULT_CACHE",
     "DEFAULT_DISCOVERY_INTERVAL_S",
     "DiscoverySpec",
+    "EmptyPrefixError",
     "PatternPolicy",
     "RegistrySource",
     "assemble_registry",

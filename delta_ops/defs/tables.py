@@ -3,14 +3,17 @@
 Each table `t` gets:
 
 - `t__delta_log`: an observable source asset `[t, delta_log]` (data version = table
-  version) with the checks `protocol_supported` and `files_exist`;
+  version) with the checks `log_readable` and `files_exist`;
 - `t__maintenance`: one subsettable multi-asset holding the six maintenance components
   (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
   `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
   selected components in one step (`RUN_ORDER`: checksums first, then the order above), so
   a table's checkpoint and checksums come from one process and one engine. A component
-  with nothing to do (not due, off, report only) records an observation of its asset, not
-  a materialization. A component
+  with nothing to do (not due, off, report only) records a materialization marked
+  `skipped: true` with its reason. VACUUM and metadata cleanup (`DESTRUCTIVE`) run only
+  from their cron automation, in a run selecting nothing else (but the observed log), with
+  the run config's `confirm_deletes`, or when the policy sets `in_materialize_all`;
+  otherwise the step logs why and leaves them (their outputs are optional). A component
   that fails is logged and the others still run (metadata cleanup is not run after a
   checkpoint that failed); the step then fails naming every failed component (one failure
   keeps its own table/component/version/reason metadata). A table that does not exist yet
@@ -33,7 +36,6 @@ from typing import Any
 
 from dagster import (
     AssetExecutionContext,
-    AssetObservation,
     AssetsDefinition,
     AssetSpec,
     AutomationCondition,
@@ -191,6 +193,13 @@ def _maintain_body(
         if component == METADATA_CLEANUP and CHECKPOINT in failed:
             context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
             continue
+        if component in DESTRUCTIVE:
+            refused = destructive_refusal(context, config, component, registry.table(name))
+            if refused is not None:
+                # Not materialized (its output is optional): the asset keeps showing when
+                # it last really ran.
+                context.log.warning(f"{name} {component}: {refused}")
+                continue
         try:
             out = run_component(
                 table_run(name, component, registry, spark), component, config, context.log.info
@@ -204,11 +213,10 @@ def _maintain_body(
             context.log.error(exc.description or f"{name} {component} failed")
             failed[component] = exc
             continue
-        if isinstance(out, AssetObservation):
-            context.log.info(f"{name} {component}: {out.metadata['reason'].value}")
-            context.log_event(out)
-        else:
-            yield out
+        reason = (out.metadata or {}).get("reason")
+        if (out.metadata or {}).get("skipped") is not None and reason is not None:
+            context.log.info(f"{name} {component}: {getattr(reason, 'value', reason)}")
+        yield out
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
             yield run_check(check, name, registry, spark)
@@ -216,6 +224,38 @@ def _maintain_body(
         raise unresolved
     if failed:
         raise combined_failure(name, failed)
+
+
+#: Components that delete files: left out of a run that selects other components too
+#: (Materialize all) unless the policy or the run's config says otherwise.
+DESTRUCTIVE = frozenset({VACUUM, METADATA_CLEANUP})
+#: The tag Dagster puts on the runs its automation conditions request (the cron).
+AUTOMATION_TAG = "dagster/from_automation_condition"
+
+
+def destructive_refusal(
+    context: AssetExecutionContext, config: MaintenanceConfig, component: str,
+    table: RegisteredTable,
+) -> str | None:
+    """Why this run does not run the destructive `component`, or None when it does: from
+    the cron automation, a run selecting only destructive components (a deliberate pick;
+    the observed log may be selected with them),
+    `confirm_deletes` in the run config, or the policy's `in_materialize_all`."""
+    if getattr(table.policy, CRON_SECTIONS[component]).in_materialize_all:
+        return None
+    if config.confirm_deletes or context.run.tags.get(AUTOMATION_TAG) == "true":
+        return None
+    picked = context.run.asset_selection
+    if picked is not None and picked and all(
+        len(k.path) == 2 and k.path[1] in DESTRUCTIVE | {DELTA_LOG} for k in picked
+    ):
+        return None
+    return (
+        "not run: this run selects other components too (e.g. Materialize all), and "
+        f"{component} deletes files; it runs from its cron automation, in a run selecting "
+        "only it, with run config confirm_deletes: true, or with the policy's "
+        f"{CRON_SECTIONS[component]}.in_materialize_all: true"
+    )
 
 
 _TEMPLATE = RegisteredTable(name="table", uri="", group="t", policy=Policy(),

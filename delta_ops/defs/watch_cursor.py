@@ -18,6 +18,13 @@ after it, `delta_ops.log.state.read_settings`). Three things keep that small:
 About 8 KB at 1,000 tables whose names are 20-30 characters, against 158 KB for the
 plain JSON of format 1 (which is still read, so an upgrade does not start afresh).
 
+Besides, per table and only where it applies (side maps keyed by table): the version the
+sensor last requested a run at (`requested`: not requested again at that version), what it
+last reported (`reported`: the version and newest `.crc` it observed, the version
+`log_readable` passed at, the last `checkpoint_fresh` result) and why the log did not read
+(`error`, at most `MAX_ERROR` characters); and `extra`, the sensor's own small values (the
+digest of the last fleet overview it reported).
+
 Protocol sections: none (the sensor's own state; what it caches is "Protocol Evolution"
 and the table properties of "Checkpoints" and "Log Compaction Files").
 """
@@ -57,13 +64,33 @@ def due_settings(settings: TableSettings) -> TableSettings:
     return TableSettings(settings.version, settings.protocol, kept)
 
 
-def dump_cursor(tables: Mapping[str, Mapping[str, Any]]) -> str:
-    """The packed cursor of per-table entries `{"status", "version"?, "settings"?}`
-    (`settings` as `TableSettings.to_json`)."""
+#: Side maps of the packed cursor: entry key -> map key.
+_SIDE = {"requested": "r", "reported": "p", "error": "e"}
+#: Longest error text kept per table.
+MAX_ERROR = 300
+
+
+def dump_cursor(
+    tables: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+) -> str:
+    """The packed cursor of per-table entries `{"status", "version"?, "settings"?,
+    "requested"?, "crc"?, "stale"?, "error"?}` (`settings` as `TableSettings.to_json`), and
+    the sensor's `extra` values."""
     palette: dict[str, int] = {}
     pairs: list[list[Any]] = []
     packed: dict[str, Any] = {}
+    # Side maps refer to a table by its index among the sorted names (a list of indices
+    # for a flag, of [index, value] pairs otherwise): compresses better than the names.
+    order = {name: i for i, name in enumerate(sorted(tables))}
+    side: dict[str, list[Any]] = {k: [] for k in _SIDE.values()}
     for name, entry in tables.items():
+        for key, short in _SIDE.items():
+            value = entry.get(key)
+            if value is True:
+                side[short].append(order[name])
+            elif value is not None and value is not False:
+                side[short].append(
+                    [order[name], value[:MAX_ERROR] if isinstance(value, str) else value])
         status = entry.get("status", "ok")
         version, settings = entry.get("version"), entry.get("settings")
         if not isinstance(version, int) or not isinstance(settings, Mapping):
@@ -81,21 +108,32 @@ def dump_cursor(tables: Mapping[str, Mapping[str, Any]]) -> str:
         if settings_version != version:
             item.append(settings_version)
         packed[name] = item
-    text = json.dumps({"s": pairs, "t": packed}, separators=(",", ":"), sort_keys=True)
+    obj: dict[str, Any] = {"s": pairs, "t": packed, **{k: v for k, v in side.items() if v}}
+    if extra:
+        obj["x"] = dict(extra)
+    text = json.dumps(obj, separators=(",", ":"), sort_keys=True)
     return CURSOR_PREFIX + base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode()
 
 
 def load_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
     """Per-table entries `{"status", "version"?, "settings"?}` of a packed (or format 1)
     cursor; an absent or unreadable cursor gives {} (the sensor starts afresh)."""
+    return load_cursor_and_extra(cursor)[0]
+
+
+def load_cursor_and_extra(
+    cursor: str | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """(`load_cursor`'s entries, the sensor's `extra` values)."""
     if not cursor:
-        return {}
+        return {}, {}
     if not cursor.startswith(CURSOR_PREFIX):
-        return _load_legacy(cursor)
+        return _load_legacy(cursor), {}
     try:
         raw = zlib.decompress(base64.urlsafe_b64decode(cursor[len(CURSOR_PREFIX):]))
         obj = json.loads(raw)
         pairs, packed = obj["s"], obj["t"]
+        extra = obj.get("x") or {}
         out: dict[str, dict[str, Any]] = {}
         for name, item in packed.items():
             if isinstance(item, str):
@@ -112,10 +150,15 @@ def load_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
                     "configuration": configuration,
                 },
             }
-        return out
+        names = sorted(packed)
+        for key, short in _SIDE.items():
+            for item in obj.get(short) or []:
+                index, value = (item, True) if isinstance(item, int) else item
+                out[names[index]][key] = value
+        return out, dict(extra)
     except (binascii.Error, zlib.error, ValueError, TypeError, KeyError, IndexError,
             AttributeError):
-        return {}
+        return {}, {}
 
 
 def _load_legacy(cursor: str) -> dict[str, dict[str, Any]]:
@@ -129,4 +172,12 @@ def _load_legacy(cursor: str) -> dict[str, dict[str, Any]]:
     return tables if isinstance(tables, dict) else {}
 
 
-__all__ = ["CURSOR_PREFIX", "DUE_PROPERTIES", "due_settings", "dump_cursor", "load_cursor"]
+__all__ = [
+    "CURSOR_PREFIX",
+    "DUE_PROPERTIES",
+    "MAX_ERROR",
+    "due_settings",
+    "dump_cursor",
+    "load_cursor",
+    "load_cursor_and_extra",
+]

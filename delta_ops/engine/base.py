@@ -72,8 +72,15 @@ class Engine(ABC):
         memory): the local engine then joins bucket by bucket, Spark a bucket at a time."""
 
     @abstractmethod
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
-        """Delete `paths` (relative) in parallel; idempotent; returns how many existed."""
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
+        """Delete `paths` (relative) in parallel; idempotent; returns how many the store
+        confirmed deleted (on the local file system: how many existed; on S3, which
+        confirms an absent key too, how many it was asked to delete). `progress`
+        (`engine.progress`) hears of them as phase `delete` (requests or jobs as pages,
+        files confirmed); a `StorageError` names the files still not deleted after
+        retries."""
 
     @abstractmethod
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:

@@ -3,8 +3,13 @@
 The default for the CLI and the library. Listing is split by directory (the table root's
 subdirectories, typically partition directories), listed concurrently where that pays off
 (object stores, where each listing call is a network round trip) and one after the other on
-the local file system (see `Storage.latency_bound`). Deletes and footer reads run
-concurrently: storage I/O releases the GIL, so threads scale on object stores.
+the local file system (see `Storage.latency_bound`). On an object store each directory is
+further cut into key ranges of about one page each, the bounds taken from the referenced
+paths the log already holds (`range_specs`), and every range of every directory is listed
+side by side under one concurrency limit (`Storage.list_many`), so that an unpartitioned
+table lists as fast as a partitioned one. Deletes go to the store in batches
+(`Storage.delete_files`: DeleteObjects of 1,000 keys, concurrently, no request spent on
+existence); footer reads run on threads: storage I/O releases the GIL.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
-from delta_ops.engine.progress import LIST, Progress
+from delta_ops.engine.progress import DELETE, LIST, Progress
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
+from delta_ops.errors import StorageError
 from delta_ops.protocol.arrays import (
     constant_string,
     from_numpy,
@@ -32,6 +38,11 @@ from delta_ops.protocol.arrays import (
 )
 from delta_ops.storage import FileInfo, Storage
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
+from delta_ops.storage.parallel import KEYS_PER_RANGE, RequestPolicy, range_bounds
+from delta_ops.storage.parallel import Progress as StorageHook
+
+#: Failed deletions named in the error of `LocalEngine.delete_files`.
+_NAMED_FAILURES = 20
 
 
 def _readable(info: FileInfo) -> FileInfo:
@@ -85,17 +96,73 @@ def _reported(walked, progress: Progress) -> list[FileInfo]:  # type: ignore[no-
     return out
 
 
+def _sorted_strings(keys: pa.Array | pa.ChunkedArray) -> list[str]:
+    keys = keys.cast(pa.string())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    return keys.take(pc.array_sort_indices(keys)).to_pylist()
+
+
+def range_specs(
+    directories: Sequence[str], keep: pa.Array | KeyBuckets | None
+) -> list[tuple[str, list[str], bool]]:
+    """(directory, range bounds, recursive) to list each of `directories` with
+    (`Storage.list_many`): "" is the root's own files, the others are listed recursively.
+
+    The bounds are every `KEYS_PER_RANGE`-th referenced path below each directory, in
+    sorted order, so that a range holds about one listing page. Referenced paths held in
+    buckets (too many for memory) are sampled: one bucket holds a hash-chosen share of
+    them, so every `KEYS_PER_RANGE / buckets`-th of its sorted paths cuts as evenly. The
+    bounds only decide how the listing is cut, never what it finds (`parallel.ranges_of`).
+    """
+    names: dict[str, list[str]] = {d: [] for d in directories}
+    per_range = KEYS_PER_RANGE
+    sample: list[str] = []
+    if isinstance(keep, KeyBuckets):
+        if keep.buckets >= 1:
+            sample = _sorted_strings(keep.bucket(0))
+            per_range = max(1, KEYS_PER_RANGE // keep.buckets)
+    elif keep is not None and len(keep):
+        sample = _sorted_strings(keep)
+    for path in sample:
+        head, sep, rest = path.partition("/")
+        if not sep:
+            if "" in names:
+                names[""].append(path)
+        elif head in names:
+            names[head].append(rest)
+    # Bounds are relative to their directory.
+    return [(d, range_bounds(names[d], per_range), d != "") for d in directories]
+
+
+def _hook(progress: Progress | None, phase: str) -> StorageHook | None:
+    """The storage layer's progress callable (requests or pages, files, bytes) feeding
+    `progress` as `phase`."""
+    if progress is None:
+        return None
+
+    def hook(pages: int, files: int, size: int) -> None:
+        progress.advance(phase, pages=pages, files=files, bytes=size)
+
+    return hook
+
+
 class LocalEngine(Engine):
     """Thread-pool engine.
 
     Args:
         max_workers: threads for I/O (default: 4 x CPUs, at most 32).
+        policy: Requests in flight and retries for listing and deleting on object stores
+            (default `RequestPolicy()`: 64 at once, 10 attempts with backoff).
     """
 
     name = "local"
 
-    def __init__(self, max_workers: int | None = None) -> None:
+    def __init__(
+        self, max_workers: int | None = None, *, policy: RequestPolicy | None = None
+    ) -> None:
         self.max_workers = max_workers or min(32, 4 * (os.cpu_count() or 1))
+        self.policy = policy or RequestPolicy()
 
     def _map(self, fn, items):
         items = list(items)
@@ -109,11 +176,19 @@ class LocalEngine(Engine):
         storage: Storage,
         directories: Sequence[str],
         exclude: Container[str] | None = None,
+        keep: pa.Array | KeyBuckets | None = None,
         progress: Progress | None = None,
     ) -> list[FileInfo]:
-        """The files below `directories` (as `list_files`) not in `exclude`, by path
-        (`progress` hears of each directory listed, or each `_PROGRESS_PAGE` files of a
-        walk, as a page of phase `list`)."""
+        """The files below `directories` (as `list_files`) not in `exclude`, by path;
+        `keep` (referenced paths) only decides where an object store's listing is cut."""
+        if storage.latency_bound and listing_has_stats(storage):
+            listed = storage.list_many(
+                range_specs(directories, keep), follow_symlinks=False, policy=self.policy,
+                progress=_hook(progress, LIST),
+            )
+            if exclude is None:
+                return listed
+            return [i for i in listed if i.path not in exclude]
 
         def one(directory: str) -> list[FileInfo]:
             # What is listed here may be deleted: no symbolic link is listed or followed.
@@ -149,18 +224,48 @@ class LocalEngine(Engine):
         if isinstance(keep, KeyBuckets):
             return find_unreferenced_in_buckets(
                 storage, directories, keep, older_than_ms,
-                threads=self.max_workers if storage.latency_bound else 1, progress=progress,
+                threads=self.max_workers if storage.latency_bound else 1,
+                policy=self.policy, progress=progress,
             )
         # The anti-join runs during the listing: on the local file system a kept file costs
         # its name only, never a stat.
         referenced = frozenset(keep.cast(pa.string()).to_pylist())
         listed = [
-            _readable(i) for i in self._list(storage, directories, referenced, progress)
+            _readable(i)
+            for i in self._list(storage, directories, referenced, keep, progress)
         ]
         return _listing_table([i for i in listed if i.modification_time < older_than_ms])
 
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
-        return sum(self._map(storage.delete, paths))
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
+        """Delete `paths`: on an object store in concurrent DeleteObjects batches, failed
+        requests and keys retried with backoff (`Storage.delete_files`); elsewhere on
+        threads. Returns the files the store confirmed deleted (on S3 an absent key is
+        confirmed too).
+
+        Raises:
+            StorageError: Some files were still not deleted after their retries; it names
+                them (the others were deleted: a re-run finishes the job).
+        """
+        if not storage.latency_bound:
+            deleted = sum(self._map(storage.delete, paths))
+            if progress is not None:
+                progress.advance(DELETE, pages=len(paths), files=deleted)
+            return deleted
+        report = storage.delete_files(
+            paths, policy=self.policy, progress=_hook(progress, DELETE)
+        )
+        if report.failed:
+            shown = "; ".join(f"{p}: {why}" for p, why in report.failed[:_NAMED_FAILURES])
+            more = len(report.failed) - _NAMED_FAILURES
+            raise StorageError(
+                f"{len(report.failed)} of {len(set(paths))} files were not deleted after "
+                f"retries ({report.deleted} were; run again to finish): {shown}"
+                + (f" and {more} more" if more > 0 else ""),
+                file=storage.absolute_uri(report.failed[0][0]),
+            )
+        return report.deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:
         import pyarrow.parquet as pq  # with its filesystems (and ssl): only where Parquet is
@@ -280,14 +385,32 @@ class _Pages:
     only (sizes and times null, read later for the few files that need them); names that
     are not valid UTF-8 are set aside as (directory, name)."""
 
-    def __init__(self, storage: Storage, directories: Sequence[str], threads: int) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        directories: Sequence[str],
+        threads: int,
+        keep: KeyBuckets | None = None,
+        policy: RequestPolicy | None = None,
+    ) -> None:
         self.storage = storage
         self.directories = list(directories)
         self.threads = threads
+        self.keep = keep
+        self.policy = policy
         self.undecodable: list[tuple[str, str]] = []
 
     def __iter__(self):
         storage = self.storage
+        if listing_has_stats(storage) and storage.latency_bound:
+            # An object store: every key range of every directory side by side.
+            infos = storage.list_many(
+                range_specs(self.directories, self.keep), follow_symlinks=False,
+                policy=self.policy,  # the caller reports each page it is handed
+            )
+            for start in range(0, len(infos), _PAGE_ROWS):
+                yield _listing_table(infos[start : start + _PAGE_ROWS])
+            return
         if listing_has_stats(storage):
 
             def one(directory: str) -> list[FileInfo]:
@@ -360,6 +483,7 @@ def find_unreferenced_in_buckets(
     older_than_ms: int,
     *,
     threads: int = 1,
+    policy: RequestPolicy | None = None,
     progress: Progress | None = None,
 ) -> pa.Table:
     """`Engine.find_unreferenced` against a referenced set in buckets, in bounded memory.
@@ -371,7 +495,7 @@ def find_unreferenced_in_buckets(
     a kept file costs its name only, as in the in-memory anti-join). Memory: one bucket's
     keys, one page of the listing, and the unreferenced files.
     """
-    pages = _Pages(storage, directories, threads)
+    pages = _Pages(storage, directories, threads, keep, policy)
     with BucketSpill(_SPILL_LISTING, "path", keep.buckets, name="vacuum-listing") as spill:
         for page in pages:
             spill.append(page)

@@ -130,14 +130,15 @@ def inspect_log(storage: Storage) -> LogState:
 
 
 def read_settings(
-    storage: Storage, state: LogState, previous: TableSettings | None = None
+    storage: Storage, state: LogState, previous: TableSettings | None = None,
+    blobs: Mapping[str, bytes] | None = None,
 ) -> TableSettings:
     """The protocol and configuration at `state.version`, reading as little as possible.
 
     With `previous` (e.g. from the sensor cursor) at a version the listing still covers,
     only the deltas after it are read (the log's light replay, seeded with `previous`);
     otherwise the light replay reads the newest deltas, then the checkpoint's
-    protocol/metaData columns.
+    protocol/metaData columns. `blobs`: deltas already read, by path (not read again).
 
     Raises:
         CorruptLogError: a log file that does not parse, or no protocol or metaData.
@@ -149,7 +150,7 @@ def read_settings(
             previous.version, previous.protocol,
             Metadata({"configuration": previous.configuration}),
         )
-    found = read_protocol_metadata(storage, state.segment, since=since)
+    found = read_protocol_metadata(storage, state.segment, since=since, blobs=blobs)
     return TableSettings(state.version, dict(found.protocol), found.metadata.configuration)
 
 

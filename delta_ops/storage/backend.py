@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from delta_ops.storage.parallel import DeleteReport, Progress, RequestPolicy, ranges_of
+
 #: Most names in one page of a names-only listing (`walk_names`, `list_name_pages`) where
 #: the backend pages them (the local file system).
 NAMES_PAGE = 65_536
@@ -157,6 +159,57 @@ class _Backend(ABC):
     def delete_many(self, natives: list[str]) -> int:
         """Delete files; the number that existed and were deleted."""
         return sum(1 for native in natives if self.delete(native))
+
+    def list_ranges(
+        self,
+        specs: list[tuple[str, list[str], bool]],
+        policy: RequestPolicy,
+        progress: Progress | None,
+    ) -> list[list[tuple[str, int, int]]]:
+        """For each (native directory, bounds, recursive) of `specs`: (path relative to the
+        directory, size, mtime_ms) of every file below it (recursive) or directly in it,
+        listed in the key ranges the bounds cut (`parallel.ranges_of`), in no particular
+        order.
+
+        This default lists each directory once (the local file system and memory answer a
+        listing without a round trip; the ranges partition the names, so every entry lies
+        in exactly one); object stores list all the ranges side by side."""
+        out = []
+        for native_dir, bounds, recursive in specs:
+            ranges_of(bounds)  # the bounds are checked as everywhere
+            entries = (
+                list(self.walk(native_dir)) if recursive else self.list_dir(native_dir, None)
+            )
+            if progress is not None:
+                progress(1, len(entries), sum(e[1] for e in entries))
+            out.append(entries)
+        return out
+
+    def list_subdir_ranges(
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+    ) -> list[str]:
+        """`list_subdirs`, listed in the key ranges `bounds` cut (object stores, where a
+        directory's files come in the same pages as its subdirectories)."""
+        ranges_of(bounds)
+        return self.list_subdirs(native_dir)
+
+    def delete_batches(
+        self, natives: list[str], policy: RequestPolicy, progress: Progress | None
+    ) -> DeleteReport:
+        """Delete files, continuing past failures; what was deleted and what failed.
+
+        This default deletes one file at a time and counts the files that existed."""
+        deleted = 0
+        failed: list[tuple[str, str]] = []
+        for native in natives:
+            try:
+                if self.delete(native):
+                    deleted += 1
+            except self.errors as exc:
+                failed.append((native, str(exc) or type(exc).__name__))
+        if progress is not None:
+            progress(len(natives), deleted, 0)
+        return DeleteReport(deleted, tuple(sorted(failed)), len(natives))
 
     def remove_empty_dirs(self, native_dir: str) -> list[str]:
         """Remove empty directories strictly below `native_dir`; their relative paths."""

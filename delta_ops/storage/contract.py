@@ -9,7 +9,8 @@ The Delta protocol needs two guarantees from storage (see "Requirements for Writ
 the protocol): *mutual exclusion* when creating a commit file (two writers must never both
 believe they wrote version N) and *atomic visibility* (a reader never sees a partial log
 file). `Storage.put_if_absent` gives both on every backend it accepts. Listings are sorted
-by path, and deletion is idempotent.
+by path, and deletion is idempotent. Listing in key ranges side by side and deleting in
+batches, at an object store's request limit, come from `bulk`.
 
 Storage options may hold credentials; they are kept as given, handed back by
 `Storage.to_config` (to rebuild the storage in another process) and never shown by
@@ -19,16 +20,18 @@ Storage options may hold credentials; they are kept as given, handed back by
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
+from delta_ops.storage.bulk import _BulkOps
+from delta_ops.storage.parallel import RequestPolicy
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
 
 
-class Storage:
+class Storage(_BulkOps):
     """Files under one root (a table root, usually), addressed by relative paths.
 
     Build one with `Storage.for_uri`; `Storage.child` gives a storage for a
@@ -302,13 +305,19 @@ class Storage:
         except backend.errors as exc:
             raise self._fail("walk directory", rel, exc) from exc
 
-    def list_subdirs(self, directory: str = "", *, follow_symlinks: bool = True) -> list[str]:
+    def list_subdirs(
+        self, directory: str = "", *, follow_symlinks: bool = True,
+        bounds: Sequence[str] | None = None, policy: RequestPolicy | None = None,
+    ) -> list[str]:
         """Immediate subdirectories of a directory.
 
         Args:
             directory: Directory relative to the root ('' for the root).
             follow_symlinks: False leaves out symbolic links to directories (and lists
                 nothing in a directory reached through one).
+            bounds: Names (no '/'), strictly ascending: an object store lists the key
+                ranges they cut side by side (as `list_ranges`); the result is the same.
+            policy: Concurrency and retries of that listing.
 
         Returns:
             Their paths relative to the root (just the names when `directory` is ''),
@@ -321,8 +330,15 @@ class Storage:
         backend = self._lister(rel, follow_symlinks)
         if backend is None:
             return []
+        if bounds and any("/" in b for b in bounds):
+            raise ValueError("subdirectory listing bounds are names, without '/'")
         try:
-            names = backend.list_subdirs(self._native(rel))
+            if bounds:
+                names = backend.list_subdir_ranges(
+                    self._native(rel), list(bounds), policy or RequestPolicy()
+                )
+            else:
+                names = backend.list_subdirs(self._native(rel))
         except self._backend.errors as exc:
             raise self._fail("list subdirectories of", rel, exc) from exc
         prefix = f"{rel}/" if rel else ""

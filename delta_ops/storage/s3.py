@@ -3,7 +3,8 @@
 ``ListObjectsV2`` with ``StartAfter`` lists a log from a version on; put-if-absent is one
 conditional ``PutObject`` (``If-None-Match: *``), atomic and exclusive as the protocol's
 "Requirements for Writers" ask of a commit file; deletions go in ``DeleteObjects``
-batches. ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's
+batches. Listing in key ranges side by side and deleting in batches at the request limit
+(own retries with backoff, a concurrency limit that lowers itself) are in `s3_bulk`. ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's
 own names and the ``AWS_*`` spellings of delta-rs. s3fs and botocore are imported only when
 an S3 storage is built.
 """
@@ -17,26 +18,10 @@ from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
+from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
-
-
-def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
-    """(error code, HTTP status) of the botocore ClientError behind an s3fs exception."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        response = getattr(current, "response", None)
-        if isinstance(response, Mapping):
-            code = response.get("Error", {}).get("Code")
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            return (str(code) if code is not None else None), status
-        current = current.__cause__ or current.__context__
-    return None, None
-
-
-class _S3Backend(_Backend):
+class _S3Backend(_S3Bulk, _Backend):
     streams_files = True
     """S3 through s3fs, calling the S3 API directly where semantics matter."""
 
@@ -53,11 +38,13 @@ class _S3Backend(_Backend):
     #: Keys per DeleteObjects request (S3 accepts at most 1000).
     delete_batch = 1000
 
-    def __init__(self, fs: Any) -> None:
+    def __init__(self, fs: Any, fs_kwargs: Mapping[str, Any] | None = None) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         self.fs = fs
         self.errors = (OSError, BotoCoreError, ClientError)
+        self._fs_kwargs = dict(fs_kwargs or {})
+        self._raw: Any = None
 
     @staticmethod
     def _split(native: str) -> tuple[str, str]:
@@ -125,7 +112,9 @@ class _S3Backend(_Backend):
         return out
 
     def read(self, native: str) -> bytes:
-        return bytes(self.fs.cat_file(native))
+        # One GET: with its default concurrency s3fs first sends a HEAD for the size (to
+        # split large objects into parallel ranged GETs), a round trip per file read.
+        return bytes(self.fs.cat_file(native, max_concurrency=1))
 
     def _head(self, native: str) -> dict[str, Any] | None:
         bucket, key = self._split(native)
@@ -399,7 +388,9 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
     try:
         import s3fs
     except ImportError as exc:
-        raise StorageError(f"s3fs is needed to reach {uri!r}") from exc
+        raise StorageError(
+            f"s3fs is needed to reach {uri!r}: pip install 'delta_ops[s3]'"
+        ) from exc
     try:
         kwargs = _s3fs_kwargs(options)
     except StorageError as exc:
@@ -410,4 +401,4 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
         # The message names the offending option, never its value.
         raise StorageError(f"invalid S3 storage options for {uri!r}: {exc}") from exc
     base = f"{bucket}/{key}" if key else bucket
-    return f"s3://{base}", _S3Backend(fs), base
+    return f"s3://{base}", _S3Backend(fs, kwargs), base

@@ -11,6 +11,7 @@ engine for their heavy parts.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ import pyarrow.compute as pc
 from delta_ops import errors as _errors
 from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
 from delta_ops.engine.config import SparkSessionConfig
-from delta_ops.engine.progress import LIST, Progress
+from delta_ops.engine.progress import DELETE, LIST, Progress
 from delta_ops.engine.spark.startup import _start_session
 from delta_ops.engine.spark.tasks import (
     _call_task,
@@ -37,6 +38,7 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
+from delta_ops.storage.parallel import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,6 +109,11 @@ class SparkEngine(Engine):
         """The Spark session, started on first access."""
         with self._lock:
             if self._session is None:
+                if importlib.util.find_spec("pyspark") is None:
+                    raise EngineError(
+                        f"the spark engine ({self.config.describe()}) needs pyspark: "
+                        "pip install 'delta_ops[spark]'"
+                    )
                 self._session, self._owns_session = _start_session(self.config)
             return self._session
 
@@ -279,7 +286,9 @@ class SparkEngine(Engine):
             listed.unpersist()
         return pa.concat_tables(found) if found else LISTING_SCHEMA.empty_table()
 
-    def delete_files(self, storage: Storage, paths: Sequence[str]) -> int:
+    def delete_files(
+        self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
+    ) -> int:
         config = self._storage_config(storage)
         unique = sorted(set(paths))
         if not unique:
@@ -297,7 +306,10 @@ class SparkEngine(Engine):
             frame = self._frame(paths, len(chunks))
             out = frame.mapInArrow(functools.partial(_delete_task, config), _DELETE_DDL)
             counts = self._collect(out, "delete files", storage)
-            deleted += int(pc.sum(counts.column("deleted")).as_py() or 0)
+            done = int(pc.sum(counts.column("deleted")).as_py() or 0)
+            deleted += done
+            if progress is not None:  # one report per job
+                progress.advance(DELETE, pages=len(chunks), files=done)
         return deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:

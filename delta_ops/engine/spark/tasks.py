@@ -77,7 +77,7 @@ def _guarded(task: _Task) -> _Task:
 def _task_engine(threads: int) -> Any:
     from delta_ops.engine.local import LocalEngine
 
-    return LocalEngine(max_workers=threads)
+    return LocalEngine(max_workers=threads or None)
 
 
 @_guarded
@@ -101,10 +101,12 @@ def _list_task(
 def _delete_task(
     storage_config: dict[str, Any], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Rows (paths: list<string>) -> one row per chunk: how many of its paths existed."""
+    """Rows (paths: list<string>) -> one row per chunk: how many of its paths the store
+    confirmed deleted (the reference engine's `delete_files`: batched on object stores)."""
     storage = Storage.from_config(storage_config)
+    engine = _task_engine(0)
     for batch in batches:
-        counts = [storage.delete_many(paths) for paths in batch.column(0).to_pylist()]
+        counts = [engine.delete_files(storage, paths) for paths in batch.column(0).to_pylist()]
         yield pa.RecordBatch.from_pydict({"deleted": pa.array(counts, pa.int64())})
 
 

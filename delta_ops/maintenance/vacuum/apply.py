@@ -33,6 +33,7 @@ from delta_ops.maintenance.vacuum.history import (
     vacuumed_directories,
 )
 from delta_ops.maintenance.vacuum.inventory import InventorySource
+from delta_ops.maintenance.vacuum.listing import _has_directories
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.maintenance.vacuum.proof import prove_unchanged_since_plan
 from delta_ops.protocol.filenames import LOG_DIR
@@ -109,6 +110,8 @@ def _delete(
 
 def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> tuple[list[str], list[str]]:
     """Remove empty directories below the data directories; (removed, notes)."""
+    if not _has_directories(storage):
+        return [], []  # object stores have none: two listings per top directory saved
     removed: list[str] = []
     notes: list[str] = []
     for top in plan.top_dirs:
@@ -244,6 +247,9 @@ def vacuum(
         try:
             # Side checksums first: a crash in between leaves their data files, which a
             # re-run finds again, never a side file whose data file is gone.
+            # The listing proved each file exists: the engine deletes in batches without
+            # asking again (on S3, DeleteObjects of 1,000 keys side by side) and counts
+            # what the store confirms.
             sides = [p for p in plan.files if p in plan.side_files]
             mains = [p for p in plan.files if p not in plan.side_files]
             # A commit written since the plan may re-add an old file: read them again.

@@ -16,6 +16,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.engine.local import range_specs
+from delta_ops.engine.spill import KeyBuckets
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
@@ -130,9 +132,15 @@ def _dirs_emptied(
     return sorted(emptied, key=lambda c: (-c.count("/"), c))
 
 
-def _listing_dirs(storage: Storage, prefixes: tuple[str, ...]) -> list[str]:
+def _listing_dirs(
+    storage: Storage, prefixes: tuple[str, ...], keep: pa.Array | KeyBuckets | None = None
+) -> list[str]:
+    """"" and the root's subdirectories that hold data. On an object store the root's
+    listing (its files come in the same pages as its subdirectories) is cut into key ranges
+    side by side, the bounds taken from the referenced paths `keep` (`range_specs`)."""
+    bounds = range_specs([""], keep)[0][1] if keep is not None else None
     subdirs = [
-        d for d in storage.list_subdirs("", follow_symlinks=False)
+        d for d in storage.list_subdirs("", follow_symlinks=False, bounds=bounds)
         if d != LOG_DIR and not is_hidden(d, prefixes)
     ]
     return ["", *subdirs]

@@ -391,7 +391,7 @@ def _plan(
 
             eng = LocalEngine()
         try:
-            dirs = _listing_dirs(storage, prefixes)
+            dirs = _listing_dirs(storage, prefixes, refs.keep)
             # Only when asked: an Engine written before `progress` existed still works.
             extra = {} if progress is None else {"progress": progress}
             if progress is not None:

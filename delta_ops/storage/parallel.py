@@ -1,0 +1,161 @@
+"""Listing and deleting at an object store's request limit: key ranges, backoff, a
+concurrency limit that lowers itself, and what a batched delete reports.
+
+An object store answers one listing request with at most 1,000 keys, and the pages of one
+listing come one after another (each carries the token of the next). A prefix holding
+millions of keys is listed faster as several *key ranges* side by side: the range
+``(after, stop]`` starts with ``StartAfter=after`` and ends at the first key past `stop`.
+`range_bounds` picks the bounds from names already known in sorted order (VACUUM takes
+them from the log's referenced paths), so each range holds about one page. The ranges of
+bounds ``b1 < b2 < ... < bk`` are ``(-, b1], (b1, b2], ..., (bk, -)``: disjoint, and
+together every key, so their union is exactly the serial listing.
+
+A request answered with ``503 SlowDown`` (or another transient failure) is retried after
+an exponential backoff with full jitter (`RequestPolicy`), and the number of requests in
+flight is halved (`AdaptiveLimit`), then grows back by one after as many successes as the
+limit, the additive-increase/multiplicative-decrease rule TCP uses.
+
+No section of the Delta protocol is implemented here (storage only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+#: A progress hook: called with increments (requests completed, files, bytes) after each
+#: listing page or delete batch. It runs on the thread doing the I/O and must be quick.
+Progress = Callable[[int, int, int], None]
+
+#: Known names per listing range (`range_bounds`): under the 1,000 keys of one page,
+#: leaving room for the unreferenced files between known names.
+KEYS_PER_RANGE = 850
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    """How many requests run at once and how a failed one is retried.
+
+    Attributes:
+        concurrency: Most requests in flight at once (the ceiling of `AdaptiveLimit`).
+        attempts: Tries per request (the first included) before it is given up.
+        base_delay: Seconds of the first backoff; each retry doubles it.
+        max_delay: The longest backoff, in seconds.
+        seed: Seeds the jitter (None: unpredictable). For reproducible tests.
+    """
+
+    concurrency: int = 64
+    attempts: int = 10
+    base_delay: float = 0.05
+    max_delay: float = 5.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {self.attempts}")
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number `attempt` (0 for the first retry): uniform
+        in [0, min(max_delay, base_delay * 2**attempt)] ("full jitter")."""
+        return rng.uniform(0.0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+@dataclass(frozen=True)
+class DeleteReport:
+    """What a batched delete did.
+
+    Attributes:
+        deleted: Files the store confirmed deleted. An object store confirms an absent
+            key too (its DELETE is idempotent), so there this counts the keys asked for
+            and confirmed, not the keys that existed.
+        failed: (path, reason) of each file still not deleted after its retries, sorted.
+        requests: Delete requests sent (retries included).
+    """
+
+    deleted: int
+    failed: tuple[tuple[str, str], ...] = ()
+    requests: int = 0
+
+
+class AdaptiveLimit:
+    """A concurrency limit for coroutines on one event loop that halves when the store
+    says "slow down" and grows by one after `limit` successes, up to its ceiling.
+
+    Args:
+        ceiling: The most requests in flight at once.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = max(1, ceiling)
+        self.limit = self.ceiling
+        self.lowest = self.ceiling
+        self.throttles = 0
+        self._active = 0
+        self._successes = 0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        """Wait for a free slot and take it."""
+        async with self._cond:
+            while self._active >= self.limit:
+                await self._cond.wait()
+            self._active += 1
+
+    async def release(self, *, throttled: bool) -> None:
+        """Give a slot back; `throttled` when the store answered "slow down"."""
+        async with self._cond:
+            self._active -= 1
+            if throttled:
+                self.throttles += 1
+                self.limit = max(1, self.limit // 2)
+                self.lowest = min(self.lowest, self.limit)
+                self._successes = 0
+            else:
+                self._successes += 1
+                if self.limit < self.ceiling and self._successes >= self.limit:
+                    self.limit += 1
+                    self._successes = 0
+            self._cond.notify_all()
+
+
+def range_bounds(sorted_names: Sequence[str], per_range: int = KEYS_PER_RANGE) -> list[str]:
+    """Bounds splitting a listing into ranges of about `per_range` known names each.
+
+    Args:
+        sorted_names: Names (paths relative to the listed directory) in ascending order;
+            duplicates are fine.
+        per_range: Known names per range.
+
+    Returns:
+        Strictly ascending bounds: every `per_range`-th name.
+    """
+    if per_range < 1:
+        raise ValueError(f"per_range must be at least 1, got {per_range}")
+    out: list[str] = []
+    for i in range(per_range - 1, len(sorted_names), per_range):
+        name = sorted_names[i]
+        if not out or name > out[-1]:
+            out.append(name)
+    return out
+
+
+def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
+    """The ranges ``(after, stop]`` that `bounds` cut a listing into (None: open end).
+
+    Raises:
+        ValueError: The bounds are not strictly ascending.
+    """
+    for a, b in zip(bounds, bounds[1:]):
+        if not a < b:
+            raise ValueError(f"range bounds must be strictly ascending: {a!r} then {b!r}")
+    edges: list[str | None] = [None, *bounds, None]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def in_range(name: str, after: str | None, stop: str | None) -> bool:
+    """Whether `name` lies in the range ``(after, stop]``."""
+    return (after is None or name > after) and (stop is None or name <= stop)

@@ -1,0 +1,392 @@
+"""S3 at its request limit: key ranges listed side by side, DeleteObjects batches sent
+concurrently, each request retried with backoff and all of them under one concurrency
+limit that halves on ``503 SlowDown`` (`parallel.AdaptiveLimit`).
+
+These requests go through a client of their own whose botocore retries are off (s3fs's
+retry loop is not used either): otherwise botocore (up to 5 attempts) and s3fs (5 more
+around each) would retry a SlowDown answer themselves, multiplying the attempts and hiding
+the answer from the limit. No section of the Delta protocol is implemented here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from delta_ops.storage.backend import _ms
+from delta_ops.storage.parallel import (
+    AdaptiveLimit,
+    DeleteReport,
+    Progress,
+    RequestPolicy,
+    ranges_of,
+)
+
+#: Error codes by which S3 asks a client to send fewer requests.
+_THROTTLE_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+     "TooManyRequests", "TooManyRequestsException", "RequestThrottled"}
+)
+#: Error codes of failures that a later attempt may not meet.
+_TRANSIENT_CODES = frozenset(
+    {"InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException",
+     "PriorRequestNotComplete", "503", "500"}
+)
+
+
+def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
+    """(error code, HTTP status) of the botocore ClientError behind an s3fs exception."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        if isinstance(response, Mapping):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return (str(code) if code is not None else None), status
+        current = current.__cause__ or current.__context__
+    return None, None
+
+
+_RAW_XML = "DeltaOpsListingXml"
+
+
+def _keep_listing_xml(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
+                      **_: Any) -> None:
+    """botocore hook (``before-parse``): keep a successful ListObjectsV2 answer's XML for
+    `_listing_page` and hand botocore an empty result to parse. botocore's parser spends
+    about 0.5 ms a key (a page of 1,000: half a second of CPU, more than the round trip);
+    `_listing_page` reads the same XML in a few ms."""
+    if response_dict.get("status_code") == 200 and isinstance(response_dict.get("body"), bytes):
+        customized_response_dict[_RAW_XML] = response_dict["body"]
+        response_dict["body"] = b"<ListBucketResult/>"
+
+
+_CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)
+_COMMON = re.compile(rb"<CommonPrefixes>\s*<Prefix>(.*?)</Prefix>", re.S)
+_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+_SIZE = re.compile(rb"<Size>(.*?)</Size>", re.S)
+_STAMP = re.compile(rb"<LastModified>(.*?)</LastModified>", re.S)
+_TRUNCATED = re.compile(rb"<IsTruncated>(.*?)</IsTruncated>", re.S)
+_TOKEN = re.compile(rb"<NextContinuationToken>(.*?)</NextContinuationToken>", re.S)
+_ENCODING = re.compile(rb"<EncodingType>(.*?)</EncodingType>", re.S)
+
+
+def _listing_page(parsed: dict[str, Any]) -> dict[str, Any]:
+    """A ListObjectsV2 page as botocore gives it (Contents with Key, Size and
+    LastModified in ms since the epoch; CommonPrefixes; IsTruncated;
+    NextContinuationToken), from the XML `_keep_listing_xml` kept.
+
+    The elements of an S3 listing are flat and never nest a tag of their own name, so
+    each is found by a regular expression (C speed: a few ms a page, where a tree of the
+    page costs tens); text is XML-unescaped and, with ``EncodingType=url``, URL-decoded."""
+    raw = parsed.get(_RAW_XML)
+    if raw is None:  # not kept (another hook consumed it): botocore's own parse
+        return {**parsed, "Contents": [
+            {**c, "LastModified": _ms(c["LastModified"].timestamp())}
+            for c in parsed.get("Contents", ())
+        ]}
+    from datetime import datetime
+    from html import unescape
+    from urllib.parse import unquote_plus
+
+    found = _ENCODING.search(raw)
+    encoded = found is not None and found.group(1) == b"url"
+
+    def text(value: bytes) -> str:
+        out = value.decode("utf-8")
+        return unescape(out) if "&" in out else out
+
+    def key(value: bytes) -> str:
+        out = text(value)
+        return unquote_plus(out) if encoded and ("%" in out or "+" in out) else out
+
+    stamps: dict[bytes, int] = {}  # objects written together share their LastModified
+    contents = []
+    for block in _CONTENTS.findall(raw):
+        k, size, stamp = _KEY.search(block), _SIZE.search(block), _STAMP.search(block)
+        if k is None or size is None or stamp is None:
+            raise ValueError(f"S3 listing entry without Key, Size or LastModified: {block!r}")
+        when = stamps.get(stamp.group(1))
+        if when is None:
+            iso = stamp.group(1).decode("ascii").replace("Z", "+00:00")
+            when = stamps[stamp.group(1)] = _ms(datetime.fromisoformat(iso).timestamp())
+        contents.append({"Key": key(k.group(1)), "Size": int(size.group(1)),
+                         "LastModified": when})
+    truncated = _TRUNCATED.search(raw)
+    page: dict[str, Any] = {
+        "Contents": contents,
+        "CommonPrefixes": [{"Prefix": key(p)} for p in _COMMON.findall(raw)],
+        "IsTruncated": truncated is not None and truncated.group(1) == b"true",
+    }
+    token = _TOKEN.search(raw)
+    if token is not None and token.group(1):
+        page["NextContinuationToken"] = text(token.group(1))
+    return page
+
+
+class _S3Bulk:
+    """The S3 backend's `list_ranges` and `delete_batches` (a mixin of `_S3Backend`)."""
+
+    fs: Any
+    errors: tuple[type[BaseException], ...]
+    page_size: int | None
+    delete_batch: int
+    _fs_kwargs: dict[str, Any]
+    _raw: Any
+
+    @staticmethod
+    def _split(native: str) -> tuple[str, str]:
+        bucket, _, key = native.partition("/")
+        return bucket, key
+
+    @staticmethod
+    def _dir_prefix(key: str) -> str:
+        return f"{key}/" if key else ""
+
+    def _raw_fs(self, policy: RequestPolicy) -> Any:
+        """An s3fs file system like `fs` whose client does not retry and holds enough
+        connections for `policy.concurrency` requests: the parallel listing and the batched
+        delete retry themselves (`_request`), so that botocore's retries (and s3fs's on top
+        of them) do not multiply theirs and hide SlowDown answers from the limit."""
+        raw = self._raw
+        if raw is None or raw.delta_ops_connections < policy.concurrency:
+            import s3fs
+
+            kwargs = dict(self._fs_kwargs)
+            config = dict(kwargs.pop("config_kwargs", None) or {})
+            config["retries"] = {"total_max_attempts": 1, "mode": "standard"}
+            config["max_pool_connections"] = max(
+                int(config.get("max_pool_connections", 10)), policy.concurrency
+            )
+            raw = s3fs.S3FileSystem(**kwargs, config_kwargs=config, skip_instance_cache=True)
+            raw.delta_ops_connections = policy.concurrency
+            raw.delta_ops_hooked = False
+            self._raw = raw
+        return raw
+
+    def _run(self, policy: RequestPolicy, body: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run `body(client)` on s3fs's event loop and wait for it."""
+        from fsspec.asyn import sync
+
+        raw = self._raw_fs(policy)
+
+        async def main() -> Any:
+            await raw.set_session()
+            if not raw.delta_ops_hooked:
+                raw._s3.meta.events.register(
+                    "before-parse.s3.ListObjectsV2", _keep_listing_xml
+                )
+                raw.delta_ops_hooked = True
+            return await body(raw._s3)
+
+        return sync(raw.loop, main)
+
+    @staticmethod
+    def _transient(exc: BaseException) -> tuple[bool, bool]:
+        """(worth retrying, the store asked us to slow down) for a failed request."""
+        from botocore.exceptions import ClientError
+
+        if isinstance(exc, ClientError):
+            code, status = _client_error_code(exc)
+            throttled = code in _THROTTLE_CODES or status in (429, 503)
+            return throttled or code in _TRANSIENT_CODES or (status or 0) >= 500, throttled
+        # Connection resets, timeouts, a server that went away for a moment.
+        return True, False
+
+    async def _request(
+        self,
+        client: Any,
+        limit: AdaptiveLimit,
+        policy: RequestPolicy,
+        rng: random.Random,
+        method: str,
+        counter: list[int],
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """One S3 call through `limit`, retried with backoff while it fails transiently."""
+        import aiohttp
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for attempt in range(policy.attempts):
+            await limit.acquire()
+            counter[0] += 1
+            try:
+                result = await getattr(client, method)(**kwargs)
+            except (ClientError, BotoCoreError, aiohttp.ClientError, OSError,
+                    asyncio.TimeoutError) as exc:
+                retry, throttled = self._transient(exc)
+                await limit.release(throttled=throttled)
+                if not retry or attempt + 1 >= policy.attempts:
+                    if isinstance(exc, (ClientError, BotoCoreError, OSError)):
+                        raise
+                    raise OSError(f"{type(exc).__name__}: {exc}") from exc
+                await asyncio.sleep(policy.delay(attempt, rng))
+                continue
+            await limit.release(throttled=False)
+            return result
+        raise AssertionError("unreachable: the last attempt raises or returns")
+
+    def list_subdir_ranges(
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+    ) -> list[str]:
+        folders: list[str] = []
+        self.list_ranges([(native_dir, bounds, False)], policy, None, folders)
+        return sorted(set(folders))
+
+    def list_ranges(
+        self,
+        specs: list[tuple[str, list[str], bool]],
+        policy: RequestPolicy,
+        progress: Progress | None,
+        folders: list[str] | None = None,
+    ) -> list[list[tuple[str, int, int]]]:
+        rng = random.Random(policy.seed)
+        counter = [0]
+        outs: list[list[tuple[str, int, int]]] = [[] for _ in specs]
+
+        async def one(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
+                      recursive: bool, after: str | None, stop: str | None,
+                      out: list[tuple[str, int, int]]) -> None:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if not recursive:
+                kwargs["Delimiter"] = "/"
+            if after is not None:
+                kwargs["StartAfter"] = prefix + after
+            if self.page_size:
+                kwargs["MaxKeys"] = self.page_size
+            while True:
+                page = _listing_page(await self._request(
+                    client, limit, policy, rng, "list_objects_v2", counter, **kwargs
+                ))
+                files = size = 0
+                past = False
+                for obj in page.get("Contents", ()):
+                    rel = obj["Key"][len(prefix):]
+                    if stop is not None and rel > stop:
+                        past = True
+                        break
+                    if not rel or rel.endswith("/") or (not recursive and "/" in rel):
+                        continue  # directory markers
+                    n = int(obj["Size"])
+                    out.append((rel, n, obj["LastModified"]))
+                    files += 1
+                    size += n
+                commons = page.get("CommonPrefixes") or ()
+                if folders is not None:
+                    # Subdirectories of this range (bounds of one directory's own names
+                    # hold no '/', so a subdirectory never straddles two ranges).
+                    for common in commons:
+                        sub = common["Prefix"][len(prefix):]
+                        if (after is None or sub > after) and (stop is None or sub <= stop):
+                            if sub.rstrip("/"):
+                                folders.append(sub.rstrip("/"))
+                if stop is not None and not past:
+                    # A page of only subdirectories (listing with a delimiter) may end the
+                    # range as well.
+                    if commons and commons[-1]["Prefix"][len(prefix):] > stop:
+                        past = True
+                if progress is not None:
+                    progress(1, files, size)
+                token = page.get("NextContinuationToken")
+                if past or not page.get("IsTruncated") or not token:
+                    return
+                kwargs["ContinuationToken"] = token
+
+        async def body(client: Any) -> None:
+            limit = AdaptiveLimit(policy.concurrency)
+            jobs = []
+            for (native_dir, bounds, recursive), out in zip(specs, outs, strict=True):
+                bucket, key = self._split(native_dir)
+                prefix = self._dir_prefix(key)
+                for after, stop in ranges_of(bounds):
+                    jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out))
+            await asyncio.gather(*jobs)
+
+        if specs:
+            self._run(policy, body)
+        return outs
+
+    def delete_batches(
+        self, natives: list[str], policy: RequestPolicy, progress: Progress | None
+    ) -> DeleteReport:
+        by_bucket: dict[str, list[str]] = {}
+        for native in natives:
+            bucket, key = self._split(native)
+            if key:
+                by_bucket.setdefault(bucket, []).append(key)
+        batches = [
+            (bucket, keys[i : i + self.delete_batch])
+            for bucket, all_keys in by_bucket.items()
+            for keys in [sorted(set(all_keys))]
+            for i in range(0, len(keys), self.delete_batch)
+        ]
+        rng = random.Random(policy.seed)
+        counter = [0]
+        deleted: list[int] = []
+        failed: list[tuple[str, str]] = []
+
+        import aiohttp
+
+        async def one(client: Any, limit: AdaptiveLimit, bucket: str, keys: list[str]) -> None:
+            pending = keys
+            reasons: dict[str, str] = {}
+            done = 0
+            for attempt in range(policy.attempts):
+                try:
+                    response = await self._request(
+                        client, limit, policy, rng, "delete_objects", counter,
+                        Bucket=bucket,
+                        Delete={"Objects": [{"Key": k} for k in pending], "Quiet": False},
+                    )
+                except (*self.errors, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    code, status = _client_error_code(exc)
+                    why = f"{code or type(exc).__name__} ({status}): {exc}" if status else str(exc)
+                    reasons.update((k, why) for k in pending)
+                    break
+                asked = set(pending)
+                confirmed = {d.get("Key") for d in response.get("Deleted", ())} & asked
+                done += len(confirmed)
+                retry: list[str] = []
+                slow = False
+                for err in response.get("Errors", ()):
+                    k = err.get("Key")
+                    if k not in asked:
+                        continue
+                    code = str(err.get("Code"))
+                    reasons[k] = f"{code}: {err.get('Message')}"
+                    if code in _THROTTLE_CODES or code in _TRANSIENT_CODES:
+                        retry.append(k)
+                        slow = slow or code in _THROTTLE_CODES
+                        continue
+                # Keys neither confirmed nor refused are asked again too.
+                answered = confirmed | {e.get("Key") for e in response.get("Errors", ())}
+                retry += [k for k in pending if k not in answered]
+                for k in confirmed:
+                    reasons.pop(k, None)
+                if progress is not None:
+                    progress(1, len(confirmed), 0)
+                pending = sorted(set(retry))
+                if not pending:
+                    break
+                if slow:
+                    await limit.acquire()
+                    await limit.release(throttled=True)
+                if attempt + 1 < policy.attempts:
+                    await asyncio.sleep(policy.delay(attempt, rng))
+            deleted.append(done)
+            failed.extend(
+                (f"{bucket}/{k}", reasons.get(k, "not confirmed by the store")) for k in pending
+            )
+
+        async def body(client: Any) -> None:
+            limit = AdaptiveLimit(policy.concurrency)
+            await asyncio.gather(*(one(client, limit, b, keys) for b, keys in batches))
+
+        if batches:
+            self._run(policy, body)
+        return DeleteReport(sum(deleted), tuple(sorted(failed)), counter[0])
