@@ -186,7 +186,8 @@ def prove_unchanged_since_plan(storage: Storage, files: Sequence[str], version: 
     if not len(written):
         return
     candidates = string_array(list(files))
-    loose = string_array([_loose(f) for f in files])
+    odd = pc.match_substring_regex(candidates, _PLAIN).to_pylist()
+    loose = string_array([_loose(f) if o else f for f, o in zip(files, odd, strict=True)])
     hit = pc.or_(_found_in(candidates, written),
                  _found_in(loose, _loose_references(written, table)))
     if pc.any(hit).as_py():
