@@ -159,8 +159,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "catalog's permission, since the catalog owns the table. Kept besides what the "
         "published commits reference: every path (and deletion vector file) any commit in "
         "_delta_log/_staged_commits adds or removes, of any version, ratified or not (the "
-        "catalog alone knows which it will publish); an unreadable staged commit refuses "
-        "the run. Commits the catalog holds inline are protected only by the retention",
+        "catalog alone knows which it will publish); an unreadable staged commit (or a "
+        "subdirectory there) refuses the run. Commits the catalog holds inline are protected only by the retention",
     )
     p.add_argument(
         "--lite",
