@@ -13,6 +13,8 @@ writes `stats` and/or `stats_parsed` from them as the table's properties ask.
 
 * A streamed state reads the typed statistics beside each checkpoint row
   (`StreamedActions.with_typed_stats`): memory stays bounded by a row group.
+* A state rebuilt by bucket (`log.rebuild`) fills them while it reads the checkpoint into
+  its spill files (`rebuild_snapshot(typed_stats=True)`).
 * A loaded state (small by definition) reads the checkpoint's `path`, `deletionVector` and
   `stats_parsed` again and fills, by file key, the adds that have no JSON statistics.
 """
@@ -77,6 +79,10 @@ def with_source_stats(snapshot: Snapshot) -> Snapshot:
     typed ones only (see the module docstring)."""
     files = snapshot.files
     if isinstance(files, StreamedActions):
+        if type(files) is not StreamedActions:
+            # A state rebuilt by bucket reads its files from its own spill files; the
+            # rebuild filled their statistics from the checkpoint (`typed_stats=True`).
+            return snapshot
         return dataclasses.replace(snapshot, files=files.with_typed_stats())
     filled = fill_loaded(snapshot, files)
     if filled is files:

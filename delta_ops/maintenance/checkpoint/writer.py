@@ -383,7 +383,9 @@ def write_checkpoint_files(
     content to advance to, and whether it may replace one of the same version (not for a
     checkpoint that was already there)."""
     if options.rebuild:
-        with rebuild_snapshot(storage, options.version, buckets=options.buckets) as rebuilt:
+        with rebuild_snapshot(
+            storage, options.version, buckets=options.buckets, typed_stats=True
+        ) as rebuilt:
             return _checkpoint_snapshot(
                 storage, options, engine, rebuilt.snapshot, rebuilt.summary.buckets
             )
