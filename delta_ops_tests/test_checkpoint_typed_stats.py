@@ -23,10 +23,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checkpoint import actions as act
-from delta_ops.maintenance.checksum.compare import _json_as_typed
+from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
+from delta_ops.maintenance.checksum.compare import _json_as_typed
 from delta_ops.protocol.crc import stats_meaning
 from delta_ops.protocol.stats_json import stats_json
 from delta_ops_tests.test_checksum_verify import _data
@@ -324,3 +324,21 @@ def test_streamed_publish_check_refuses_dropped_statistics(tmp_path, as_json):
     assert dropped.adds_with_stats == 1
     with pytest.raises(CheckpointVerificationError, match="statistics were lost"):
         compare(dropped, expected, {}, table=str(root), version=1, file="dropped")
+
+
+def test_source_check_refuses_a_state_that_lost_the_checkpoints_statistics(tmp_path):
+    """Independently of the log reader: a loaded state whose files lack the statistics
+    their checkpoint row holds (typed only here) is refused before anything is written;
+    the state the writer uses (statistics filled from `stats_parsed`) passes."""
+    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats
+
+    root = tmp_path / "t"
+    _struct_stats_only_table(root, as_json=True, as_struct=False, v2=False)
+    read = load_snapshot(_storage(root), None)
+    assert read.files.column("stats").null_count == 2  # the reader keeps JSON only
+    with pytest.raises(CheckpointVerificationError, match="2 live files have no statistics"):
+        check_source_stats(read)
+    filled = with_source_stats(read)
+    assert filled.files.column("stats").null_count == 0
+    check_source_stats(filled)

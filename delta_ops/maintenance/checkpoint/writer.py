@@ -64,8 +64,8 @@ from delta_ops.maintenance.checkpoint.last_checkpoint import (
     schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
+from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats
 from delta_ops.maintenance.checkpoint.v2 import SIDECARS_PER_ENGINE_CALL as SIDECARS_PER_ENGINE_CALL
-from delta_ops.maintenance.checkpoint.typed_stats import with_source_stats
 from delta_ops.maintenance.checkpoint.v2 import _write_v2
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
@@ -401,6 +401,7 @@ def _checkpoint_snapshot(
     # Files whose checkpoint row kept only typed statistics get them back as JSON, so that
     # the checkpoint written carries them in the forms the table asks for.
     snapshot = with_source_stats(snapshot)
+    check_source_stats(snapshot)
     plan = plan_checkpoint(
         snapshot,
         kind=options.kind,
