@@ -342,3 +342,33 @@ def test_source_check_refuses_a_state_that_lost_the_checkpoints_statistics(tmp_p
     filled = with_source_stats(read)
     assert filled.files.column("stats").null_count == 0
     check_source_stats(filled)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_checkpoint_with_both_forms_and_some_json_missing(tmp_path, mode):
+    """A source checkpoint holding `stats` and `stats_parsed` where one add has JSON and
+    the other only the struct: both keep their statistics (the JSON one as it was)."""
+    root = tmp_path / "t"
+    version = _struct_stats_only_table(root, as_json=True, as_struct=False, v2=False)
+    path = root / LOG / f"{1:020d}.checkpoint.parquet"
+    t = pq.read_table(path)
+    add = t.column("add").combine_chunks()
+    rows = add.to_pylist()
+    first = next(i for i, r in enumerate(rows) if r)
+    json_text = '{"numRecords":3,"minValues":{"l":10},"maxValues":{"l":30},"nullCount":{"l":0}}'
+    stats = pa.array([json_text if i == first else None for i in range(len(add))], pa.string())
+    fields = list(add.type)
+    with_stats = pa.StructArray.from_arrays(
+        [add.field(i) for i in range(len(fields))] + [stats],
+        fields=fields + [pa.field("stats", pa.string())],
+        mask=pc.is_null(add),
+    )
+    t = t.set_column(t.schema.get_field_index("add"), "add", with_stats)
+    pq.write_table(t, path)
+    typed = _source_typed(root)
+    result = write_checkpoint(str(root), version=version, now_ms=NOW, **MODES[mode])
+    adds = {a["path"]: a for a, _ in _written_adds(root, result.files)}
+    kept = adds[rows[first]["path"]]["stats"]
+    assert kept == json_text
+    (other,) = [p for p in typed if p != rows[first]["path"]]
+    assert _json_as_typed(adds[other]["stats"], typed[other][0]) == typed[other][1]

@@ -376,6 +376,7 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
     of a row group are entirely null; their column statistics say so and they are not
     decoded. Without statistics a column is read."""
     all_null: dict[str, bool] = {}
+    nulls: dict[str, int | None] = {}
     for j in range(group.num_columns):
         chunk = group.column(j)
         leaf = chunk.path_in_schema
@@ -387,6 +388,13 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
         all_null[top] = all_null.get(top, True) and null
         if leaf.startswith(("add.path", "remove.path")) and leaf.count(".") == 1:
             all_null[leaf] = null
+        if leaf in ("add.path", "add.stats"):
+            nulls[leaf] = stats.null_count if stats is not None and stats.has_null_count else None
+    if f"add.{STATS_PARSED}" in columns:
+        json_nulls, path_nulls = nulls.get("add.stats"), nulls.get("add.path")
+        if json_nulls is not None and json_nulls == path_nulls:
+            # Every add of the group has JSON statistics: typed ones would fill nothing.
+            columns = [c for c in columns if c != f"add.{STATS_PARSED}"]
     out = []
     for c in columns:
         top = c.split(".", 1)[0]
