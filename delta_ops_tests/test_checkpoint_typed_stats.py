@@ -29,6 +29,7 @@ from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
 from delta_ops.maintenance.checksum.compare import _json_as_typed
 from delta_ops.protocol.crc import stats_meaning
 from delta_ops.protocol.stats_json import stats_json
+from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.test_checksum_verify import _data
 
 NOW = 1_800_000_000_000
@@ -372,3 +373,59 @@ def test_a_checkpoint_with_both_forms_and_some_json_missing(tmp_path, mode):
     assert kept == json_text
     (other,) = [p for p in typed if p != rows[first]["path"]]
     assert _json_as_typed(adds[other]["stats"], typed[other][0]) == typed[other][1]
+
+
+@pytest.mark.spark
+def test_spark_reads_the_json_back(spark_engine):  # noqa: F811  (the fixture)
+    """Spark's `from_json` with the statistics schema (how Delta Spark reads `stats`)
+    reads the converted JSON back to the typed values: milliseconds and microseconds,
+    timestamp_ntz, dates, decimals at their scale, NaN and infinities, escaped strings."""
+    from pyspark.sql import functions as F
+
+    typ = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([
+        ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")), ("dt", pa.date32()),
+        ("dec", pa.decimal128(5, 3)), ("f", pa.float32()), ("d", pa.float64()),
+        ("s", pa.string()),
+    ]))])
+    rows = [
+        {"numRecords": 1, "minValues": {
+            "ts": datetime.datetime(2020, 1, 1, 10, 0, 0, 123000, tzinfo=UTC),
+            "ntz": datetime.datetime(2024, 4, 2, 20, 58, 52, 292000),
+            "dt": datetime.date(2020, 1, 1), "dec": decimal.Decimal("10.000"), "f": 0.5,
+            "d": 1.0, "s": 'a"\\\n',
+        }},
+        {"numRecords": 2, "minValues": {
+            "ts": datetime.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            "ntz": datetime.datetime(2024, 4, 2, 20, 58, 52, 292123),
+            "dt": None, "dec": None, "f": float("nan"), "d": float("inf"), "s": None,
+        }},
+    ]
+    texts = stats_json(pa.array(rows, typ)).to_pylist()
+    schema = (
+        "numRecords long, minValues struct<ts: timestamp, ntz: timestamp_ntz, dt: date, "
+        "dec: decimal(5,3), f: float, d: double, s: string>"
+    )
+    session = spark_engine.session
+    parsed = session.createDataFrame([(t,) for t in texts], "stats string").select(
+        F.from_json("stats", schema).alias("p")
+    )
+    got = parsed.select(
+        F.col("p.numRecords").alias("n"),
+        F.unix_micros("p.minValues.ts").alias("ts"),
+        F.date_format("p.minValues.ntz", "yyyy-MM-dd HH:mm:ss.SSSSSS").alias("ntz"),
+        F.col("p.minValues.dt").alias("dt"),
+        F.col("p.minValues.dec").alias("dec"),
+        F.col("p.minValues.f").alias("f"),
+        F.col("p.minValues.d").alias("d"),
+        F.col("p.minValues.s").alias("s"),
+    ).collect()
+    first, second = (r.asDict() for r in got)
+    assert first == {
+        "n": 1, "ts": 1577872800123000, "ntz": "2024-04-02 20:58:52.292000",
+        "dt": datetime.date(2020, 1, 1), "dec": decimal.Decimal("10.000"), "f": 0.5,
+        "d": 1.0, "s": 'a"\\\n',
+    }
+    assert second["n"] == 2 and second["ts"] == -1
+    assert second["ntz"] == "2024-04-02 20:58:52.292123"
+    assert second["f"] != second["f"] and second["d"] == float("inf")
+    assert second["dt"] is None and second["dec"] is None and second["s"] is None
