@@ -38,6 +38,7 @@ from delta_ops.protocol.actions import (
     conform,
 )
 from delta_ops.protocol.arrays import empty_table, to_numpy
+from delta_ops.protocol.stats_json import stats_json
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -375,6 +376,7 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
     of a row group are entirely null; their column statistics say so and they are not
     decoded. Without statistics a column is read."""
     all_null: dict[str, bool] = {}
+    nulls: dict[str, int | None] = {}
     for j in range(group.num_columns):
         chunk = group.column(j)
         leaf = chunk.path_in_schema
@@ -386,6 +388,13 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
         all_null[top] = all_null.get(top, True) and null
         if leaf.startswith(("add.path", "remove.path")) and leaf.count(".") == 1:
             all_null[leaf] = null
+        if leaf in ("add.path", "add.stats"):
+            nulls[leaf] = stats.null_count if stats is not None and stats.has_null_count else None
+    if f"add.{STATS_PARSED}" in columns:
+        json_nulls, path_nulls = nulls.get("add.stats"), nulls.get("add.path")
+        if json_nulls is not None and json_nulls == path_nulls:
+            # Every add of the group has JSON statistics: typed ones would fill nothing.
+            columns = [c for c in columns if c != f"add.{STATS_PARSED}"]
     out = []
     for c in columns:
         top = c.split(".", 1)[0]
@@ -397,17 +406,60 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
     return out
 
 
-def _action_columns(schema: pa.Schema, column: str, target: pa.StructType) -> list[str]:
-    """The nested column paths of `column` that `target` wants and the file has."""
+def _action_columns(
+    schema: pa.Schema, column: str, target: pa.StructType, *, typed_stats: bool = False
+) -> list[str]:
+    """The nested column paths of `column` that `target` wants and the file has; with
+    `typed_stats`, also `add.stats_parsed` when `target` wants `stats` and the file has
+    typed statistics (see `fill_stats_from_parsed`)."""
     if column not in schema.names:
         return []
     struct_type = schema.field(column).type
-    return [f"{column}.{f.name}" for f in target if struct_type.get_field_index(f.name) >= 0]
+    out = [f"{column}.{f.name}" for f in target if struct_type.get_field_index(f.name) >= 0]
+    if (
+        typed_stats
+        and column == "add"
+        and target.get_field_index("stats") >= 0
+        and struct_type.get_field_index(STATS_PARSED) >= 0
+    ):
+        out.append(f"add.{STATS_PARSED}")
+    return out
 
 
-def _file_action_table(tables: list[pa.Table], column: str, target: pa.StructType) -> pa.Table:
+def fill_stats_from_parsed(chunk: pa.StructArray) -> pa.StructArray:
+    """Adds whose JSON `stats` is missing get it from their typed `stats_parsed`.
+
+    Spec "Checkpoint Schema": a checkpoint written with `delta.checkpoint.writeStatsAsJson`
+    off keeps a file's statistics only as `stats_parsed`; they are the same statistics, so
+    whoever carries them on (the checkpoint writer) reads them as the JSON Spark would
+    write (`protocol.stats_json`). The result has no `stats_parsed` field; a chunk without
+    one is returned as it is.
+    """
+    typ = chunk.type
+    idx = typ.get_field_index(STATS_PARSED)
+    if idx < 0:
+        return chunk
+    parsed = chunk.field(idx)
+    s_idx = typ.get_field_index("stats")
+    stats = chunk.field(s_idx) if s_idx >= 0 else pa.nulls(len(chunk), pa.string())
+    if stats.type != pa.string():
+        stats = stats.cast(pa.string())
+    need = pc.and_(pc.is_null(stats), pc.is_valid(parsed))
+    if pc.any(need).as_py():
+        stats = pc.coalesce(stats, stats_json(parsed))
+    names = [f.name for f in typ if f.name not in ("stats", STATS_PARSED)]
+    arrays = [chunk.field(n) for n in names] + [stats]
+    mask = chunk.is_null() if chunk.null_count else None
+    return pa.StructArray.from_arrays(arrays, names=[*names, "stats"], mask=mask)
+
+
+def _file_action_table(
+    tables: list[pa.Table], column: str, target: pa.StructType, *, typed_stats: bool = False
+) -> pa.Table:
     """The rows of `column` (add or remove) that hold an action, as `target`, chunk by
-    chunk (only chunks holding other actions are filtered; nothing is concatenated)."""
+    chunk (only chunks holding other actions are filtered; nothing is concatenated).
+    With `typed_stats`, adds read with `stats_parsed` get their missing JSON `stats` from
+    it (`fill_stats_from_parsed`)."""
     schema = pa.schema(list(target))
     out = []
     for t in tables:
@@ -432,6 +484,8 @@ def _file_action_table(tables: list[pa.Table], column: str, target: pa.StructTyp
                 continue
             if valid.null_count:
                 chunk = _valid_rows(chunk, valid)
+            if typed_stats:
+                chunk = fill_stats_from_parsed(chunk)
             out.append(conform(chunk, target))
     if not out:
         return empty_table(schema)

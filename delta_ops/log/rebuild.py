@@ -285,9 +285,10 @@ class Rebuilt:
 class _Spiller:
     """Pass 1: every file action of a segment into its key's bucket, with its order."""
 
-    def __init__(self, storage: Storage, buckets: int) -> None:
+    def __init__(self, storage: Storage, buckets: int, typed_stats: bool = False) -> None:
         self.storage = storage
         self.root = storage.root
+        self.typed_stats = typed_stats
         self.adds = BucketSpill(_spill_schema(ADD_SCHEMA), _KEY, buckets, name="rebuild")
         try:
             self.removes = BucketSpill(
@@ -326,7 +327,8 @@ class _Spiller:
         version = segment.checkpoint.version
         for kind, schema in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)):
             reader = StreamedActions(
-                self.storage, kind, sources, version, None, empty_table(schema)
+                self.storage, kind, sources, version, None, empty_table(schema),
+                typed_stats=self.typed_stats,
             )
             for t in reader.tables():
                 self.append(kind, t, version=version, file=segment.checkpoint.files[0].path)
@@ -476,7 +478,7 @@ def _reconcile_buckets(
 
 
 def _read_segment(
-    storage: Storage, segment: LogSegment, buckets: int | None
+    storage: Storage, segment: LogSegment, buckets: int | None, typed_stats: bool = False
 ) -> Rebuilt:
     table = storage.root
     cp = (
@@ -485,7 +487,7 @@ def _read_segment(
     )
     b = bucket_count(segment, buckets, checkpoint_bytes=None if cp is None else cp.source_bytes)
     summary = RebuildSummary(buckets=b)
-    spiller = _Spiller(storage, b)
+    spiller = _Spiller(storage, b, typed_stats)
     try:
         hint = [] if cp is None or cp.metadata is None else list(cp.metadata.partition_columns)
         if cp is not None:
@@ -521,7 +523,11 @@ def _read_segment(
 
 
 def rebuild_snapshot(
-    storage: Storage, version: int | None = None, *, buckets: int | None = None
+    storage: Storage,
+    version: int | None = None,
+    *,
+    buckets: int | None = None,
+    typed_stats: bool = False,
 ) -> Rebuilt:
     """The state of `version` (latest when None) reconciled by bucket from its segment: the
     newest usable checkpoint (row group by row group) and the commits after it, never
@@ -533,6 +539,8 @@ def rebuild_snapshot(
         storage: the table's storage.
         version: the version to rebuild.
         buckets: B (default: `bucket_count`).
+        typed_stats: adds whose checkpoint row keeps only typed statistics get JSON
+            `stats` from them (`StreamedActions.typed_stats`; the checkpoint writer asks).
 
     Returns:
         A `Rebuilt` (use it in a `with` block: its spill files are removed on leaving).
@@ -544,7 +552,7 @@ def rebuild_snapshot(
     """
 
     def read(segment: LogSegment) -> Rebuilt:
-        return _read_segment(storage, segment, buckets)
+        return _read_segment(storage, segment, buckets, typed_stats)
 
     if version is None:
         # The latest version as every reader sees it (compactions included): a log whose

@@ -90,8 +90,12 @@ class StreamedActions:
         superseded: pa.Array | None,
         tail: pa.Table,
         predicates: tuple[Predicate, ...] = (),
+        typed_stats: bool = False,
     ) -> None:
         self.storage = storage
+        #: Adds whose checkpoint row has only typed statistics get JSON `stats` from them
+        #: (`checkpoint_reader.fill_stats_from_parsed`; the checkpoint writer asks for it).
+        self.typed_stats = typed_stats
         self.kind = kind
         self.version = version
         self.schema = tail.schema
@@ -112,6 +116,21 @@ class StreamedActions:
             self._superseded,
             self._tail,
             self._predicates + (predicate,),
+            self.typed_stats,
+        )
+
+    def with_typed_stats(self) -> StreamedActions:
+        """These actions, adds lacking JSON `stats` taking them from their checkpoint row's
+        typed `stats_parsed` (as JSON Spark writes)."""
+        return StreamedActions(
+            self.storage,
+            self.kind,
+            self._sources,
+            self.version,
+            self._superseded,
+            self._tail,
+            self._predicates,
+            True,
         )
 
     # ---- reading ---------------------------------------------------------------------------
@@ -166,7 +185,9 @@ class StreamedActions:
                 full = pa.Table.from_struct_array(_struct_array(rows, self._target))
                 yield full.select([f.name for f in target])
             return
-        yield from _parquet_groups(self.storage, path, self.version, self.kind, target)
+        yield from _parquet_groups(
+            self.storage, path, self.version, self.kind, target, typed_stats=self.typed_stats
+        )
 
     # ---- reading in pieces, anywhere ------------------------------------------------------
 
@@ -204,7 +225,8 @@ class StreamedActions:
             tables = self._read_source(path, fmt, target)
         else:
             tables = _parquet_groups(
-                self.storage, path, self.version, self.kind, target, groups=[group]
+                self.storage, path, self.version, self.kind, target, groups=[group],
+                typed_stats=self.typed_stats,
             )
         for t in tables:
             t = self._kept(t)
@@ -231,6 +253,7 @@ class StreamedActions:
             "superseded": self._superseded,
             "schema": self.schema,
             "predicates": self._predicates,
+            "typed_stats": self.typed_stats,
         }
 
     @classmethod
@@ -244,6 +267,7 @@ class StreamedActions:
             spec["superseded"],
             spec["schema"].empty_table(),
             tuple(spec["predicates"]),
+            bool(spec.get("typed_stats", False)),
         )
 
     # ---- summaries -------------------------------------------------------------------------
@@ -287,10 +311,12 @@ def _parquet_groups(
     kind: str,
     target: pa.StructType,
     groups: Sequence[int] | None = None,
+    *,
+    typed_stats: bool = False,
 ) -> Iterator[pa.Table]:
     """The `kind` actions of one Parquet checkpoint file as `target`, row group by row group
     (in batches of at most BATCH_ROWS rows), reading up to READ_AHEAD groups ahead; only
-    the row groups `groups` when given."""
+    the row groups `groups` when given. `typed_stats`: see `StreamedActions.typed_stats`."""
     import pyarrow.parquet as pq
 
     table = storage.root
@@ -306,7 +332,7 @@ def _parquet_groups(
             version=version,
             file=path,
         ) from exc
-    columns = _action_columns(schema, kind, target)
+    columns = _action_columns(schema, kind, target, typed_stats=typed_stats)
     if not columns:
         return
 
@@ -321,7 +347,9 @@ def _parquet_groups(
                 for batch in reader.iter_batches(
                     batch_size=BATCH_ROWS, row_groups=[i], columns=cols, use_threads=False
                 ):
-                    t = _file_action_table([pa.Table.from_batches([batch])], kind, target)
+                    t = _file_action_table(
+                        [pa.Table.from_batches([batch])], kind, target, typed_stats=typed_stats
+                    )
                     if t.num_rows:
                         out.append(t)
         except (OSError, pa.ArrowInvalid) as exc:

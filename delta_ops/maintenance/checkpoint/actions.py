@@ -484,13 +484,25 @@ def _json_file_action(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def carries_stats(layout: CheckpointLayout) -> bool:
+    """Whether a checkpoint of this layout carries file statistics in some form (JSON
+    `stats`, typed `stats_parsed`); both table properties off leave them out."""
+    return layout.stats_as_json or layout.stats_parsed is not None
+
+
 def json_file_action_lines(
     files: pa.Table, tombstones: pa.Table, layout: CheckpointLayout, rows: int | None = None
 ) -> Iterator[bytes]:
-    """Newline-terminated JSON lines of every live file then every tombstone."""
+    """Newline-terminated JSON lines of every live file then every tombstone (adds with
+    their JSON `stats` whenever the layout carries statistics: see below)."""
     add_fields = [
         f.name for f in layout.add if f.name not in (PARTITION_VALUES_PARSED, STATS_PARSED)
     ]
+    if "stats" not in add_fields and carries_stats(layout):
+        # A JSON file cannot hold typed statistics: it keeps them as JSON when the table
+        # asks for the struct only (`writeStatsAsJson` off), so none are lost.
+        at = add_fields.index("dataChange") + 1 if "dataChange" in add_fields else 0
+        add_fields.insert(at, "stats")
     remove_fields = [f.name for f in CHECKPOINT_REMOVE_TYPE]
     for table, name, fields in ((files, "add", add_fields), (tombstones, "remove", remove_fields)):
         for part in iter_slices(table, 0, table.num_rows, rows):

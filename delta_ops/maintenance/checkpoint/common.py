@@ -17,6 +17,7 @@ from delta_ops.log.snapshot import Snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.plan import CheckpointPlan
 from delta_ops.maintenance.checkpoint.verify import normalize
+from delta_ops.protocol.checkpoint_schema import CheckpointLayout
 from delta_ops.protocol.last_checkpoint import LastCheckpoint
 from delta_ops.storage import Storage
 
@@ -46,9 +47,16 @@ def _parquet_bytes(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> pa.B
     return sink.getvalue()
 
 
-def _expected_files(files: pa.Table, tombstones: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The columns verification compares: live files and tombstones, in file order."""
-    return files.select(["path", "size", "deletionVector"]), tombstones.select(
+def _expected_files(
+    files: pa.Table, tombstones: pa.Table, layout: CheckpointLayout
+) -> tuple[pa.Table, pa.Table]:
+    """The columns verification compares: live files (with their statistics, which the
+    checkpoint must keep when its layout carries statistics in some form) and tombstones,
+    in file order."""
+    add_columns = ["path", "size", "deletionVector"]
+    if act.carries_stats(layout):
+        add_columns.append("stats")
+    return files.select(add_columns), tombstones.select(
         ["path", "deletionVector"]
     )
 

@@ -6,7 +6,9 @@ row in memory the way `verify.py` does. Instead both sides are reduced, one batc
 time, to a `Digest`: per action kind the number of actions and a SHA-256 of each field
 verification compares (add: path, size, deletion vector; remove: path, deletion vector),
 fed with the values in the order they were written (string lengths and bytes, integers as
-8 little-endian bytes, nulls as a value no field holds). A file is read back in the order
+8 little-endian bytes, nulls as a value no field holds); for adds also whether each has
+statistics (JSON `stats` or typed `stats_parsed`, `verify.has_stats`), so a checkpoint that
+drops statistics the state has is refused too. A file is read back in the order
 it was written, so the two digests are equal exactly when the same values came back in
 the same order, whatever the batch boundaries on either side; a lost, doubled, reordered
 or altered action changes them. Non-file actions are few: they are read back and compared
@@ -25,7 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.maintenance.checkpoint.verify import NON_FILE_COLUMNS, _key, normalize
+from delta_ops.maintenance.checkpoint.verify import (
+    NON_FILE_COLUMNS,
+    _key,
+    has_stats,
+    normalize,
+    stats_column,
+)
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
 from delta_ops.protocol.arrays import from_numpy, string_array, to_numpy
 
@@ -91,10 +99,23 @@ class _Kind:
         self.path = _Field()
         self.size = _Field() if with_size else None
         self.dv = {name: _Field() for name in _DV_FIELDS}
+        #: Adds only: which have statistics (in order), and how many.
+        self.stats = _Field() if with_size else None
+        self.with_stats = 0
 
-    def feed(self, path: pa.Array, size: pa.Array | None, dv: pa.Array | None) -> None:
+    def feed(
+        self,
+        path: pa.Array,
+        size: pa.Array | None,
+        dv: pa.Array | None,
+        stats: pa.Array | None = None,
+    ) -> None:
         n = len(path)
         self.count += n
+        if self.stats is not None:
+            has = pa.repeat(pa.scalar(False), n) if stats is None else has_stats(stats)
+            self.with_stats += int(pc.sum(has).as_py() or 0)
+            self.stats.ints(pc.cast(has, pa.int64()))
         self.path.strings(path)
         if self.size is not None:
             self.size.ints(size if size is not None else pa.nulls(n, pa.int64()))
@@ -120,13 +141,19 @@ class _Kind:
         fields += [self.dv[name].value() for name in _DV_FIELDS]
         return (self.count, tuple(fields))
 
+    def stats_value(self) -> tuple:
+        return (self.with_stats, self.stats.value() if self.stats is not None else b"")
+
 
 class Digest:
     """Counts and ordered field hashes of the add and remove actions of one file, and the
     non-file actions read back (`read_back`)."""
 
-    def __init__(self, rows: int = 0) -> None:
+    def __init__(self, rows: int = 0, *, stats: bool = False) -> None:
+        """`stats`: the file must keep the statistics of the adds fed (the checkpoint's
+        layout carries statistics); a digest read back compares against any."""
         self.rows = rows
+        self.checks_stats = stats
         self._adds = _Kind(with_size=True)
         self._removes = _Kind(with_size=False)
         self.non_file: dict[str, list[Any]] = {}
@@ -139,8 +166,20 @@ class Digest:
     def removes(self) -> int:
         return self._removes.count
 
-    def add_files(self, path: pa.Array, size: pa.Array | None, dv: pa.Array | None) -> None:
-        self._adds.feed(path, size, dv)
+    @property
+    def adds_with_stats(self) -> int:
+        return self._adds.with_stats
+
+    def add_files(
+        self,
+        path: pa.Array,
+        size: pa.Array | None,
+        dv: pa.Array | None,
+        stats: pa.Array | None = None,
+    ) -> None:
+        """Feed adds; `stats` is their `stats` (JSON) or `stats_parsed` column (None: none
+        has statistics)."""
+        self._adds.feed(path, size, dv, stats)
 
     def add_tombstones(self, path: pa.Array, dv: pa.Array | None) -> None:
         self._removes.feed(path, None, dv)
@@ -150,12 +189,16 @@ class Digest:
         path = t.column("path")
         dv = t.column("deletionVector") if "deletionVector" in t.column_names else None
         if kind == "add":
-            self.add_files(path, t.column("size"), dv)
+            stats = t.column("stats") if "stats" in t.column_names else None
+            self.add_files(path, t.column("size"), dv, stats)
         else:
             self.add_tombstones(path, dv)
 
     def same_adds(self, other: Digest) -> bool:
         return self._adds.value() == other._adds.value()
+
+    def same_stats(self, other: Digest) -> bool:
+        return self._adds.stats_value() == other._adds.stats_value()
 
     def same_removes(self, other: Digest) -> bool:
         return self._removes.value() == other._removes.value()
@@ -181,6 +224,10 @@ def read_back(path: str) -> Digest:
         if name in top.names:
             sub = top.field(name).type
             columns += [f"{name}.{c}" for c in children if sub.get_field_index(c) >= 0]
+    stats_leaf = stats_column(top.field("add").type) if "add" in top.names else None
+    if stats_leaf is not None:
+        columns.append(f"add.{stats_leaf}")
+    stats_name = None if stats_leaf is None else stats_leaf.split(".", 1)[0]
     present = [c for c in NON_FILE_COLUMNS if c in top.names]
     got = Digest(rows=pf.metadata.num_rows)
     for batch in pf.iter_batches(batch_size=65_536, columns=columns + present):
@@ -191,9 +238,12 @@ def read_back(path: str) -> Digest:
             if col.null_count == len(col):
                 continue
             valid = col.filter(pc.is_valid(col)) if col.null_count else col
-            kids = _struct_children(valid, ("path", "size", "deletionVector"))
+            kids = _struct_children(valid, ("path", "size", "deletionVector", stats_name or ""))
             if name == "add":
-                got.add_files(kids["path"], kids["size"], kids.get("deletionVector"))
+                got.add_files(
+                    kids["path"], kids["size"], kids.get("deletionVector"),
+                    kids.get(stats_name or ""),
+                )
             else:
                 got.add_tombstones(kids["path"], kids.get("deletionVector"))
         for name in present:
@@ -216,6 +266,12 @@ def compare(got: Digest, expected: Digest, non_file: dict[str, list[Any]], *, ta
         problem = f"holds {got.removes} remove actions, expected {expected.removes}"
     elif not got.same_adds(expected):
         problem = "the add actions read back (path, size, deletion vector) differ from the state's"
+    elif expected.checks_stats and not got.same_stats(expected):
+        problem = (
+            f"{got.adds_with_stats} add actions read back have statistics, "
+            f"{expected.adds_with_stats} of the state's live files have them: statistics "
+            "were lost"
+        )
     elif not got.same_removes(expected):
         problem = "the remove actions read back (path, deletion vector) differ from the state's"
     else:

@@ -118,7 +118,7 @@ def write_single_streamed(
     which the read-back verified."""
     with ScratchDir("checkpoint") as tmp:
         local = Path(tmp) / name
-        digest = Digest()
+        digest = Digest(stats=act.carries_stats(plan.layout))
         with _writer(local, schema) as w:
             w.write_batch(head)
             if embedded:
@@ -147,7 +147,7 @@ def write_multipart_streamed(
     names = [filenames.multipart_checkpoint_name(plan.version, p + 1, n) for p in range(n)]
     with ScratchDir("checkpoint") as tmp:
         locals_ = [Path(tmp) / name for name in names]
-        digests = [Digest() for _ in range(n)]
+        digests = [Digest(stats=act.carries_stats(plan.layout)) for _ in range(n)]
         writers = [_writer(p, schema) for p in locals_]
         buffers: list[list[tuple[str, pa.Table]]] = [[] for _ in range(n)]
         buffered = [0] * n

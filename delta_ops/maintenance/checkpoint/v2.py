@@ -81,7 +81,7 @@ def _write_sidecars(
                     version=plan.version,
                     file=path,
                 )
-            adds, removes = _expected_files(adds_t, removes_t)
+            adds, removes = _expected_files(adds_t, removes_t, plan.layout)
             with storage.open_input(path) as fh:
                 rows = verify_file(
                     fh,
@@ -164,10 +164,10 @@ def _write_v2(
             name = filenames.classic_checkpoint_name(v)
         path = f"{LOG_DIR}/{name}"
         if embedded:
-            adds, removes = _expected_files(files, tombstones)
+            adds, removes = _expected_files(files, tombstones, plan.layout)
         else:
             adds, removes = _expected_files(
-                files.schema.empty_table(), tombstones.schema.empty_table()
+                files.schema.empty_table(), tombstones.schema.empty_table(), plan.layout
             )
         expected = Expected(
             adds,

@@ -4,9 +4,14 @@ Spec section: "Checkpoints" (a checkpoint "contains the complete replay of all a
 to and including the checkpointed table version"). Each file of a new checkpoint is read
 back independently of how it was written (Parquet through pyarrow with column projection,
 JSON line by line) before the checkpoint is published: the live files (path, size,
-deletion vector, in order), the tombstones, and the protocol, metadata, transaction
-identifiers, domain metadata, checkpoint metadata and sidecar actions. A mismatch raises
-CheckpointVerificationError and nothing is published.
+deletion vector, in order, and whether each keeps statistics), the tombstones, and the
+protocol, metadata, transaction identifiers, domain metadata, checkpoint metadata and
+sidecar actions. A mismatch raises CheckpointVerificationError and nothing is published.
+
+Statistics ("Checkpoint Schema", "Per-file Statistics"): a live file that has statistics
+in the state must keep them in the checkpoint, as JSON `stats` or typed `stats_parsed`
+(whichever the table's `delta.checkpoint.writeStatsAsJson`/`writeStatsAsStruct` ask for);
+a checkpoint that drops them would silently take data skipping away from every reader.
 """
 
 from __future__ import annotations
@@ -48,12 +53,35 @@ def _key(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
+def has_stats(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Per add: whether it has statistics. A string column is JSON `stats` (an empty string
+    holds none); a struct column is typed `stats_parsed` (present when not null)."""
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks() if stats.num_chunks != 1 else stats.chunk(0)
+    if pa.types.is_string(stats.type) or pa.types.is_large_string(stats.type):
+        return pc.fill_null(pc.not_equal(stats, ""), False)
+    return pc.is_valid(stats)
+
+
+def stats_column(add: pa.StructType) -> str | None:
+    """The column of a checkpoint's `add` that says which adds have statistics, and its
+    leaf to read: `stats` when written, else `stats_parsed.numRecords` (a struct's
+    validity comes with any of its leaves), else None."""
+    if add.get_field_index("stats") >= 0:
+        return "stats"
+    idx = add.get_field_index("stats_parsed")
+    if idx >= 0 and pa.types.is_struct(add.field(idx).type) and add.field(idx).type.num_fields:
+        return f"stats_parsed.{add.field(idx).type.field(0).name}"
+    return None
+
 @dataclass
 class Expected:
     """What one file of a checkpoint must hold.
 
     Attributes:
-        adds: expected live files in file order (columns path, size, deletionVector).
+        adds: expected live files in file order (columns path, size, deletionVector, and
+            `stats` when the check of statistics applies: each file with statistics there
+            must keep them).
         removes: expected tombstones in file order (columns path, deletionVector).
         non_file: expected non-file actions per column, normalized; a column missing here
             must hold no action.
@@ -69,6 +97,7 @@ class _ReadBack:
     add_path: pa.Array
     add_size: pa.Array
     add_dv: pa.Array
+    add_stats: pa.Array
     remove_path: pa.Array
     remove_dv: pa.Array
     non_file: dict[str, list[Any]]
@@ -170,6 +199,10 @@ def _read_parquet(source: Any) -> _ReadBack:
         if name in top.names:
             sub = top.field(name).type
             wanted += [f"{name}.{c}" for c in children if sub.get_field_index(c) >= 0]
+    stats_leaf = stats_column(top.field("add").type) if "add" in top.names else None
+    if stats_leaf is not None:
+        wanted.append(f"add.{stats_leaf}")
+    stats_name = None if stats_leaf is None else stats_leaf.split(".", 1)[0]
     present = [c for c in NON_FILE_COLUMNS if c in top.names]
     for name in present:
         sub = top.field(name).type
@@ -177,7 +210,10 @@ def _read_parquet(source: Any) -> _ReadBack:
         if pa.types.is_struct(sub) and sub.get_field_index(marker) >= 0:
             wanted.append(f"{name}.{marker}")
     t = _read_columns(source, pf, wanted)
-    adds = _file_column(t, "add", ["path", "size", "deletionVector"])
+    stats_names = [] if stats_leaf is None else [stats_name, stats_leaf]
+    adds = _file_column(t, "add", ["path", "size", "deletionVector", *stats_names])
+    # (A pyarrow that flattens nested selections names the leaf, not the struct.)
+    stats_got = next((adds[n] for n in stats_names if n in adds), None)
     removes = _file_column(t, "remove", ["path", "deletionVector"])
     non_file: dict[str, list[Any]] = {}
     for name in present:
@@ -194,6 +230,9 @@ def _read_parquet(source: Any) -> _ReadBack:
         add_path=adds.get("path", pa.nulls(0, pa.string())),
         add_size=adds.get("size", pa.nulls(n_add, pa.int64())),
         add_dv=adds.get("deletionVector", pa.nulls(n_add, DELETION_VECTOR_TYPE)),
+        add_stats=(
+            has_stats(stats_got) if stats_got is not None else pa.repeat(pa.scalar(False), n_add)
+        ),
         remove_path=removes.get("path", pa.nulls(0, pa.string())),
         remove_dv=removes.get("deletionVector", pa.nulls(n_rm, DELETION_VECTOR_TYPE)),
         non_file=non_file,
@@ -224,6 +263,7 @@ def _read_json(data: bytes) -> _ReadBack:
         add_path=pa.array([a.get("path") for a in adds], pa.string()),
         add_size=pa.array([a.get("size") for a in adds], pa.int64()),
         add_dv=pa.array([a.get("deletionVector") for a in adds], DELETION_VECTOR_TYPE),
+        add_stats=has_stats(pa.array([a.get("stats") for a in adds], pa.string())),
         remove_path=pa.array([r.get("path") for r in removes], pa.string()),
         remove_dv=pa.array([r.get("deletionVector") for r in removes], DELETION_VECTOR_TYPE),
         non_file=non_file,
@@ -274,6 +314,15 @@ def _compare(got: _ReadBack, expected: Expected) -> str | None:
         exp_dv, got_dv = _dv_children(ea.column("deletionVector")), _dv_children(got.add_dv)
         if not all(_equal(x, y) for x, y in zip(exp_dv, got_dv, strict=True)):
             return "add deletion vectors differ from the snapshot's live files"
+        if "stats" in ea.column_names:
+            lost = pc.and_(has_stats(ea.column("stats")), pc.invert(got.add_stats))
+            n_lost = pc.sum(lost).as_py() or 0
+            if n_lost:
+                first = _one(ea.column("path")).filter(lost)[0].as_py()
+                return (
+                    f"{n_lost} add actions lost the statistics the snapshot's live files have "
+                    f"(first: {first})"
+                )
     if er.num_rows:
         if not _equal(er.column("path"), got.remove_path):
             return "remove paths differ from the snapshot's tombstones"

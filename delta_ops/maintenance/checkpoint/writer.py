@@ -64,6 +64,7 @@ from delta_ops.maintenance.checkpoint.last_checkpoint import (
     schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
+from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats
 from delta_ops.maintenance.checkpoint.v2 import SIDECARS_PER_ENGINE_CALL as SIDECARS_PER_ENGINE_CALL
 from delta_ops.maintenance.checkpoint.v2 import _write_v2
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
@@ -143,7 +144,7 @@ def _write_classic(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan) -
     buf = _parquet_bytes(schema, batches)
     name = filenames.classic_checkpoint_name(plan.version)
     path = f"{LOG_DIR}/{name}"
-    adds, removes = _expected_files(files, tombstones)
+    adds, removes = _expected_files(files, tombstones, plan.layout)
     rows = verify_file(
         buf,
         "parquet",
@@ -203,7 +204,7 @@ def _write_multipart(storage: Storage, snapshot: Snapshot, plan: CheckpointPlan)
         )
         buf = _parquet_bytes(schema, batches)
         name = filenames.multipart_checkpoint_name(plan.version, p + 1, n)
-        adds, removes = _expected_files(files_p, tomb_p)
+        adds, removes = _expected_files(files_p, tomb_p, plan.layout)
         rows_total += verify_file(
             buf,
             "parquet",
@@ -382,7 +383,9 @@ def write_checkpoint_files(
     content to advance to, and whether it may replace one of the same version (not for a
     checkpoint that was already there)."""
     if options.rebuild:
-        with rebuild_snapshot(storage, options.version, buckets=options.buckets) as rebuilt:
+        with rebuild_snapshot(
+            storage, options.version, buckets=options.buckets, typed_stats=True
+        ) as rebuilt:
             return _checkpoint_snapshot(
                 storage, options, engine, rebuilt.snapshot, rebuilt.summary.buckets
             )
@@ -395,6 +398,10 @@ def _checkpoint_snapshot(
 ) -> tuple[CheckpointResult, LastCheckpoint, bool]:
     started = options.now_ms
     snapshot.ensure_supported("checkpoint")
+    # Files whose checkpoint row kept only typed statistics get them back as JSON, so that
+    # the checkpoint written carries them in the forms the table asks for.
+    snapshot = with_source_stats(snapshot)
+    check_source_stats(snapshot)
     plan = plan_checkpoint(
         snapshot,
         kind=options.kind,
