@@ -160,7 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "published commits reference: every path (and deletion vector file) any commit in "
         "_delta_log/_staged_commits adds or removes, of any version, ratified or not (the "
         "catalog alone knows which it will publish); an unreadable staged commit (or a "
-        "subdirectory there) refuses the run. Commits the catalog holds inline are protected only by the retention",
+        "subdirectory there) refuses the run. Commits the catalog holds inline are protected "
+        "only by the retention",
     )
     p.add_argument(
         "--lite",

@@ -18,8 +18,8 @@ import pyarrow as pa
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
-    from delta_ops.engine.spill import KeyBuckets
     from delta_ops.engine.progress import Progress
+    from delta_ops.engine.spill import KeyBuckets
 
 LISTING_SCHEMA = pa.schema(
     [

@@ -149,11 +149,11 @@ def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
     Raises:
         ValueError: The bounds are not strictly ascending.
     """
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         if not a < b:
             raise ValueError(f"range bounds must be strictly ascending: {a!r} then {b!r}")
     edges: list[str | None] = [None, *bounds, None]
-    return list(zip(edges[:-1], edges[1:]))
+    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def in_range(name: str, after: str | None, stop: str | None) -> bool:

@@ -4,9 +4,10 @@
 conditional ``PutObject`` (``If-None-Match: *``), atomic and exclusive as the protocol's
 "Requirements for Writers" ask of a commit file; deletions go in ``DeleteObjects``
 batches. Listing in key ranges side by side and deleting in batches at the request limit
-(own retries with backoff, a concurrency limit that lowers itself) are in `s3_bulk`. ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's
-own names and the ``AWS_*`` spellings of delta-rs. s3fs and botocore are imported only when
-an S3 storage is built.
+(own retries with backoff, a concurrency limit that lowers itself) are in `s3_bulk`.
+``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's own names
+and the ``AWS_*`` spellings of delta-rs. s3fs and botocore are imported only when an S3
+storage is built.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
-from delta_ops.storage.parallel import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
