@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
+from delta_ops.protocol.arrays import from_numpy, int_values
 
 NON_FILE_COLUMNS = (
     "protocol",
@@ -59,7 +61,10 @@ def has_stats(stats: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(stats, pa.ChunkedArray):
         stats = stats.combine_chunks() if stats.num_chunks != 1 else stats.chunk(0)
     if pa.types.is_string(stats.type) or pa.types.is_large_string(stats.type):
-        return pc.fill_null(pc.not_equal(stats, ""), False)
+        # Through buffers: a Python "" or False handed to a compute function would import
+        # pandas (`protocol.arrays`), which the checkpoint path never pays for.
+        lengths, valid = int_values(pc.binary_length(stats))
+        return from_numpy(valid & (lengths > 0))
     return pc.is_valid(stats)
 
 
@@ -231,7 +236,7 @@ def _read_parquet(source: Any) -> _ReadBack:
         add_size=adds.get("size", pa.nulls(n_add, pa.int64())),
         add_dv=adds.get("deletionVector", pa.nulls(n_add, DELETION_VECTOR_TYPE)),
         add_stats=(
-            has_stats(stats_got) if stats_got is not None else pa.repeat(pa.scalar(False), n_add)
+            has_stats(stats_got) if stats_got is not None else from_numpy(np.zeros(n_add, bool))
         ),
         remove_path=removes.get("path", pa.nulls(0, pa.string())),
         remove_dv=removes.get("deletionVector", pa.nulls(n_rm, DELETION_VECTOR_TYPE)),
