@@ -66,3 +66,23 @@ def test_make_demo_and_test_need_java_17_or_newer_and_say_so_in_one_line(tmp_pat
         done = _java(tmp_path / line.split('"')[1], line)
         assert done.returncode == 0, done.stderr
         assert done.stderr == ""
+
+
+def test_the_demos_run_config_is_valid_and_confirms_deletes():
+    """The demo maintains every table in full: its run of the `maintenance` job carries
+    `confirm_deletes` for each table's step (without it VACUUM and metadata cleanup are left
+    out of a run of the whole job), and Dagster accepts that config for the demo's registry."""
+    from dagster import validate_run_config
+
+    from delta_ops.defs import build_definitions
+    from delta_ops.defs.jobs import MAINTENANCE_JOB
+    from delta_ops.defs.registry import load_registry
+    from delta_ops.demo import demo_run_config
+
+    registry = load_registry(REPO_ROOT / "tables.yaml")
+    config = demo_run_config(registry.names)
+    job = build_definitions(registry).resolve_job_def(MAINTENANCE_JOB)
+    validated = validate_run_config(job, config)
+    maintenance = {f"{n}__maintenance" for n in registry.names}
+    assert maintenance <= set(validated["ops"])
+    assert all(validated["ops"][s]["config"]["confirm_deletes"] is True for s in maintenance)
