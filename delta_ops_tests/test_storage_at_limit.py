@@ -534,3 +534,63 @@ def test_request_kinds():
     assert request_kind("HEAD", "/bucket/key", "") == "HEAD"
     assert request_kind("PUT", "/bucket/key", "") == "PUT"
     assert request_kind("DELETE", "/bucket/key", "") == "DELETE"
+
+
+# ---- the root is listed once: its files come in the pages of its subdirectories --------
+
+
+@pytest.mark.s3
+def test_subdirs_listing_remembers_the_files_for_the_next_listing(s3_server):
+    uri = s3_server.fresh_uri("once")
+    setup = Storage.for_uri(uri, s3_server.storage_options)
+    for i in range(9):
+        setup.put_atomic(f"f{i:02d}.parquet", b"x" * i)
+    setup.put_atomic("p=1/a.parquet", b"y")
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        storage = Storage.for_uri(uri, proxy.storage_options())
+        serial = storage.list_dir("")
+        old = _S3Backend.page_size
+        _S3Backend.page_size = 2
+        try:
+            proxy.reset()
+            dirs = storage.list_subdirs("", follow_symlinks=False, bounds=["f03.parquet"],
+                                        remember_files=True)
+            first = proxy.counts().get("LIST", 0)
+            seen = [0, 0, 0]
+
+            def hook(pages, files, size):
+                seen[0] += pages
+                seen[1] += files
+                seen[2] += size
+
+            got = storage.list_many([("", ["f05.parquet"], False)], follow_symlinks=False,
+                                    progress=hook)
+            assert proxy.counts().get("LIST", 0) == first  # no second listing of the root
+            assert got == serial and dirs == ["p=1"]
+            assert seen == [0, 9, sum(range(9))]
+            # Once only: the next listing asks the store again.
+            assert storage.list_many([("", [], False)]) == serial
+            assert proxy.counts()["LIST"] > first
+            # A write through the storage in between forgets the remembered files.
+            storage.list_subdirs("", bounds=[], remember_files=True)
+            storage.put_atomic("f99.parquet", b"new")
+            assert [f.path for f in storage.list_ranges("", [])][-1] == "f99.parquet"
+        finally:
+            _S3Backend.page_size = old
+
+
+@pytest.mark.s3
+def test_vacuum_lists_an_unpartitioned_root_once(s3_server, tiny_ranges):
+    uri, junk = _make_table(s3_server, partitioned=False, junk=25)
+    serial = _serial_plan(uri, s3_server.storage_options)
+    storage = Storage.for_uri(uri, s3_server.storage_options)
+    root_keys = len(storage.list_dir("")) + len(storage.list_subdirs(""))
+    log_keys = len(storage.list_dir("_delta_log"))
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        planned = vacuum(uri, storage_options=proxy.storage_options(), dry_run=True,
+                         retention_hours=1, force_retention=True)
+        lists = proxy.counts()["LIST"]
+    assert planned.files == serial
+    # Pages of 2 keys: one listing of the root is at least root_keys / 2 pages; two
+    # listings (subdirectories, then files) would be twice that.
+    assert lists < 2 * math.ceil(root_keys / 2), (lists, root_keys, log_keys)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -51,6 +52,10 @@ def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
         current = current.__cause__ or current.__context__
     return None, None
 
+
+#: How long the files of a directory listed for its subdirectories are kept for the next
+#: listing of its files (`_S3Bulk._take_remembered`): VACUUM lists them right after.
+REMEMBER_SECONDS = 60.0
 
 _RAW_XML = "DeltaOpsListingXml"
 
@@ -138,6 +143,7 @@ class _S3Bulk:
     delete_batch: int
     _fs_kwargs: dict[str, Any]
     _raw: Any
+    _remembered: tuple[str, float, list[tuple[str, int, int]]] | None
 
     @staticmethod
     def _split(native: str) -> tuple[str, str]:
@@ -232,11 +238,29 @@ class _S3Bulk:
         raise AssertionError("unreachable: the last attempt raises or returns")
 
     def list_subdir_ranges(
-        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy,
+        remember: bool = False,
     ) -> list[str]:
         folders: list[str] = []
-        self.list_ranges([(native_dir, bounds, False)], policy, None, folders)
+        self._remembered = None
+        files = self.list_ranges([(native_dir, bounds, False)], policy, None, folders)[0]
+        if remember:
+            # The same pages held the directory's files: the next `list_ranges` of it
+            # takes them from here instead of listing the directory a second time.
+            self._remembered = (native_dir, time.monotonic(), files)
         return sorted(set(folders))
+
+    def _take_remembered(self, native_dir: str) -> list[tuple[str, int, int]] | None:
+        """The files `list_subdir_ranges(remember=True)` listed in `native_dir` (once, and
+        only within `REMEMBER_SECONDS` and with no write or delete through this backend
+        since); None otherwise."""
+        held = self._remembered
+        self._remembered = None
+        if held is None or held[0] != native_dir:
+            return None
+        if time.monotonic() - held[1] > REMEMBER_SECONDS:
+            return None
+        return held[2]
 
     def list_ranges(
         self,
@@ -297,23 +321,39 @@ class _S3Bulk:
                     return
                 kwargs["ContinuationToken"] = token
 
+        done: set[int] = set()
+        for i, (native_dir, _bounds, recursive) in enumerate(specs):
+            held = self._remembered
+            if not recursive and held is not None and held[0] == native_dir:
+                taken = self._take_remembered(native_dir)
+                if taken is not None:
+                    outs[i].extend(taken)
+                    done.add(i)
+                    if progress is not None:
+                        progress(0, len(taken), sum(e[1] for e in taken))
+
         async def body(client: Any) -> None:
             limit = AdaptiveLimit(policy.concurrency)
             jobs = []
-            for (native_dir, bounds, recursive), out in zip(specs, outs, strict=True):
+            for i, ((native_dir, bounds, recursive), out) in enumerate(
+                zip(specs, outs, strict=True)
+            ):
+                if i in done:
+                    continue
                 bucket, key = self._split(native_dir)
                 prefix = self._dir_prefix(key)
                 for after, stop in ranges_of(bounds):
                     jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out))
             await asyncio.gather(*jobs)
 
-        if specs:
+        if len(done) < len(specs):
             self._run(policy, body)
         return outs
 
     def delete_batches(
         self, natives: list[str], policy: RequestPolicy, progress: Progress | None
     ) -> DeleteReport:
+        self._remembered = None
         by_bucket: dict[str, list[str]] = {}
         for native in natives:
             bucket, key = self._split(native)
