@@ -22,7 +22,9 @@ from delta_ops.storage.parallel import (
     AdaptiveLimit,
     DeleteReport,
     Progress,
+    SPLIT_DEPTH,
     RequestPolicy,
+    extrapolated_bounds,
     ranges_of,
 )
 
@@ -144,6 +146,12 @@ class _S3Bulk:
     _fs_kwargs: dict[str, Any]
     _raw: Any
     _remembered: tuple[str, float, list[tuple[str, int, int]]] | None
+    #: Whether a range still paging after its first page is cut into more ranges
+    #: (`parallel.extrapolated_bounds`).
+    split_ranges = True
+    #: Pages the last `list_ranges` waited for one after another at most (a measure of
+    #: its time in round trips).
+    longest_chain = 0
 
     @staticmethod
     def _split(native: str) -> tuple[str, str]:
@@ -272,10 +280,25 @@ class _S3Bulk:
         rng = random.Random(policy.seed)
         counter = [0]
         outs: list[list[tuple[str, int, int]]] = [[] for _ in specs]
+        self.longest_chain = 0
 
         async def one(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
                       recursive: bool, after: str | None, stop: str | None,
-                      out: list[tuple[str, int, int]]) -> None:
+                      out: list[tuple[str, int, int]], depth: int = 0) -> None:
+            children: list[asyncio.Future[None]] = []
+            try:
+                await chain(client, limit, bucket, prefix, recursive, after, stop, out,
+                            depth, children)
+            finally:
+                if children:
+                    await asyncio.gather(*children)
+
+        async def chain(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
+                        recursive: bool, after: str | None, stop: str | None,
+                        out: list[tuple[str, int, int]], depth: int,
+                        children: list[asyncio.Future[None]]) -> None:
+            first_page = True
+            pages = depth  # this chain's pages, after those its ancestors waited for
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
             if not recursive:
                 kwargs["Delimiter"] = "/"
@@ -287,6 +310,8 @@ class _S3Bulk:
                 page = _listing_page(await self._request(
                     client, limit, policy, rng, "list_objects_v2", counter, **kwargs
                 ))
+                pages += 1
+                self.longest_chain = max(self.longest_chain, pages)
                 files = size = 0
                 past = False
                 for obj in page.get("Contents", ()):
@@ -320,6 +345,22 @@ class _S3Bulk:
                 if past or not page.get("IsTruncated") or not token:
                     return
                 kwargs["ContinuationToken"] = token
+                if first_page and depth < SPLIT_DEPTH and self.split_ranges:
+                    # Still paging: cut the rest of the range, (end of this page, stop],
+                    # into pieces listed side by side instead of page after page; this
+                    # chain goes on to the first cut only.
+                    seen = [o["Key"][len(prefix):] for o in page.get("Contents", ())]
+                    ends = [*seen[-1:], *(c["Prefix"][len(prefix):] for c in commons[-1:])]
+                    if ends:
+                        cuts = extrapolated_bounds(seen, max(ends), stop)
+                        for lo, hi in zip(cuts, [*cuts[1:], stop]):
+                            children.append(asyncio.ensure_future(one(
+                                client, limit, bucket, prefix, recursive, lo, hi, out,
+                                depth + 1,
+                            )))
+                        if cuts:
+                            stop = cuts[0]
+                first_page = False
 
         done: set[int] = set()
         for i, (native_dir, _bounds, recursive) in enumerate(specs):
