@@ -694,3 +694,15 @@ def test_a_bunched_range_is_not_listed_page_after_page(s3_server):
     finally:
         _S3Backend.page_size = old
         _S3Backend.split_ranges = True
+
+
+@pytest.mark.s3
+def test_the_listing_client_shares_the_storage_session(s3_server):
+    """One botocore session per storage: the S3 service model is loaded once, not again
+    for the client without retries that lists and deletes at the request limit."""
+    storage = Storage.for_uri(s3_server.fresh_uri("session"), s3_server.storage_options)
+    storage.put_atomic("a.parquet", b"x")
+    assert [f.path for f in storage.list_ranges("", [])] == ["a.parquet"]
+    backend = storage._backend
+    assert backend._raw is not backend.fs
+    assert backend._raw.session is backend.fs.session

@@ -177,6 +177,13 @@ class _S3Bulk:
             config["max_pool_connections"] = max(
                 int(config.get("max_pool_connections", 10)), policy.concurrency
             )
+            # The client shares the storage's botocore session (built already: the log
+            # is read first): the S3 service model, tens of ms of JSON, is loaded once.
+            from fsspec.asyn import sync
+
+            sync(self.fs.loop, self.fs.set_session)
+            if self.fs.session is not None and "session" not in kwargs:
+                kwargs["session"] = self.fs.session
             raw = s3fs.S3FileSystem(**kwargs, config_kwargs=config, skip_instance_cache=True)
             raw.delta_ops_connections = policy.concurrency
             raw.delta_ops_hooked = False
