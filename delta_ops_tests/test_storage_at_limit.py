@@ -614,7 +614,7 @@ def test_extrapolated_bounds_cut_only_the_rest_of_the_range(seen, end, stop, par
     assert len(cuts) <= parts
     assert all("/" not in c and c > end for c in cuts)
     assert all(stop is None or c < stop for c in cuts)
-    assert all(a < b for a, b in zip(cuts, cuts[1:]))
+    assert all(a < b for a, b in zip(cuts, cuts[1:], strict=False))
 
 
 def test_extrapolated_bounds_follow_decimal_and_uuid_names():
@@ -628,7 +628,7 @@ def test_extrapolated_bounds_follow_decimal_and_uuid_names():
     names = sorted(f"part-00000-{uuid.UUID(int=rng.getrandbits(128))}{tail}"
                    for _ in range(20_000))
     cuts = extrapolated_bounds(names[:1000], names[999], None)
-    sizes = [sum(1 for n in names if a < n <= b) for a, b in zip(cuts, cuts[1:])]
+    sizes = [sum(1 for n in names if a < n <= b) for a, b in zip(cuts, cuts[1:], strict=False)]
     assert len(cuts) == 16 and all(600 < s < 1500 for s in sizes), sizes
 
 

@@ -8,7 +8,9 @@ millions of keys is listed faster as several *key ranges* side by side: the rang
 `range_bounds` picks the bounds from names already known in sorted order (VACUUM takes
 them from the log's referenced paths), so each range holds about one page. The ranges of
 bounds ``b1 < b2 < ... < bk`` are ``(-, b1], (b1, b2], ..., (bk, -)``: disjoint, and
-together every key, so their union is exactly the serial listing.
+together every key, so their union is exactly the serial listing. A range still paging
+after its first page cuts the rest of itself the same way (`extrapolated_bounds`, bounds
+guessed from that page's names): known names are not needed for every range.
 
 A request answered with ``503 SlowDown`` (or another transient failure) is retried after
 an exponential backoff with full jitter (`RequestPolicy`), and the number of requests in

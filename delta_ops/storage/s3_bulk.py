@@ -19,10 +19,10 @@ from typing import Any
 
 from delta_ops.storage.backend import _ms
 from delta_ops.storage.parallel import (
+    SPLIT_DEPTH,
     AdaptiveLimit,
     DeleteReport,
     Progress,
-    SPLIT_DEPTH,
     RequestPolicy,
     extrapolated_bounds,
     ranges_of,
@@ -360,7 +360,7 @@ class _S3Bulk:
                     ends = [*seen[-1:], *(c["Prefix"][len(prefix):] for c in commons[-1:])]
                     if ends:
                         cuts = extrapolated_bounds(seen, max(ends), stop)
-                        for lo, hi in zip(cuts, [*cuts[1:], stop]):
+                        for lo, hi in zip(cuts, [*cuts[1:], stop], strict=True):
                             children.append(asyncio.ensure_future(one(
                                 client, limit, bucket, prefix, recursive, lo, hi, out,
                                 depth + 1,
