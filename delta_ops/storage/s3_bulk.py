@@ -360,7 +360,7 @@ class _S3Bulk:
                     ends = [*seen[-1:], *(c["Prefix"][len(prefix):] for c in commons[-1:])]
                     if ends:
                         cuts = extrapolated_bounds(seen, max(ends), stop)
-                        for lo, hi in zip(cuts, [*cuts[1:], stop], strict=True):
+                        for lo, hi in zip(cuts, [*cuts[1:], stop], strict=False):
                             children.append(asyncio.ensure_future(one(
                                 client, limit, bucket, prefix, recursive, lo, hi, out,
                                 depth + 1,
