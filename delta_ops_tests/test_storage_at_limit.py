@@ -541,3 +541,175 @@ def test_request_kinds():
     assert request_kind("HEAD", "/bucket/key", "") == "HEAD"
     assert request_kind("PUT", "/bucket/key", "") == "PUT"
     assert request_kind("DELETE", "/bucket/key", "") == "DELETE"
+
+
+# ---- the root is listed once: its files come in the pages of its subdirectories --------
+
+
+@pytest.mark.s3
+def test_subdirs_listing_remembers_the_files_for_the_next_listing(s3_server):
+    uri = s3_server.fresh_uri("once")
+    setup = Storage.for_uri(uri, s3_server.storage_options)
+    for i in range(9):
+        setup.put_atomic(f"f{i:02d}.parquet", b"x" * i)
+    setup.put_atomic("p=1/a.parquet", b"y")
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        storage = Storage.for_uri(uri, proxy.storage_options())
+        serial = storage.list_dir("")
+        old = _S3Backend.page_size
+        _S3Backend.page_size = 2
+        try:
+            proxy.reset()
+            dirs = storage.list_subdirs("", follow_symlinks=False, bounds=["f03.parquet"],
+                                        remember_files=True)
+            first = proxy.counts().get("LIST", 0)
+            seen = [0, 0, 0]
+
+            def hook(pages, files, size):
+                seen[0] += pages
+                seen[1] += files
+                seen[2] += size
+
+            got = storage.list_many([("", ["f05.parquet"], False)], follow_symlinks=False,
+                                    progress=hook)
+            assert proxy.counts().get("LIST", 0) == first  # no second listing of the root
+            assert got == serial and dirs == ["p=1"]
+            assert seen == [0, 9, sum(range(9))]
+            # Once only: the next listing asks the store again.
+            assert storage.list_many([("", [], False)]) == serial
+            assert proxy.counts()["LIST"] > first
+            # A write through the storage in between forgets the remembered files.
+            storage.list_subdirs("", bounds=[], remember_files=True)
+            storage.put_atomic("f99.parquet", b"new")
+            assert [f.path for f in storage.list_ranges("", [])][-1] == "f99.parquet"
+        finally:
+            _S3Backend.page_size = old
+
+
+@pytest.mark.s3
+def test_vacuum_lists_an_unpartitioned_root_once(s3_server, tiny_ranges, monkeypatch):
+    # Ranges cut after their first page would add requests of their own: not here.
+    monkeypatch.setattr(_S3Backend, "split_ranges", False)
+    uri, junk = _make_table(s3_server, partitioned=False, junk=25)
+    serial = _serial_plan(uri, s3_server.storage_options)
+    storage = Storage.for_uri(uri, s3_server.storage_options)
+    root_keys = len(storage.list_dir("")) + len(storage.list_subdirs(""))
+    log_keys = len(storage.list_dir("_delta_log"))
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        planned = vacuum(uri, storage_options=proxy.storage_options(), dry_run=True,
+                         retention_hours=1, force_retention=True)
+        lists = proxy.counts()["LIST"]
+    assert planned.files == serial
+    # Pages of 2 keys: one listing of the root is at least root_keys / 2 pages; two
+    # listings (subdirectories, then files) would be twice that.
+    assert lists < 2 * math.ceil(root_keys / 2), (lists, root_keys, log_keys)
+
+
+# ---- a range still paging after its first page is cut into more ranges ----------------
+
+_NAMES = st.text(alphabet=st.sampled_from(list("09afAZ-_./~é😀")), min_size=0, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seen=st.lists(_NAMES, min_size=0, max_size=12), end=_NAMES,
+       stop=st.one_of(st.none(), _NAMES), parts=st.integers(0, 20))
+def test_extrapolated_bounds_cut_only_the_rest_of_the_range(seen, end, stop, parts):
+    from delta_ops.storage.parallel import extrapolated_bounds
+
+    seen = sorted(seen)
+    cuts = extrapolated_bounds(seen, end, stop, parts)
+    assert len(cuts) <= parts
+    assert all("/" not in c and c > end for c in cuts)
+    assert all(stop is None or c < stop for c in cuts)
+    assert all(a < b for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+def test_extrapolated_bounds_follow_decimal_and_uuid_names():
+    from delta_ops.storage.parallel import extrapolated_bounds
+
+    tail = "-c000.snappy.parquet"
+    junk = [f"junk-{i:08d}{tail}" for i in range(250_000, 251_000)]
+    cuts = extrapolated_bounds(junk, junk[-1], "part-00000849" + tail)
+    assert cuts[:2] == ["junk-00251998-c000", "junk-00252997-c000"] and len(cuts) == 16
+    rng = random.Random(3)
+    names = sorted(f"part-00000-{uuid.UUID(int=rng.getrandbits(128))}{tail}"
+                   for _ in range(20_000))
+    cuts = extrapolated_bounds(names[:1000], names[999], None)
+    sizes = [sum(1 for n in names if a < n <= b) for a, b in zip(cuts, cuts[1:], strict=False)]
+    assert len(cuts) == 16 and all(600 < s < 1500 for s in sizes), sizes
+
+
+_SKEWED = st.lists(
+    st.tuples(st.sampled_from(["junk", "part", "p=1/part", "q"]), st.integers(0, 999)).map(
+        lambda t: f"{t[0]}-{t[1]:04d}.parquet"
+    ),
+    min_size=0, max_size=60, unique=True,
+)
+
+
+@pytest.mark.s3
+@settings(
+    max_examples=25, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(keys=_SKEWED, cut=st.lists(st.integers(0, 60), max_size=3), recursive=st.booleans(),
+       page=st.integers(1, 4))
+def test_union_of_split_ranges_is_the_serial_listing_on_s3(s3_server, keys, cut, recursive,
+                                                          page):
+    """Names that cut well (numbered, bunched before the first bound, as unreferenced
+    files are): ranges split after their first page, and still list exactly the serial
+    listing."""
+    storage = Storage.for_uri(s3_server.fresh_uri("split"), s3_server.storage_options)
+    client = s3_server.client()
+    prefix = storage.root.split("/", 3)[3]
+    for k in keys:
+        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
+    old = _S3Backend.page_size
+    _S3Backend.page_size = page
+    try:
+        serial = list(storage.walk("")) if recursive else storage.list_dir("")
+        serial = sorted(serial, key=lambda f: f.path)
+        pool = sorted(set(keys)) or ["q"]
+        bounds = sorted({pool[i % len(pool)].split("/")[0] for i in cut})
+        got = storage.list_ranges("", bounds, recursive=recursive,
+                                  policy=RequestPolicy(concurrency=3))
+    finally:
+        _S3Backend.page_size = old
+    assert [f.path for f in got] == [f.path for f in serial]
+    assert got == serial
+
+
+@pytest.mark.s3
+def test_a_bunched_range_is_not_listed_page_after_page(s3_server):
+    storage = Storage.for_uri(s3_server.fresh_uri("bunched"), s3_server.storage_options)
+    client = s3_server.client()
+    prefix = storage.root.split("/", 3)[3]
+    keys = [f"junk-{i:05d}.parquet" for i in range(120)] + [
+        f"part-{i:05d}.parquet" for i in range(30)]
+    for k in keys:
+        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
+    old = _S3Backend.page_size
+    _S3Backend.page_size = 5
+    try:
+        got = storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"])
+        backend = storage._backend
+        assert [f.path for f in got] == sorted(keys)
+        assert backend.longest_chain <= 8, backend.longest_chain  # serially: 27 pages
+        _S3Backend.split_ranges = False
+        assert storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"]) == got
+        assert backend.longest_chain == 27
+    finally:
+        _S3Backend.page_size = old
+        _S3Backend.split_ranges = True
+
+
+@pytest.mark.s3
+def test_the_listing_client_shares_the_storage_session(s3_server):
+    """One botocore session per storage: the S3 service model is loaded once, not again
+    for the client without retries that lists and deletes at the request limit."""
+    storage = Storage.for_uri(s3_server.fresh_uri("session"), s3_server.storage_options)
+    storage.put_atomic("a.parquet", b"x")
+    assert [f.path for f in storage.list_ranges("", [])] == ["a.parquet"]
+    backend = storage._backend
+    assert backend._raw is not backend.fs
+    assert backend._raw.session is backend.fs.session

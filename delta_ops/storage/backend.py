@@ -186,10 +186,13 @@ class _Backend(ABC):
         return out
 
     def list_subdir_ranges(
-        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy,
+        remember: bool = False,
     ) -> list[str]:
         """`list_subdirs`, listed in the key ranges `bounds` cut (object stores, where a
-        directory's files come in the same pages as its subdirectories)."""
+        directory's files come in the same pages as its subdirectories; `remember`: an
+        object store keeps those files for the next `list_ranges` of the directory, once
+        and briefly, so that it is not listed twice)."""
         ranges_of(bounds)
         return self.list_subdirs(native_dir)
 

@@ -48,9 +48,11 @@ class _BulkOps:
 
         `bounds` (paths relative to `directory`, strictly ascending) cut the listing into
         the ranges ``(-, b1], (b1, b2], ..., (bk, -)`` (`parallel.ranges_of`); on an object
-        store each range is one chain of ``ListObjectsV2`` pages starting after its lower
-        bound, and the ranges run concurrently (at most `policy.concurrency` requests in
-        flight, fewer after a SlowDown answer, failed requests retried with backoff).
+        store each range is a chain of ``ListObjectsV2`` pages starting after its lower
+        bound (cut again after its first page when it goes on:
+        `parallel.extrapolated_bounds`), and the ranges run concurrently (at most
+        `policy.concurrency` requests in flight, fewer after a SlowDown answer, failed
+        requests retried with backoff).
         The result is the same as `list_dir` (or `walk`, when `recursive`) whatever the
         bounds: the ranges are disjoint and cover every key. The local file system and
         memory list once.

@@ -308,6 +308,7 @@ class Storage(_BulkOps):
     def list_subdirs(
         self, directory: str = "", *, follow_symlinks: bool = True,
         bounds: Sequence[str] | None = None, policy: RequestPolicy | None = None,
+        remember_files: bool = False,
     ) -> list[str]:
         """Immediate subdirectories of a directory.
 
@@ -318,10 +319,11 @@ class Storage(_BulkOps):
             bounds: Names (no '/'), strictly ascending: an object store lists the key
                 ranges they cut side by side (as `list_ranges`); the result is the same.
             policy: Concurrency and retries of that listing.
+            remember_files: Object stores keep the files of these pages for the next
+                `list_many` of the directory (`_S3Bulk._take_remembered`).
 
         Returns:
-            Their paths relative to the root (just the names when `directory` is ''),
-            sorted; [] when the directory is missing.
+            Paths relative to the root (names when `directory` is ''), sorted; [] if none.
 
         Raises:
             StorageError: The listing failed.
@@ -333,10 +335,9 @@ class Storage(_BulkOps):
         if bounds and any("/" in b for b in bounds):
             raise ValueError("subdirectory listing bounds are names, without '/'")
         try:
-            if bounds:
-                names = backend.list_subdir_ranges(
-                    self._native(rel), list(bounds), policy or RequestPolicy()
-                )
+            if bounds or remember_files:
+                names = backend.list_subdir_ranges(self._native(rel), list(bounds or ()),
+                                                   policy or RequestPolicy(), remember_files)
             else:
                 names = backend.list_subdirs(self._native(rel))
         except self._backend.errors as exc:

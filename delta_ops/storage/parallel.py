@@ -8,7 +8,9 @@ millions of keys is listed faster as several *key ranges* side by side: the rang
 `range_bounds` picks the bounds from names already known in sorted order (VACUUM takes
 them from the log's referenced paths), so each range holds about one page. The ranges of
 bounds ``b1 < b2 < ... < bk`` are ``(-, b1], (b1, b2], ..., (bk, -)``: disjoint, and
-together every key, so their union is exactly the serial listing.
+together every key, so their union is exactly the serial listing. A range still paging
+after its first page cuts the rest of itself the same way (`extrapolated_bounds`, bounds
+guessed from that page's names): known names are not needed for every range.
 
 A request answered with ``503 SlowDown`` (or another transient failure) is retried after
 an exponential backoff with full jitter (`RequestPolicy`), and the number of requests in
@@ -21,6 +23,7 @@ No section of the Delta protocol is implemented here (storage only).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,3 +162,103 @@ def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
 def in_range(name: str, after: str | None, stop: str | None) -> bool:
     """Whether `name` lies in the range ``(after, stop]``."""
     return (after is None or name > after) and (stop is None or name <= stop)
+
+
+#: Bounds `extrapolated_bounds` proposes at once, and how many times a range split off
+#: one may split again.
+SPLIT_PARTS = 16
+SPLIT_DEPTH = 4
+
+_CLASSES = (
+    "0123456789",
+    "0123456789abcdef",
+    "0123456789ABCDEF",
+    "0123456789abcdefghijklmnopqrstuvwxyz",
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+)
+
+
+def _class(chars: set[str], at_least: int = 0) -> int:
+    """Index in `_CLASSES` of the smallest class (from `at_least` on) holding `chars`;
+    len(_CLASSES) when none does."""
+    for i in range(at_least, len(_CLASSES)):
+        if chars <= set(_CLASSES[i]):
+            return i
+    return len(_CLASSES)
+
+
+def extrapolated_bounds(
+    seen: Sequence[str], end: str, stop: str | None, parts: int = SPLIT_PARTS
+) -> list[str]:
+    """Bounds cutting the rest ``(end, stop]`` of a range still paging into pieces of
+    about one page each, learned from the names of its first page.
+
+    Names are read as numbers whose digits are their characters from a little before the
+    first position where the page's first and last names differ (each position's digit
+    taken from the class of the characters seen there: digits, hex, alphanumerics); a page
+    spans the distance from its first to its last name, so the next pages are expected to
+    end at that distance again and again. A guess only decides where the listing is cut:
+    whatever it is, the bounds returned are strictly ascending, above `end` and below
+    `stop`, and hold no '/', so the ranges ``(end, b1], (b1, b2], ..., (bk, stop]`` are
+    disjoint and together the rest of the range (`ranges_of`).
+
+    Args:
+        seen: Names of the first page, ascending (paths relative to the listed prefix).
+        end: The last name the page covered (files or subdirectory prefixes).
+        stop: The range's upper bound (None: open).
+        parts: Most bounds returned.
+
+    Returns:
+        The bounds; empty when the page says nothing of the spacing.
+    """
+    if len(seen) < 2 or parts < 1:
+        return []
+    first, last = seen[0], seen[-1]
+    c = 0
+    while c < min(len(first), len(last)) and first[c] == last[c]:
+        c += 1
+    c0 = max(0, c - 4)
+    width = c - c0 + 8
+    observed = [{s[j] for s in (*seen, end) if len(s) > j} or {"0"}
+                for j in range(c0, c0 + width)]
+    # The class of the positions that vary on the page (a uuid's hex digits) is the class
+    # of those that happened not to (its first digit, all '0' on the first page).
+    widest = max((_class(chars) for chars in observed if len(chars) > 1), default=0)
+    widest = min(widest, len(_CLASSES) - 1)
+    alphabets = []
+    for chars in observed:
+        k = _class(chars, widest)
+        alphabets.append(_CLASSES[k] if k < len(_CLASSES) else "".join(sorted(chars)))
+
+    def number(s: str) -> int:
+        n = 0
+        for j, alpha in enumerate(alphabets):
+            ch = s[c0 + j] if len(s) > c0 + j else ""
+            n = n * len(alpha) + (max(0, bisect.bisect_right(alpha, ch) - 1) if ch else 0)
+        return n
+
+    total = 1
+    for alpha in alphabets:
+        total *= len(alpha)
+    head = end[:c0]
+    if len(end) < c0 or first[:c0] != head:
+        return []
+    step = number(last) - number(first)
+    if step <= 0:
+        return []
+    base = number(end)
+    out: list[str] = []
+    for m in range(1, parts + 1):
+        n = base + m * step
+        if n >= total:
+            break
+        chars = []
+        for alpha in reversed(alphabets):
+            n, digit = divmod(n, len(alpha))
+            chars.append(alpha[digit])
+        bound = head + "".join(reversed(chars))
+        if stop is not None and bound >= stop:
+            break
+        if bound > end and "/" not in bound and (not out or bound > out[-1]):
+            out.append(bound)
+    return out

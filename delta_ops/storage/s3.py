@@ -46,6 +46,7 @@ class _S3Backend(_S3Bulk, _Backend):
         self.errors = (OSError, BotoCoreError, ClientError)
         self._fs_kwargs = dict(fs_kwargs or {})
         self._raw: Any = None
+        self._remembered = None
 
     @staticmethod
     def _split(native: str) -> tuple[str, str]:
@@ -138,6 +139,7 @@ class _S3Backend(_S3Bulk, _Backend):
     def put_if_absent(
         self, native: str, data: bytes | os.PathLike, accept_non_atomic: bool
     ) -> bool:
+        self._remembered = None  # a write: a remembered listing is out of date
         # One conditional PUT of the whole content (files put this way are small: commits,
         # UUID-named checkpoint top-level files).
         data = content_bytes(data)
@@ -167,6 +169,7 @@ class _S3Backend(_S3Bulk, _Backend):
         )
 
     def put_atomic(self, native: str, data: bytes | os.PathLike) -> None:
+        self._remembered = None  # a write: a remembered listing is out of date
         # An S3 PUT (or a completed multipart upload) becomes visible all at once; a local
         # file is uploaded from disk (in parts when large), never held in memory whole.
         if isinstance(data, os.PathLike):
@@ -175,6 +178,7 @@ class _S3Backend(_S3Bulk, _Backend):
             self.fs.pipe_file(native, bytes(data))
 
     def delete(self, native: str) -> bool:
+        self._remembered = None  # a write: a remembered listing is out of date
         if self._head(native) is None:
             return False  # S3 DELETE succeeds on absent keys: ask first to report it
         bucket, key = self._split(native)
@@ -237,6 +241,7 @@ class _S3Backend(_S3Bulk, _Backend):
         return sync(self.fs.loop, run)
 
     def delete_many(self, natives: list[str]) -> int:
+        self._remembered = None  # a write: a remembered listing is out of date
         by_bucket: dict[str, list[str]] = {}
         for native in natives:
             bucket, key = self._split(native)

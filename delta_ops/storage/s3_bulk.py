@@ -13,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from delta_ops.storage.backend import _ms
 from delta_ops.storage.parallel import (
+    SPLIT_DEPTH,
     AdaptiveLimit,
     DeleteReport,
     Progress,
     RequestPolicy,
+    extrapolated_bounds,
     ranges_of,
 )
 
@@ -51,6 +54,10 @@ def _client_error_code(exc: BaseException) -> tuple[str | None, int | None]:
         current = current.__cause__ or current.__context__
     return None, None
 
+
+#: How long the files of a directory listed for its subdirectories are kept for the next
+#: listing of its files (`_S3Bulk._take_remembered`): VACUUM lists them right after.
+REMEMBER_SECONDS = 60.0
 
 _RAW_XML = "DeltaOpsListingXml"
 
@@ -138,6 +145,13 @@ class _S3Bulk:
     delete_batch: int
     _fs_kwargs: dict[str, Any]
     _raw: Any
+    _remembered: tuple[str, float, list[tuple[str, int, int]]] | None
+    #: Whether a range still paging after its first page is cut into more ranges
+    #: (`parallel.extrapolated_bounds`).
+    split_ranges = True
+    #: Pages the last `list_ranges` waited for one after another at most (a measure of
+    #: its time in round trips).
+    longest_chain = 0
 
     @staticmethod
     def _split(native: str) -> tuple[str, str]:
@@ -163,6 +177,13 @@ class _S3Bulk:
             config["max_pool_connections"] = max(
                 int(config.get("max_pool_connections", 10)), policy.concurrency
             )
+            # The client shares the storage's botocore session (built already: the log
+            # is read first): the S3 service model, tens of ms of JSON, is loaded once.
+            from fsspec.asyn import sync
+
+            sync(self.fs.loop, self.fs.set_session)
+            if self.fs.session is not None and "session" not in kwargs:
+                kwargs["session"] = self.fs.session
             raw = s3fs.S3FileSystem(**kwargs, config_kwargs=config, skip_instance_cache=True)
             raw.delta_ops_connections = policy.concurrency
             raw.delta_ops_hooked = False
@@ -232,11 +253,29 @@ class _S3Bulk:
         raise AssertionError("unreachable: the last attempt raises or returns")
 
     def list_subdir_ranges(
-        self, native_dir: str, bounds: list[str], policy: RequestPolicy
+        self, native_dir: str, bounds: list[str], policy: RequestPolicy,
+        remember: bool = False,
     ) -> list[str]:
         folders: list[str] = []
-        self.list_ranges([(native_dir, bounds, False)], policy, None, folders)
+        self._remembered = None
+        files = self.list_ranges([(native_dir, bounds, False)], policy, None, folders)[0]
+        if remember:
+            # The same pages held the directory's files: the next `list_ranges` of it
+            # takes them from here instead of listing the directory a second time.
+            self._remembered = (native_dir, time.monotonic(), files)
         return sorted(set(folders))
+
+    def _take_remembered(self, native_dir: str) -> list[tuple[str, int, int]] | None:
+        """The files `list_subdir_ranges(remember=True)` listed in `native_dir` (once, and
+        only within `REMEMBER_SECONDS` and with no write or delete through this backend
+        since); None otherwise."""
+        held = self._remembered
+        self._remembered = None
+        if held is None or held[0] != native_dir:
+            return None
+        if time.monotonic() - held[1] > REMEMBER_SECONDS:
+            return None
+        return held[2]
 
     def list_ranges(
         self,
@@ -248,10 +287,25 @@ class _S3Bulk:
         rng = random.Random(policy.seed)
         counter = [0]
         outs: list[list[tuple[str, int, int]]] = [[] for _ in specs]
+        self.longest_chain = 0
 
         async def one(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
                       recursive: bool, after: str | None, stop: str | None,
-                      out: list[tuple[str, int, int]]) -> None:
+                      out: list[tuple[str, int, int]], depth: int = 0) -> None:
+            children: list[asyncio.Future[None]] = []
+            try:
+                await chain(client, limit, bucket, prefix, recursive, after, stop, out,
+                            depth, children)
+            finally:
+                if children:
+                    await asyncio.gather(*children)
+
+        async def chain(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
+                        recursive: bool, after: str | None, stop: str | None,
+                        out: list[tuple[str, int, int]], depth: int,
+                        children: list[asyncio.Future[None]]) -> None:
+            first_page = True
+            pages = depth  # this chain's pages, after those its ancestors waited for
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
             if not recursive:
                 kwargs["Delimiter"] = "/"
@@ -263,6 +317,8 @@ class _S3Bulk:
                 page = _listing_page(await self._request(
                     client, limit, policy, rng, "list_objects_v2", counter, **kwargs
                 ))
+                pages += 1
+                self.longest_chain = max(self.longest_chain, pages)
                 files = size = 0
                 past = False
                 for obj in page.get("Contents", ()):
@@ -296,24 +352,56 @@ class _S3Bulk:
                 if past or not page.get("IsTruncated") or not token:
                     return
                 kwargs["ContinuationToken"] = token
+                if first_page and depth < SPLIT_DEPTH and self.split_ranges:
+                    # Still paging: cut the rest of the range, (end of this page, stop],
+                    # into pieces listed side by side instead of page after page; this
+                    # chain goes on to the first cut only.
+                    seen = [o["Key"][len(prefix):] for o in page.get("Contents", ())]
+                    ends = [*seen[-1:], *(c["Prefix"][len(prefix):] for c in commons[-1:])]
+                    if ends:
+                        cuts = extrapolated_bounds(seen, max(ends), stop)
+                        for lo, hi in zip(cuts, [*cuts[1:], stop], strict=False):
+                            children.append(asyncio.ensure_future(one(
+                                client, limit, bucket, prefix, recursive, lo, hi, out,
+                                depth + 1,
+                            )))
+                        if cuts:
+                            stop = cuts[0]
+                first_page = False
+
+        done: set[int] = set()
+        for i, (native_dir, _bounds, recursive) in enumerate(specs):
+            held = self._remembered
+            if not recursive and held is not None and held[0] == native_dir:
+                taken = self._take_remembered(native_dir)
+                if taken is not None:
+                    outs[i].extend(taken)
+                    done.add(i)
+                    if progress is not None:
+                        progress(0, len(taken), sum(e[1] for e in taken))
 
         async def body(client: Any) -> None:
             limit = AdaptiveLimit(policy.concurrency)
             jobs = []
-            for (native_dir, bounds, recursive), out in zip(specs, outs, strict=True):
+            for i, ((native_dir, bounds, recursive), out) in enumerate(
+                zip(specs, outs, strict=True)
+            ):
+                if i in done:
+                    continue
                 bucket, key = self._split(native_dir)
                 prefix = self._dir_prefix(key)
                 for after, stop in ranges_of(bounds):
                     jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out))
             await asyncio.gather(*jobs)
 
-        if specs:
+        if len(done) < len(specs):
             self._run(policy, body)
         return outs
 
     def delete_batches(
         self, natives: list[str], policy: RequestPolicy, progress: Progress | None
     ) -> DeleteReport:
+        self._remembered = None
         by_bucket: dict[str, list[str]] = {}
         for native in natives:
             bucket, key = self._split(native)

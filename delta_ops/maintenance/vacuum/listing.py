@@ -137,10 +137,14 @@ def _listing_dirs(
 ) -> list[str]:
     """"" and the root's subdirectories that hold data. On an object store the root's
     listing (its files come in the same pages as its subdirectories) is cut into key ranges
-    side by side, the bounds taken from the referenced paths `keep` (`range_specs`)."""
+    side by side, the bounds taken from the referenced paths `keep` (`range_specs`), and
+    the root's files are kept for the engine's listing of "" that follows, which then sends
+    no request)."""
     bounds = range_specs([""], keep)[0][1] if keep is not None else None
     subdirs = [
-        d for d in storage.list_subdirs("", follow_symlinks=False, bounds=bounds)
+        d for d in storage.list_subdirs(
+            "", follow_symlinks=False, bounds=bounds, remember_files=True
+        )
         if d != LOG_DIR and not is_hidden(d, prefixes)
     ]
     return ["", *subdirs]
