@@ -27,7 +27,7 @@ from delta_ops.protocol.feature_table import FEATURES
 
 def _delta_rs():
     """delta-rs as `KNOWN_WRITERS` records it (imported here: the module is the fix)."""
-    from delta_ops.commit.protocol_upgrade import KNOWN_WRITERS
+    from delta_ops.protocol.upgrade import KNOWN_WRITERS
 
     return next(w for w in KNOWN_WRITERS if w.name.startswith("delta-rs"))
 
@@ -79,7 +79,7 @@ def test_known_writers_record_what_the_installed_deltalake_writes(tmp_path):
     """For every writer feature: a deltalake table whose protocol lists it (and what it
     requires) gets an append from the installed deltalake exactly when `KNOWN_WRITERS`
     says delta-rs implements it."""
-    from delta_ops.commit.protocol_upgrade import feature_closure
+    from delta_ops.protocol.upgrade import feature_closure
 
     base = _deltalake_table(tmp_path / "base")
     wrong = []
@@ -101,7 +101,7 @@ def test_known_writers_record_what_the_installed_deltalake_writes(tmp_path):
 
 
 def test_the_upgrade_names_the_writers_that_lose_access():
-    from delta_ops.commit.protocol_upgrade import plan_protocol_upgrade
+    from delta_ops.protocol.upgrade import plan_protocol_upgrade
 
     legacy = {"minReaderVersion": 1, "minWriterVersion": 2}
     upgrade = plan_protocol_upgrade(legacy, ["rowTracking"])

@@ -9,7 +9,7 @@ Metadata", "Row Tracking". Modules:
 - `writes`: `create_table`, `append_files`.
 - `conflicts`: what a winning concurrent commit must not have done (pure).
 - `actions`: per-commit rules (unique actions, append-only, no feature removal) (pure).
-- `protocol_upgrade`: adding table features to a protocol (pure).
+- (`protocol.upgrade`: adding table features to a protocol, pure, re-exported here.)
 - `row_ids`: row ID high-water mark, fresh ID assignment, invariants (pure).
 - `row_counts`: row counts from Parquet footers through the Engine.
 - `refresh`: bring a snapshot up to date from the commits after it.
@@ -18,7 +18,6 @@ Metadata", "Row Tracking". Modules:
 
 from delta_ops.commit.actions import normalize_metadata, normalize_protocol
 from delta_ops.commit.conflicts import Footprint, WinningCommit, check_winning_commit
-from delta_ops.commit.protocol_upgrade import feature_closure, protocol_with_features
 from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.commit.transaction import (
@@ -35,6 +34,7 @@ from delta_ops.errors import (
     InvalidCommitError,
     TableExistsError,
 )
+from delta_ops.protocol.upgrade import feature_closure, protocol_with_features
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",

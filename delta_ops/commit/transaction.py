@@ -42,7 +42,6 @@ from delta_ops.commit.actions import (
     normalize_protocol,
 )
 from delta_ops.commit.conflicts import Footprint, check_winning_commit, footprint_of
-from delta_ops.commit.protocol_upgrade import protocol_with_features
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.commit.row_ids import (
     ENABLE_ROW_TRACKING,
@@ -67,6 +66,7 @@ from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
+from delta_ops.protocol.upgrade import protocol_with_features
 from delta_ops.storage import FileInfo, Storage
 
 __all__ = [

@@ -15,7 +15,6 @@ import orjson
 import pyarrow as pa
 
 from delta_ops.commit.actions import is_true
-from delta_ops.commit.protocol_upgrade import protocol_with_features
 from delta_ops.commit.row_ids import ENABLE_ROW_TRACKING, column_names, materialized_column_names
 from delta_ops.commit.transaction import (
     DEFAULT_MAX_RETRIES,
@@ -26,6 +25,7 @@ from delta_ops.commit.transaction import (
 )
 from delta_ops.errors import InvalidCommitError
 from delta_ops.protocol import features
+from delta_ops.protocol.upgrade import protocol_with_features
 
 __all__ = ["append_files", "create_table"]
 

@@ -37,7 +37,6 @@ from dagster import (
 )
 from pydantic import Field
 
-from delta_ops.commit.protocol_upgrade import plan_protocol_upgrade
 from delta_ops.defs.assets import (
     COMPONENTS,
     ROW_TRACKING,
@@ -49,9 +48,10 @@ from delta_ops.defs.assets import (
 from delta_ops.defs.failures import refusals
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.protocol.upgrade import plan_protocol_upgrade
 
 #: Writers that lose write access when a table of the oldest writer version (2) gets row
-#: tracking, as `delta_ops.commit.protocol_upgrade.KNOWN_WRITERS` records them: named in
+#: tracking, as `delta_ops.protocol.upgrade.KNOWN_WRITERS` records them: named in
 #: the job's and the config's descriptions.
 _LOSING = "; ".join(
     w.describe() for w in plan_protocol_upgrade(

@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from delta_ops.commit.protocol_upgrade import ProtocolUpgrade, plan_protocol_upgrade
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
 from delta_ops.log.snapshot import large_state
 from delta_ops.log.stream import stream_threshold_bytes
@@ -60,6 +59,7 @@ from delta_ops.maintenance.row_tracking.plan import (
     verify_row_tracking,
 )
 from delta_ops.maintenance.row_tracking.streamed import DEFAULT_CHECKPOINT_EVERY, backfill_streamed
+from delta_ops.protocol.upgrade import ProtocolUpgrade, plan_protocol_upgrade
 from delta_ops.storage import Storage
 
 __all__ = [

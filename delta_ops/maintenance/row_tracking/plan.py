@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.commit.actions import is_true
-from delta_ops.commit.protocol_upgrade import protocol_with_features
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.commit.row_ids import (
     ENABLE_ROW_TRACKING,
@@ -38,6 +37,7 @@ from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import StreamedActions
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
 from delta_ops.protocol import features
+from delta_ops.protocol.upgrade import protocol_with_features
 
 __all__ = [
     "BackfillPlan",
