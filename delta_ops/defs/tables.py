@@ -275,13 +275,13 @@ _TEMPLATE = RegisteredTable(name="table", uri="", group="t", policy=Policy(),
                             storage_options={})
 
 
-@functools.cache
 def table_pool(name: str) -> str:
     """The Dagster pool of table `name`'s maintenance step: one pool per table, so that a
     limit of 1 (the instance's `default_limit`) serializes that table's steps across runs."""
     return TABLE_POOL_PREFIX + name
 
 
+@functools.cache
 def _template(step: str, pool: str | None) -> AssetsDefinition:
     """The step's op, built once (the decorators inspect the function, which is what costs
     at 1,000 tables); each table's step is this op renamed, with the table's specs."""
