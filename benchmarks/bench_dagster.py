@@ -36,7 +36,8 @@ the discovery sensor does), then reports:
   `--fleet-timeout` seconds pass. Reports `fleet_first_tick_s` (the first tick, start to
   end, from the tick's own timestamps; `None` while it still runs), `fleet_ticks`,
   `fleet_runs` (runs the watch launched), `fleet_runs_by_first_tick`, `fleet_maintained`
-  (tables done) and `fleet_maintained_s` (sensor started -> every table maintained). With
+  (tables done), `fleet_maintained_s` (sensor started -> every table maintained) and
+  `fleet_run_created_s` (seconds between the creations of the watch's runs). With
   `BENCH_BASELINE` the same is measured with that checkout, on a freshly written lake,
   after this one (`--baseline-fleet-timeout` bounds it: the baseline's first tick ran for
   about 75 minutes at 1,000 tables).
@@ -115,9 +116,18 @@ def _timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[dic
     return out, wall, int(rss_kb) / 1024
 
 
-def _home(base: Path) -> Path:
+def _home(base: Path, code: Path | None = None) -> Path:
+    """A fresh DAGSTER_HOME; with `code`, the instance settings that checkout's docs ask for
+    (`delta_ops.defs.tables.INSTANCE_CONCURRENCY` when it has one: a checkout before it would
+    have had its engine pools limited to 1 by it)."""
     home = Path(tempfile.mkdtemp(prefix="dagster_home_", dir=base))
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    settings = ""
+    if code is not None:
+        tables = (code / "delta_ops" / "defs" / "tables.py").read_text()
+        if "INSTANCE_CONCURRENCY" in tables:
+            from delta_ops.defs.tables import INSTANCE_CONCURRENCY
+            settings = INSTANCE_CONCURRENCY
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + settings)
     return home
 
 
@@ -209,7 +219,7 @@ def fleet_automation(base: Path, lake: Path, project: Path, paths: list[str], co
     (project / "workspace.yaml").write_text(
         "load_from:\n  - python_module:\n      module_name: "
         f"{PACKAGE}.definitions\n      location_name: delta_ops\n      working_directory: .\n")
-    home = _home(base)
+    home = _home(base, code)
     env = _child_env(project, home, code)
     port = free_port()
     log_path = base / f"dagster_dev_{port}.log"
@@ -235,6 +245,7 @@ def fleet_automation(base: Path, lake: Path, project: Path, paths: list[str], co
     first = ticks[-1] if ticks else {}
     first_tick = (first["endTimestamp"] - first["timestamp"]) if first.get(
         "endTimestamp") else None
+    created = _run_creation_gaps(home, first.get("timestamp"))
     return {
         "fleet_first_tick_s": round(first_tick, 1) if first_tick is not None else None,
         "fleet_first_tick_status": first.get("status"),
@@ -244,7 +255,27 @@ def fleet_automation(base: Path, lake: Path, project: Path, paths: list[str], co
         "fleet_maintained": done,
         "fleet_maintained_s": round(maintained_s, 1) if maintained_s is not None else None,
         "fleet_waited_s": round(time.monotonic() - start, 1),
+        "fleet_run_created_s": created,
     }
+
+
+def _run_creation_gaps(home: Path, tick_start: float | None) -> list[float]:
+    """Seconds between the creations of the watch's runs, in order (the first from the
+    first tick's start, so it includes the sensor's evaluation): what the daemon spent
+    creating each run, read from the instance's run storage."""
+    from dagster import DagsterInstance, RunsFilter
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        records = instance.get_run_records(
+            RunsFilter(tags={"dagster/sensor_name": "delta_tables_watch"}))
+        stamps = sorted(r.create_timestamp.timestamp() for r in records)
+    previous = tick_start if tick_start is not None else (stamps[0] if stamps else 0.0)
+    gaps = []
+    for stamp in stamps:
+        gaps.append(round(stamp - previous, 1))
+        previous = stamp
+    return gaps
 
 
 # ---- the benchmark ----------------------------------------------------------------------------

@@ -16,7 +16,8 @@
 
 2. Runs the `maintenance` job in this process through Dagster (DAGSTER_HOME defaults to
    `.dagster_home/`, so `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows
-   these runs), and prints a summary per table and component from the run's events.
+   these runs; its dagster.yaml gets one slot per table pool, so no two runs maintain one
+   table at once), and prints a summary per table and component from the run's events.
 
 Protocol sections: "Add File and Remove File", "Creation of New Log Entries" (the commits);
 the maintenance operations through the Dagster assets.
@@ -368,6 +369,7 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
     from delta_ops.defs import build_definitions
     from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
     from delta_ops.defs.registry import load_registry
+    from delta_ops.defs.tables import INSTANCE_CONCURRENCY
 
     registry = load_registry(registry_path)
     defs = build_definitions(registry)
@@ -377,6 +379,11 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
     if not config.exists():
         # Defaults (SQLite storage under DAGSTER_HOME); the demo sends no usage statistics.
         config.write_text("telemetry:\n  enabled: false\n")
+    if "concurrency:" not in config.read_text():
+        # One slot per table pool: two runs never maintain one table at once (`dagster dev`
+        # on this DAGSTER_HOME included).
+        with config.open("a") as fh:
+            fh.write(INSTANCE_CONCURRENCY)
     with DagsterInstance.get() as instance:
         known = set(instance.get_dynamic_partitions(TABLE_PARTITIONS.name))
         missing = [n for n in registry.names if n not in known]

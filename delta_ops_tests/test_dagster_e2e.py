@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from delta_ops.defs.tables import INSTANCE_CONCURRENCY
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
@@ -121,7 +122,8 @@ def dagster_dev(tmp_path):
     """))
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # The instance a user runs the project on: one slot per table pool (docs/dagster.md).
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + INSTANCE_CONCURRENCY)
     env = {**os.environ, "DAGSTER_HOME": str(home),
            "PYTHONPATH": os.pathsep.join([str(project), str(REPO_ROOT)])}
     env.pop(UNSET_SECRET, None)

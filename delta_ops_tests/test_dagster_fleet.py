@@ -192,10 +192,9 @@ def test_cursor_round_trip_and_older_or_broken_cursors():
 def test_a_table_step_is_its_template_op_renamed(step):
     """Each table's step is the template op copied under the table's name (loading 1,000
     tables validates the op once): the same op Dagster's own renaming gives."""
-    from delta_ops.defs.engines import engine_pool
-    from delta_ops.defs.tables import _template, renamed_op
+    from delta_ops.defs.tables import _template, renamed_op, table_pool
 
-    template = _template(step, engine_pool("local") if step == "maintenance" else None).op
+    template = _template(step, table_pool("table") if step == "maintenance" else None).op
     ours = renamed_op(template, f"sales__{step}", "Maintenance of sales")
     theirs = template.with_replaced_properties(name=f"sales__{step}",
                                                description="Maintenance of sales")
@@ -214,17 +213,22 @@ def test_a_table_step_is_its_template_op_renamed(step):
 def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
     import copy
 
-    from delta_ops.defs.engines import engine_pool
-    from delta_ops.defs.tables import _template, renamed_op
+    from delta_ops.defs.tables import _template, renamed_op, table_pool
 
-    template = _template("maintenance", engine_pool("local")).op
+    template = _template("maintenance", table_pool("table")).op
     cached = copy.copy(template)
     cached._some_cache = {"name": "table__maintenance"}  # what a Dagster upgrade might add
     renamed = renamed_op(cached, "sales__maintenance", None)
     assert renamed.name == "sales__maintenance"
     assert not hasattr(renamed, "_some_cache")  # rebuilt by with_replaced_properties
+    pooled = renamed_op(cached, "sales__maintenance", None, table_pool("sales"))
+    assert pooled.pool == "delta_ops_table/sales" and not hasattr(pooled, "_some_cache")
+    assert [d.name for d in pooled.output_defs] == [d.name for d in template.output_defs]
+    assert pooled.required_resource_keys == template.required_resource_keys
     plain = renamed_op(template, "sales__maintenance", None)
     assert plain._compute_fn is template._compute_fn and plain.name == "sales__maintenance"
+    assert renamed_op(template, "sales__maintenance", None, "p").pool == "p"
+    assert template.pool == "delta_ops_table/table"  # the template is not changed
 
 
 #: A code server's view of a project: its definitions loaded and resolved, then what the

@@ -5,7 +5,8 @@ Modules: `registry` (the YAML file, validated; no dagster) with `policy` (its ma
 policies) and `secrets` (environment references, redaction); `resources` (registry and
 Spark); `keys` (asset keys and lineage), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
-(two steps per table holding its assets and checks), `engines` (engine per table, pools),
+(two steps per table holding its assets and checks, each table's in its own pool), `engines`
+(engine per table),
 `sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
 automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of

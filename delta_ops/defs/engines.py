@@ -1,4 +1,4 @@
-"""Which engine runs a table's heavy work, and the Dagster pool of each engine.
+"""Which engine runs a table's heavy work.
 
 A table whose policy says `engine: local` always runs on the local engine. With
 `engine: spark`, the table's size decides when the run starts (`delta_ops.maintenance.sizing`:
@@ -9,11 +9,11 @@ wait for a JVM. Both thresholds null: always Spark. A size no cheap read tells c
 large. The choice and its reason are in each engine component's materialization metadata
 (`engine`, `engine_reason`).
 
-Every `<table>__maintenance` step runs in the pool of its policy's engine
-(`delta_ops_local`, `delta_ops_spark`; a table on `engine: spark` is in the Spark pool even
-when its size sends a run to the local engine): set a limit on `delta_ops_spark` in the
-instance's concurrency settings (`dagster instance concurrency set delta_ops_spark 2`, or
-`concurrency: pools:` in dagster.yaml) so a fleet cannot start many JVMs at once.
+A run's steps share one Spark session in the run's process (`in_process_executor`), so the
+JVMs a fleet starts at once are at most the runs in progress: bound them with the instance's
+`concurrency: runs: max_concurrent_runs` (and the watch's `max_runs_in_flight`). A step's
+Dagster pool is its table's (`delta_ops.defs.tables.table_pool`): Dagster gives a step one
+pool, and keeping two runs off one table is what that pool is for.
 """
 
 from __future__ import annotations
@@ -84,16 +84,10 @@ def describe_engine(policy: Policy) -> str:
     return f"spark above {' or '.join(limits)}, else local"
 
 
-def engine_pool(engine: str) -> str:
-    """The Dagster pool of the steps of tables on `engine`."""
-    return f"delta_ops_{engine}"
-
-
 __all__ = [
     "ENGINE_COMPONENTS",
     "EngineChoice",
     "choose_engine",
     "describe_engine",
-    "engine_pool",
     "needs_size",
 ]

@@ -23,9 +23,13 @@ Each table `t` gets:
 
 Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
-evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`); the step's
-`pool` is the table's engine (`delta_ops.defs.engines`), so a deployment bounds how many
-Spark sessions start at once. Owners and tags of the registry entry go on every asset.
+evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`). The
+maintenance step's `pool` is its table's (`table_pool`: `delta_ops_table/<t>`): with the
+instance's `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`), two runs never
+maintain one table at once (a manual run, the `maintenance` job, the cron automation and the
+watch alike: the later step waits for the slot), while different tables run in parallel.
+Without that setting a pool has no limit and nothing but the watch's own in-flight check
+keeps runs apart. Owners and tags of the registry entry go on every asset.
 """
 
 
@@ -41,8 +45,10 @@ from dagster import (
     AutomationCondition,
     BetaWarning,
     Failure,
+    In,
     MetadataValue,
     OpDefinition,
+    Out,
     multi_asset,
     multi_observable_source_asset,
 )
@@ -54,7 +60,7 @@ from delta_ops.defs.assets import (
     table_run,
 )
 from delta_ops.defs.checks import CHECKS, check_specs, run_check
-from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine, engine_pool
+from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -70,6 +76,13 @@ from delta_ops.defs.keys import (
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
+
+#: The prefix of every table's pool (`table_pool`).
+TABLE_POOL_PREFIX = "delta_ops_table/"
+#: What an instance's dagster.yaml needs so that one table's steps never overlap across runs:
+#: every pool without a limit of its own (each table's) gets a limit of 1. `make demo`, the
+#: end-to-end tests and the benchmarks' `dagster dev` write it; docs/dagster.md explains it.
+INSTANCE_CONCURRENCY = "concurrency:\n  pools:\n    default_limit: 1\n"
 
 #: The materializable components.
 MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
@@ -262,6 +275,12 @@ _TEMPLATE = RegisteredTable(name="table", uri="", group="t", policy=Policy(),
                             storage_options={})
 
 
+def table_pool(name: str) -> str:
+    """The Dagster pool of table `name`'s maintenance step: one pool per table, so that a
+    limit of 1 (the instance's `default_limit`) serializes that table's steps across runs."""
+    return TABLE_POOL_PREFIX + name
+
+
 @functools.cache
 def _template(step: str, pool: str | None) -> AssetsDefinition:
     """The step's op, built once (the decorators inspect the function, which is what costs
@@ -299,7 +318,8 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         keys_by_output_name={
             out: specs[key.path[1]].key for out, key in template.keys_by_output_name.items()
         },
-        node_def=renamed_op(template.op, f"{table.name}__{step}", description),
+        node_def=renamed_op(template.op, f"{table.name}__{step}", description,
+                            table_pool(table.name) if template.op.pool else None),
         can_subset=True,
         specs=list(specs.values()),
         check_specs_by_output_name={
@@ -321,19 +341,33 @@ _PLAIN_OP_ATTRS = _NAME_ATTRS | {
 }
 
 
-def renamed_op(op: OpDefinition, name: str, description: str | None) -> OpDefinition:
-    """`op` under another name: what `op.with_replaced_properties(name=name,
-    description=description)` gives, without validating the compute function and resolving
-    the types of its outputs again (half of what loading 1,000 tables cost). A copy of the
-    op with its name and description replaced; where the op holds anything but the plain
-    attributes its constructor sets (another Dagster version), the public method is used.
-    `name` is a valid Dagster name: table names are checked by the registry."""
+def renamed_op(
+    op: OpDefinition, name: str, description: str | None, pool: str | None = None
+) -> OpDefinition:
+    """`op` under another name (and in `pool`, when given): what
+    `op.with_replaced_properties(name=name, description=description)` gives, without
+    validating the compute function and resolving the types of its outputs again (half of
+    what loading 1,000 tables cost). A copy of the op with its name, description and pool
+    replaced; where the op holds anything but the plain attributes its constructor sets
+    (another Dagster version), Dagster's own constructor builds it. `name` is a valid Dagster
+    name: table names are checked by the registry."""
     attrs = vars(op).keys()
     if not _NAME_ATTRS <= attrs or not attrs <= _PLAIN_OP_ATTRS:
-        return op.with_replaced_properties(name=name, description=description)
+        if pool is None or pool == op.pool:
+            return op.with_replaced_properties(name=name, description=description)
+        return OpDefinition(
+            name=name, compute_fn=op.compute_fn, ins={d.name: In.from_definition(d)
+                                                     for d in op.input_defs},
+            outs={d.name: Out.from_definition(d) for d in op.output_defs},
+            config_schema=op.config_schema, description=description or op.description,
+            tags=op.tags, required_resource_keys=op.required_resource_keys,
+            retry_policy=op.retry_policy, pool=pool,  # the templates have no code version
+        )
     out = copy.copy(op)
     out._name = name  # noqa: SLF001 - see the docstring
     out._description = description or op.description  # noqa: SLF001
+    if pool is not None:
+        out._pool = pool  # noqa: SLF001
     return out
 
 
@@ -344,9 +378,9 @@ def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
 
 def maintenance_asset(table: RegisteredTable) -> AssetsDefinition:
     """`t__maintenance`: the six maintenance components of `t` and their checks, in the
-    pool of the table's engine."""
+    table's own pool (`table_pool`)."""
     return _from_template(
-        _template("maintenance", engine_pool(table.policy.engine)), table, "maintenance",
+        _template("maintenance", table_pool(_TEMPLATE.name)), table, "maintenance",
         MAINTAINED,
         description=f"Maintenance of {table.name}: the selected components, in order, in one "
         "step.",
@@ -385,10 +419,13 @@ __all__ = [
     "CHECKS",
     "CRON_SECTIONS",
     "DESCRIPTIONS",
+    "INSTANCE_CONCURRENCY",
     "MAINTAINED",
     "RUN_ORDER",
+    "TABLE_POOL_PREFIX",
     "combined_failure",
     "component_spec",
     "cron_condition",
     "table_assets",
+    "table_pool",
 ]
