@@ -75,6 +75,7 @@ from delta_ops.defs.secrets import (
     is_secret_option,
     redact_spark_conf,
     redact_storage_options,
+    reject_literal_secrets,
 )
 from delta_ops.errors import RegistryError
 
@@ -172,13 +173,7 @@ class TableEntry(RedactedReprMixin, PolicyOverride, Ownership):
     @field_validator("storage_options")
     @classmethod
     def _no_literal_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for key, value in v.items():
-            if not isinstance(value, EnvRef) and is_secret_option(key):
-                raise ValueError(
-                    f"storage option {key!r} holds a secret: give it as an environment "
-                    f"variable reference, {key}: {{env: VARIABLE_NAME}}, never literally"
-                )
-        return v
+        return reject_literal_secrets(v)
 
 
 class SparkSettings(RedactedReprMixin, StrictModel):

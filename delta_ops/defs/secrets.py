@@ -150,6 +150,19 @@ class RedactedReprMixin:
         return redacted_repr_args(super().__repr_args__(), self.redacted_fields)  # type: ignore[misc]
 
 
+def reject_literal_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` unchanged, or `ValueError` naming the first key that looks like a
+    credential (`is_secret_option`) and holds a literal value rather than `{env: NAME}`
+    (the message names the key, never the value)."""
+    for key, value in options.items():
+        if not isinstance(value, EnvRef) and is_secret_option(key):
+            raise ValueError(
+                f"storage option {key!r} holds a secret: give it as an environment "
+                f"variable reference, {key}: {{env: VARIABLE_NAME}}, never literally"
+            )
+    return options
+
+
 
 __all__ = [
     "PUBLIC_SPARK_CONF",
@@ -163,4 +176,5 @@ __all__ = [
     "redacted_repr_args",
     "redact_spark_conf",
     "redact_storage_options",
+    "reject_literal_secrets",
 ]

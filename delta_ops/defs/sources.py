@@ -49,8 +49,8 @@ from delta_ops.defs.secrets import (
     EnvRef,
     RedactedOptions,
     RedactedReprMixin,
-    is_secret_option,
     redact_storage_options,
+    reject_literal_secrets,
 )
 from delta_ops.errors import EmptyPrefixError, RegistryError
 
@@ -90,13 +90,7 @@ class DiscoverySpec(RedactedReprMixin, Ownership):
     @field_validator("storage_options")
     @classmethod
     def _no_literal_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for key, value in v.items():
-            if not isinstance(value, EnvRef) and is_secret_option(key):
-                raise ValueError(
-                    f"storage option {key!r} holds a secret: give it as an environment "
-                    f"variable reference, {key}: {{env: VARIABLE_NAME}}, never literally"
-                )
-        return v
+        return reject_literal_secrets(v)
 
     @field_validator("prefix")
     @classmethod

@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import orjson
-
-from delta_ops.errors import CorruptLogError, StorageError, VersionNotFoundError
+from delta_ops.errors import StorageError, VersionNotFoundError
+from delta_ops.log.json_actions import parse_json_line
 from delta_ops.log.replay import _reverses, delta_lines_oldest_first, read_log_files
 from delta_ops.log.segment import Delta
 from delta_ops.protocol import filenames
@@ -210,16 +209,7 @@ def _commit_info_line(
     line = raw.strip()
     if not line or line.startswith(_FILE_ACTION_PREFIXES):
         return None
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise CorruptLogError(
-            f"line {lineno} is not valid JSON: {exc}", table=table, version=version, file=file
-        ) from exc
-    if not isinstance(obj, dict):
-        raise CorruptLogError(
-            f"line {lineno} is not a JSON object", table=table, version=version, file=file
-        )
+    obj = parse_json_line(line, lineno, table=table, version=version, file=file)
     ci = obj.get("commitInfo")
     return ci if isinstance(ci, dict) else None
 

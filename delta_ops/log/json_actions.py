@@ -47,18 +47,25 @@ def parse_json_actions(
     for lineno, line in enumerate(data.splitlines(), first_line):
         if not line.strip():
             continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise CorruptLogError(
-                f"line {lineno} is not valid JSON: {exc}", table=table, version=version, file=file
-            ) from exc
-        if not isinstance(obj, dict):
-            raise CorruptLogError(
-                f"line {lineno} is not a JSON object", table=table, version=version, file=file
-            )
-        out.append(obj)
+        out.append(parse_json_line(line, lineno, table=table, version=version, file=file))
     return out
 
 
-__all__ = ["parse_json_actions"]
+def parse_json_line(
+    line: bytes, lineno: int, *, table: str | None, version: int | None, file: str | None
+) -> dict:
+    """One line of a commit as a JSON object, or `CorruptLogError` naming the line."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptLogError(
+            f"line {lineno} is not valid JSON: {exc}", table=table, version=version, file=file
+        ) from exc
+    if not isinstance(obj, dict):
+        raise CorruptLogError(
+            f"line {lineno} is not a JSON object", table=table, version=version, file=file
+        )
+    return obj
+
+
+__all__ = ["parse_json_actions", "parse_json_line"]
