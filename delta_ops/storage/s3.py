@@ -48,15 +48,6 @@ class _S3Backend(_S3Bulk, _Backend):
         self._raw: Any = None
         self._remembered = None
 
-    @staticmethod
-    def _split(native: str) -> tuple[str, str]:
-        bucket, _, key = native.partition("/")
-        return bucket, key
-
-    @staticmethod
-    def _dir_prefix(key: str) -> str:
-        return f"{key}/" if key else ""
-
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
