@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.bench_startup import _CHECKPOINT, delta_ops, deltalake
-from benchmarks.big_tables import PARTS, _path, _size, _stats
+from benchmarks.big_tables import PARTS, _path, _size, _stats, keep_commits
 from benchmarks.datasets import DATA, PROTOCOL, T0, _metadata
 from benchmarks.harness import compare_processes, print_rows
 
@@ -96,13 +96,7 @@ def ctas_table(n: int, commits: int) -> Path:
 def restore_ctas_log(root: Path, commits: int) -> None:
     """Delete what runs wrote in the table's `_delta_log` (checkpoints, `_last_checkpoint`,
     .crc files, temporary files): the commits stay as generated."""
-    generated = {f"{v:020d}.json" for v in range(commits)}
-    for e in (root / "_delta_log").iterdir():
-        if e.name not in generated:
-            if e.is_dir():
-                shutil.rmtree(e)
-            else:
-                e.unlink()
+    keep_commits(root, commits)
 
 
 _CHECK = """

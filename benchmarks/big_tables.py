@@ -287,7 +287,12 @@ def json_table(n: int) -> Path:
 def restore_json_log(root: Path) -> None:
     """Delete what runs wrote in a JSON-only table's `_delta_log` (checkpoints, sidecars,
     `_last_checkpoint`, .crc files), so the next run writes its first checkpoint again."""
-    generated = {f"{v:020d}.json" for v in range(JSON_COMMITS + 1)}
+    keep_commits(root, JSON_COMMITS + 1)
+
+
+def keep_commits(root: Path, commits: int) -> None:
+    """Delete everything in `root/_delta_log` but the JSON commits 0 .. commits - 1."""
+    generated = {f"{v:020d}.json" for v in range(commits)}
     for e in (root / "_delta_log").iterdir():
         if e.name not in generated:
             if e.is_dir():
