@@ -1,6 +1,6 @@
 """The command line's engine flags: `--engine`, `--spark-master`, `--spark-remote`,
-`--spark-conf`, and the engine they ask for (built by `delta_ops.engine.session.make_engine`,
-no session started).
+`--spark-conf`, `--max-requests`, and the engine they ask for (built by
+`delta_ops.engine.session.make_engine`, no session started).
 
 Kept out of `delta_ops.engine` so the engine layer knows nothing of argparse. Protocol
 sections: none (command line only).
@@ -37,8 +37,20 @@ def _parse_conf(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def _positive_int(text: str) -> int:
+    """`--max-requests`: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--engine`, `--spark-master`, `--spark-remote` and `--spark-conf` to a subcommand.
+    """Add `--engine`, `--spark-master`, `--spark-remote`, `--spark-conf` and
+    `--max-requests` to a subcommand.
 
     Args:
         parser: The subcommand's parser.
@@ -65,6 +77,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra Spark configuration (repeatable)",
     )
+    group.add_argument(
+        "--max-requests",
+        type=_positive_int,
+        metavar="N",
+        help="local engine: most object-store requests (listing pages, DeleteObjects "
+        "batches) in flight at once (default 64); halved automatically on SlowDown",
+    )
 
 
 def engine_from_args(args: argparse.Namespace) -> Engine:
@@ -83,6 +102,7 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
     remote = getattr(args, "spark_remote", None)
     conf = _parse_conf(getattr(args, "spark_conf", None))
     name = getattr(args, "engine", None)
+    max_requests = getattr(args, "max_requests", None)
     spark_flags = [
         flag
         for flag, value in (
@@ -94,6 +114,11 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
     ]
     if name is None:
         name = "spark" if spark_flags else "local"
+    if name == "spark" and max_requests is not None:
+        raise argparse.ArgumentTypeError(
+            "--max-requests applies to the local engine (on Spark, the executors' tasks "
+            "list and delete; size them with --spark-conf)"
+        )
     if name == "local" and spark_flags:
         raise argparse.ArgumentTypeError(
             f"{', '.join(spark_flags)} need --engine spark (got --engine local)"
@@ -104,6 +129,9 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
     if problem is not None:
         raise argparse.ArgumentTypeError(f"--spark-master {problem}")
     try:
-        return make_engine(name, spark_master=master, spark_remote=remote, spark_conf=conf)
+        return make_engine(
+            name, spark_master=master, spark_remote=remote, spark_conf=conf,
+            max_requests=max_requests,
+        )
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc

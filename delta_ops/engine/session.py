@@ -37,6 +37,7 @@ def make_engine(
     spark_conf: Mapping[str, str] | None = None,
     spark_config: SparkSessionConfig | None = None,
     max_workers: int | None = None,
+    max_requests: int | None = None,
 ) -> Engine:
     """Build an engine by name. Building a Spark engine starts no session.
 
@@ -48,6 +49,9 @@ def make_engine(
         spark_config: A whole session config (spark only; app name, executors' Python,
             bind address...), instead of `spark_master`, `spark_remote` and `spark_conf`.
         max_workers: Threads of the local engine (local only).
+        max_requests: Most object-store requests in flight at once for the local engine's
+            listing and deleting (local only; default `RequestPolicy().concurrency`). The
+            limit still halves itself on SlowDown answers.
 
     Returns:
         The engine.
@@ -73,11 +77,14 @@ def make_engine(
         if given:
             raise ValueError(f"{', '.join(given)} only apply to the spark engine")
         from delta_ops.engine.local import LocalEngine
+        from delta_ops.storage.parallel import RequestPolicy
 
-        return LocalEngine(max_workers=max_workers)
+        policy = None if max_requests is None else RequestPolicy(concurrency=max_requests)
+        return LocalEngine(max_workers=max_workers, policy=policy)
     if name == "spark":
-        if max_workers is not None:
-            raise ValueError("max_workers only applies to the local engine")
+        for flag, value in (("max_workers", max_workers), ("max_requests", max_requests)):
+            if value is not None:
+                raise ValueError(f"{flag} only applies to the local engine")
         from delta_ops.engine.spark import SparkEngine
 
         if spark_config is not None:
