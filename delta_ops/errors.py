@@ -46,6 +46,10 @@ class StorageError(DeltaOpsError):
     """A storage operation failed (I/O, permissions, unsupported scheme)."""
 
 
+class MissingFileError(StorageError):
+    """A file to read or open is not there (the store answered "not found")."""
+
+
 class FileAlreadyExistsError(StorageError):
     """Put-if-absent found the target already present."""
 

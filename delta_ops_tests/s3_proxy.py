@@ -61,6 +61,8 @@ class S3Proxy:
         self.slowdown = slowdown
         self._rng = random.Random(seed)
         self._counts: Counter[str] = Counter()
+        #: (kind, path) of every request counted, in order, since the last `reset`.
+        self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -84,6 +86,7 @@ class S3Proxy:
         """Zero the counts and the upstream time."""
         with self._lock:
             self._counts.clear()
+            self.requests.clear()
             self.upstream_seconds = 0.0
             self.forwarded = 0
 
@@ -99,6 +102,7 @@ class S3Proxy:
                 self._counts["SlowDown"] += 1
             else:
                 self._counts[kind] += 1
+                self.requests.append((kind, request.path))
         if self.latency:
             await asyncio.sleep(self.latency)
         if refuse:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import orjson
 
-from delta_ops.errors import StorageError
+from delta_ops.errors import MissingFileError, StorageError
 from delta_ops.log.listing import _complete_checkpoints, list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR
@@ -49,9 +49,9 @@ def read_last_checkpoint(storage: Storage) -> tuple[LastCheckpoint | None, str |
     says why: unreadable, not JSON, a field that cannot be, a checksum that does not match).
     """
     try:
-        if not storage.exists(PATH):
-            return None, None
-        data = storage.read(PATH)
+        data = storage.read(PATH)  # one GET; "not found" is the answer when there is none
+    except MissingFileError:
+        return None, None
     except StorageError as exc:
         return None, f"_last_checkpoint could not be read: {exc}"
     try:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from delta_ops.errors import StorageError
+from delta_ops.errors import MissingFileError, StorageError
 from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
 from delta_ops.storage.bulk import _BulkOps
 from delta_ops.storage.parallel import RequestPolicy
@@ -401,7 +401,7 @@ class Storage(_BulkOps):
         try:
             return self._backend.read(self._native(rel))
         except FileNotFoundError as exc:
-            raise StorageError("file not found", file=self.absolute_uri(rel)) from exc
+            raise MissingFileError("file not found", file=self.absolute_uri(rel)) from exc
         except self._backend.errors as exc:
             raise self._fail("read file", rel, exc) from exc
 
@@ -466,7 +466,7 @@ class Storage(_BulkOps):
         try:
             return self._backend.open_input(self._native(rel))
         except FileNotFoundError as exc:
-            raise StorageError("file not found", file=self.absolute_uri(rel)) from exc
+            raise MissingFileError("file not found", file=self.absolute_uri(rel)) from exc
         except self._backend.errors as exc:
             raise self._fail("open file", rel, exc) from exc
 

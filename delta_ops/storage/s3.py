@@ -12,6 +12,7 @@ storage is built.
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,16 @@ from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+
+#: A file a directory listing named, up to this size, is read whole in one GET by
+#: `open_input` (a Parquet reader's footer-then-columns reads would take two or more).
+WHOLE_READ_BYTES = 16 * 2**20
+#: Sizes remembered from directory listings (a log's `_delta_log`), at most this many; the
+#: memory is dropped when full, and a size is forgotten when this backend writes or
+#: deletes the key.
+REMEMBERED_SIZES = 100_000
+
+
 class _S3Backend(_S3Bulk, _Backend):
     streams_files = True
     """S3 through s3fs, calling the S3 API directly where semantics matter."""
@@ -47,6 +58,8 @@ class _S3Backend(_S3Bulk, _Backend):
         self._fs_kwargs = dict(fs_kwargs or {})
         self._raw: Any = None
         self._remembered = None
+        #: native path -> size, from `list_dir`: lets `open_input` skip s3fs's HEAD.
+        self._sizes: dict[str, int] = {}
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         token: str | None = None
@@ -81,6 +94,10 @@ class _S3Backend(_S3Bulk, _Backend):
                 if start is not None and name < start:
                     continue
                 out.append((name, int(obj["Size"]), _ms(obj["LastModified"].timestamp())))
+        if len(self._sizes) + len(out) > REMEMBERED_SIZES:
+            self._sizes.clear()
+        base = native_dir.rstrip("/")
+        self._sizes.update((f"{base}/{name}", size) for name, size, _ in out)
         return out
 
     def walk(self, native_dir: str) -> Iterator[tuple[str, int, int]]:
@@ -125,12 +142,20 @@ class _S3Backend(_S3Bulk, _Backend):
         return int(head["ContentLength"]), _ms(head["LastModified"].timestamp())
 
     def open_input(self, native: str) -> BinaryIO:
+        # s3fs opens a file with a HEAD for its size, then reads ranges. A file the log's
+        # listing named as small is read whole in one GET instead (whatever its size is by
+        # now: nothing is trusted from the listing but "small"). A large file keeps the
+        # HEAD, one request beside the reads it takes anyway.
+        size = self._sizes.get(native)
+        if size is not None and size <= WHOLE_READ_BYTES:
+            return io.BytesIO(self.read(native))
         return self.fs.open(native, "rb")
 
     def put_if_absent(
         self, native: str, data: bytes | os.PathLike, accept_non_atomic: bool
     ) -> bool:
         self._remembered = None  # a write: a remembered listing is out of date
+        self._sizes.pop(native, None)
         # One conditional PUT of the whole content (files put this way are small: commits,
         # UUID-named checkpoint top-level files).
         data = content_bytes(data)
@@ -161,6 +186,7 @@ class _S3Backend(_S3Bulk, _Backend):
 
     def put_atomic(self, native: str, data: bytes | os.PathLike) -> None:
         self._remembered = None  # a write: a remembered listing is out of date
+        self._sizes.pop(native, None)
         # An S3 PUT (or a completed multipart upload) becomes visible all at once; a local
         # file is uploaded from disk (in parts when large), never held in memory whole.
         if isinstance(data, os.PathLike):
@@ -170,6 +196,7 @@ class _S3Backend(_S3Bulk, _Backend):
 
     def delete(self, native: str) -> bool:
         self._remembered = None  # a write: a remembered listing is out of date
+        self._sizes.pop(native, None)
         if self._head(native) is None:
             return False  # S3 DELETE succeeds on absent keys: ask first to report it
         bucket, key = self._split(native)
@@ -233,6 +260,7 @@ class _S3Backend(_S3Bulk, _Backend):
 
     def delete_many(self, natives: list[str]) -> int:
         self._remembered = None  # a write: a remembered listing is out of date
+        self._sizes.clear()
         by_bucket: dict[str, list[str]] = {}
         for native in natives:
             bucket, key = self._split(native)

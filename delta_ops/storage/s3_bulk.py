@@ -402,6 +402,7 @@ class _S3Bulk:
         self, natives: list[str], policy: RequestPolicy, progress: Progress | None
     ) -> DeleteReport:
         self._remembered = None
+        self._sizes.clear()  # sizes remembered from listings: these keys go away
         by_bucket: dict[str, list[str]] = {}
         for native in natives:
             bucket, key = self._split(native)
