@@ -20,6 +20,7 @@ run each.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
@@ -164,9 +165,18 @@ def _floor(row: dict, requests: int, latency: float, moto_s: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    argv = list(argv or [])
-    large = "--small" not in argv
-    repeats = int(argv[argv.index("--repeats") + 1]) if "--repeats" in argv else 3
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_object_store",
+        description="VACUUM and snapshots on moto S3 behind a latency proxy: delta_ops "
+        "beside deltalake, whole processes, alternated.",
+    )
+    parser.add_argument("--small", action="store_true",
+                        help="leave out the 250,000-file tables (minutes to load)")
+    parser.add_argument("--repeats", type=int, default=3, metavar="N",
+                        help="runs of each tool per row of the small tables (default 3)")
+    args = parser.parse_args(list(argv or []))
+    large = not args.small
+    repeats = args.repeats
     rows: list[dict] = []
     t0 = time.perf_counter()
     small20 = s3_tables.small(20_000, 100, 4_000)
