@@ -19,7 +19,7 @@ from delta_ops.errors import CheckpointVerificationError as CheckpointVerificati
 from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import StreamedActions
-from delta_ops.maintenance.options import CheckpointKind as CheckpointKind  # re-exported
+from delta_ops.protocol.checkpoint_kind import CheckpointKind as CheckpointKind  # re-exported
 from delta_ops.protocol import features
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
 
