@@ -37,7 +37,6 @@ from delta_ops.log.checkpoint_files import (
 from delta_ops.log.replay import read_checkpoint
 from delta_ops.log.segment import CheckpointFiles, _complete_checkpoints, list_log
 from delta_ops.log.snapshot import load_snapshot
-from delta_ops.protocol.checkpoint_kind import CheckpointKind
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind

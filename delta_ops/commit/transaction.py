@@ -63,9 +63,10 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import parse_json_actions
 from delta_ops.log.snapshot import Snapshot, load_snapshot
-from delta_ops.protocol import features, filenames
+from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.protocol.upgrade import protocol_with_features
 from delta_ops.storage import FileInfo, Storage
 
@@ -299,20 +300,25 @@ class Transaction:
 
     # ---- validation ----------------------------------------------------------------------
 
-    def _validate(self, protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+    def _validate(
+        self, protocol: Mapping[str, Any], metadata: Mapping[str, Any]
+    ) -> TableConfiguration:
+        """Check the commit against the table's configuration and the one it leaves in
+        place; returns the latter (errors name the version read)."""
         snap = self.snapshot
         table = self.table
         version = None if snap is None else snap.version
-        if snap is not None:
-            features.ensure_supported(snap.protocol, "commit", table=table, version=version)
-        features.ensure_supported(protocol, "commit", table=table, version=version)
-        if snap is not None and self._protocol is not None:
-            check_protocol_change(snap.protocol, protocol, table=table, version=version)
+        old = None if snap is None else snap.table_configuration
+        new = TableConfiguration(protocol, Metadata(metadata), version, table)
+        if old is not None:
+            old.ensure_supported("commit")
+        new.ensure_supported("commit")
+        if old is not None and self._protocol is not None:
+            check_protocol_change(old, new)
         if not metadata.get("id"):
             raise InvalidCommitError("the table metadata has no id", table=table)
-        config = metadata.get("configuration") or {}
-        check_append_only(protocol, config, self._actions, table=table, version=version)
-        if self._domains and not features.is_feature_supported(protocol, "domainMetadata"):
+        check_append_only(new, self._actions)
+        if self._domains and not new.is_feature_supported("domainMetadata"):
             raise UnsupportedFeatureError(
                 "cannot write domain metadata: the table does not support the domainMetadata "
                 "writer feature (add it with add_features)",
@@ -321,6 +327,7 @@ class Transaction:
                 version=version,
             )
         check_unique_actions(self._actions, table=table)
+        return new
 
     # ---- row IDs -------------------------------------------------------------------------
 
@@ -383,9 +390,9 @@ class Transaction:
             self._ensure_no_table()
         protocol = self.protocol
         metadata = self.metadata
-        self._validate(protocol, metadata)
-        config = metadata.get("configuration") or {}
-        row_tracking = features.is_feature_supported(protocol, "rowTracking")
+        new = self._validate(protocol, metadata)
+        config = new.configuration
+        row_tracking = new.is_feature_supported("rowTracking")
         counts: dict[str, int] = {}
         hwm = -1
         if row_tracking:
@@ -404,9 +411,9 @@ class Transaction:
                 table=self.table,
                 version=None if snap is None else snap.version,
             )
-        ict_on = features.is_feature_enabled(protocol, config, "inCommitTimestamp")
-        ict_was_on = snap is not None and features.is_feature_enabled(
-            snap.protocol, snap.metadata.configuration, "inCommitTimestamp"
+        ict_on = new.is_feature_enabled("inCommitTimestamp")
+        ict_was_on = snap is not None and snap.table_configuration.is_feature_enabled(
+            "inCommitTimestamp"
         )
         prev_ict: int | None = None
         if ict_on and snap is not None:
