@@ -218,6 +218,7 @@ class TableConfiguration:
                 `operation`; names the table, the version and the features.
             ValueError: an unknown operation.
         """
+        self.reader_features, self.writer_features  # noqa: B018 - errors name the table
         features.ensure_supported(
             self.protocol, operation, table=self.table, version=self.version,
             permitted=permitted,
