@@ -60,9 +60,9 @@ def _old_default_kind(protocol: dict, configuration: dict) -> CheckpointKind:
     return CheckpointKind.CLASSIC
 
 
-def _raised(call) -> tuple[str, str] | None:
+def _raised(call, *args) -> tuple[str, str] | None:
     try:
-        call()
+        call(*args)
     except DeltaOpsError as exc:
         return type(exc).__name__, exc.reason
     return None
@@ -113,8 +113,8 @@ def test_corpus_answers_match_the_free_functions():
             ), (name, feature.name)
         for op in F.Operation:
             assert config.unsupported_features(op) == F.unsupported_features(protocol, op)
-            ours = _raised(lambda op=op: config.ensure_supported(op))
-            theirs = _raised(lambda op=op: F.ensure_supported(protocol, op))
+            ours = _raised(config.ensure_supported, op)
+            theirs = _raised(F.ensure_supported, protocol, op)
             assert ours == theirs, (name, op)
         assert config.refused_operations() == F.refused_operations(protocol), name
         assert config.properties == TableProperties.from_configuration(cfg), name
