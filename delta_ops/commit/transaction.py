@@ -66,7 +66,7 @@ from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
-from delta_ops.protocol.table_configuration import TableConfiguration
+from delta_ops.protocol.table_configuration import ICT_TIMESTAMP, ICT_VERSION, TableConfiguration
 from delta_ops.protocol.upgrade import protocol_with_features
 from delta_ops.storage import FileInfo, Storage
 
@@ -81,9 +81,6 @@ __all__ = [
 
 ENGINE_INFO = f"delta-ops/{__version__}"
 DEFAULT_MAX_RETRIES = 30
-ICT_ENABLE = "delta.enableInCommitTimestamps"
-ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
-ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 @dataclass(frozen=True)
 class CommitResult:
@@ -300,21 +297,18 @@ class Transaction:
 
     # ---- validation ----------------------------------------------------------------------
 
-    def _validate(
-        self, protocol: Mapping[str, Any], metadata: Mapping[str, Any]
-    ) -> TableConfiguration:
-        """Check the commit against the table's configuration and the one it leaves in
-        place; returns the latter (errors name the version read)."""
+    def _validate(self, protocol: Mapping[str, Any],
+                  metadata: Mapping[str, Any]) -> TableConfiguration:
+        """Check the commit; returns the configuration it leaves in place."""
         snap = self.snapshot
         table = self.table
         version = None if snap is None else snap.version
-        old = None if snap is None else snap.table_configuration
         new = TableConfiguration(protocol, Metadata(metadata), version, table)
-        if old is not None:
-            old.ensure_supported("commit")
+        if snap is not None:
+            snap.table_configuration.ensure_supported("commit")
         new.ensure_supported("commit")
-        if old is not None and self._protocol is not None:
-            check_protocol_change(old, new)
+        if snap is not None and self._protocol is not None:
+            check_protocol_change(snap.table_configuration, new)
         if not metadata.get("id"):
             raise InvalidCommitError("the table metadata has no id", table=table)
         check_append_only(new, self._actions)
@@ -391,7 +385,6 @@ class Transaction:
         protocol = self.protocol
         metadata = self.metadata
         new = self._validate(protocol, metadata)
-        config = new.configuration
         row_tracking = new.is_feature_supported("rowTracking")
         counts: dict[str, int] = {}
         hwm = -1
@@ -399,7 +392,7 @@ class Transaction:
             self._carry_over_row_ids()
             counts = self._row_counts()
             hwm = high_water_mark(snap.domains, table=self.table) if snap is not None else -1
-        enabling_rt = is_true(config, ENABLE_ROW_TRACKING) and (
+        enabling_rt = is_true(new.configuration, ENABLE_ROW_TRACKING) and (
             snap is None or not is_true(snap.metadata.configuration, ENABLE_ROW_TRACKING)
         )
         if enabling_rt:
