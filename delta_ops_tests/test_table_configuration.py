@@ -4,7 +4,9 @@ part is parsed once; one `CheckpointKind`."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
+from pathlib import Path
 
 import orjson
 import pytest
@@ -296,3 +298,56 @@ def test_one_checkpoint_kind():
     segment = build_log_segment(storage)
     assert segment.checkpoint is not None
     assert inspect_checkpoint(storage, segment.checkpoint).shape is CheckpointKind.CLASSIC
+
+
+# ---- callers ask the configuration ------------------------------------------------------------
+
+#: The questions that were free functions over raw protocol/metadata dicts.
+_FREE_QUESTIONS = re.compile(
+    r"(?:\bfeatures\.|(?<![\w.])(?<!def ))"
+    r"(?:reader_features|writer_features|unsupported_features|refused_operations|"
+    r"is_feature_supported|is_feature_enabled|ensure_supported)\(\s*\w+"
+    r"|TableProperties\.from_configuration\(|IctEnablement\.from_metadata\("
+    r"|(?<![\w.])column_mapping_mode\("
+)
+
+
+def _free_calls(source: str) -> list[str]:
+    """Calls of the free functions in `source`; a method on a configuration or a snapshot
+    (`config.ensure_supported("read")`) is the new shape and is not one."""
+    return [m.group(0) for m in _FREE_QUESTIONS.finditer(source)]
+
+
+def test_outside_protocol_only_the_protocol_alone_gates_are_free_calls():
+    """Outside `protocol/`, the free functions are left for the gate on a protocol without
+    its metadata: log compaction (it reads only the protocol) and the Dagster check's cache
+    per distinct protocol. Everything else asks a `TableConfiguration`."""
+    root = Path(__file__).resolve().parents[1] / "delta_ops"
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        if "protocol" in path.relative_to(root).parts[:1]:
+            continue
+        calls = _free_calls(path.read_text(encoding="utf-8"))
+        if calls:
+            found[path.relative_to(root).as_posix()] = calls
+    assert sorted(c for calls in found.values() for c in calls) == [
+        "features.ensure_supported(protocol"
+    ] * 2, found
+
+
+def test_the_free_call_check_sees_the_old_shape():
+    old = (
+        'features.ensure_supported(settings.protocol, "vacuum")\n'
+        "props = TableProperties.from_configuration(metadata.configuration)\n"
+        "ict = IctEnablement.from_metadata(metadata)\n"
+        'if features.is_feature_supported(protocol, "v2Checkpoint"): pass\n'
+    )
+    assert len(_free_calls(old)) == 4
+    assert _free_calls("ensure_supported(protocol, 'vacuum')\ncolumn_mapping_mode(cfg)\n") == [
+        "ensure_supported(protocol", "column_mapping_mode(",
+    ]
+    new = (
+        'config.ensure_supported("vacuum")\nsnap.table_configuration.is_feature_supported("x")\n'
+        "mode = config.column_mapping_mode\ndef ensure_supported(self, operation): pass\n"
+    )
+    assert _free_calls(new) == []
