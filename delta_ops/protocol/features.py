@@ -314,21 +314,8 @@ def is_feature_enabled(
     Raises:
         ValueError: `name` is not a feature delta_ops knows (a misspelling).
     """
-    _known(name)  # a misspelling is refused before the protocol is read
-    return _enabled_in(
-        name, reader_features(protocol), writer_features(protocol), metadata_configuration
-    )
-
-
-def _enabled_in(
-    name: str,
-    reader: frozenset[str],
-    writer: frozenset[str],
-    metadata_configuration: Mapping[str, str] | None,
-) -> bool:
-    """`is_feature_enabled` given the protocol's reader and writer features."""
     record = _known(name)
-    if not _supported_in(name, reader, writer):
+    if not is_feature_supported(protocol, name):
         return False
     if record.enabling_property is None:
         return True

@@ -196,9 +196,8 @@ class TableConfiguration:
             ValueError: `name` is not a feature delta_ops knows (a misspelling).
             CorruptLogError: a malformed protocol.
         """
-        return features._enabled_in(
-            name, self.reader_features, self.writer_features, self.configuration
-        )
+        self.reader_features, self.writer_features  # noqa: B018 - errors name the table
+        return features.is_feature_enabled(self.protocol, self.configuration, name)
 
     def unsupported_features(self, operation: str | Operation = "read") -> dict[str, list[str]]:
         """{"read": [...], "write": [...]}: the table's features `operation` cannot handle
