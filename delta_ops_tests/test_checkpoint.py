@@ -44,6 +44,7 @@ from delta_ops.protocol.checkpoint_schema import (
     spark_hash,
 )
 from delta_ops.protocol.last_checkpoint import parse_last_checkpoint
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 from delta_ops.table import DeltaTable
 from delta_ops_tests.conftest import all_corpus_tables, corpus_path
@@ -204,7 +205,7 @@ def test_hash_partitioning_reproduces_spark_parts(name):
 def test_layout_follows_table_properties_and_column_mapping():
     snap = DeltaTable(str(corpus_path("golden__dv-with-columnmapping"))).snapshot()
     md = snap.metadata
-    layout = checkpoint_layout(snap.protocol, md)
+    layout = checkpoint_layout(snap.table_configuration)
     names = [f.name for f in layout.add]
     assert "stats" in names and "partitionValues_parsed" not in names  # struct stats off
     raw = dict(md.raw)
@@ -213,7 +214,7 @@ def test_layout_follows_table_properties_and_column_mapping():
         "delta.checkpoint.writeStatsAsStruct": "true",
         "delta.checkpoint.writeStatsAsJson": "false",
     }
-    layout = checkpoint_layout(snap.protocol, type(md)(raw))
+    layout = checkpoint_layout(TableConfiguration(snap.protocol, type(md)(raw)))
     names = [f.name for f in layout.add]
     assert "stats" not in names
     physical = {f.name: f.physical_name for f in md.schema.fields}

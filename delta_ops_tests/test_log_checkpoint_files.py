@@ -29,7 +29,6 @@ from deltalake import write_deltalake
 from delta_ops.clock import fixed_clock
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.checkpoint_files import (
-    CheckpointShape,
     inspect_checkpoint,
     read_sidecar_references,
     sidecar_file_path,
@@ -179,8 +178,8 @@ def test_the_corpus_has_every_shape():
         shapes.add(inspect_checkpoint(
             Storage.for_uri(str(root)), checkpoint_at(root, version, identity)
         ).shape)
-    assert shapes == {CheckpointShape.CLASSIC, CheckpointShape.MULTI_PART,
-                      CheckpointShape.V2_UUID}
+    assert shapes == {CheckpointKind.CLASSIC, CheckpointKind.MULTI_PART,
+                      CheckpointKind.V2_UUID}
     assert len(CORPUS_CHECKPOINTS) >= 30
 
 
@@ -196,15 +195,15 @@ def test_corpus_checkpoint_counts(name, version, identity):
         root, cp
     )
     expected_shape = {
-        "checkpoint.parquet": CheckpointShape.CLASSIC,
+        "checkpoint.parquet": CheckpointKind.CLASSIC,
     }.get(identity[21:], None)
     if len(cp.files) > 1:
-        expected_shape = CheckpointShape.MULTI_PART
+        expected_shape = CheckpointKind.MULTI_PART
     elif expected_shape is None:
-        expected_shape = CheckpointShape.V2_UUID
+        expected_shape = CheckpointKind.V2_UUID
     assert found.shape is expected_shape
     assert found.format == identity.rsplit(".", 1)[-1]
-    assert found.parts == (len(cp.files) if expected_shape is CheckpointShape.MULTI_PART
+    assert found.parts == (len(cp.files) if expected_shape is CheckpointKind.MULTI_PART
                            else None)
     assert found.is_valid_shape
     assert [s.path for s in found.sidecars] == [r.path for r in found.sidecar_references]
@@ -263,7 +262,7 @@ def test_classic_checkpoint(tmp_path):
     storage = Storage.for_uri(str(root))
     cp = checkpoint_at(root, 6)
     found = inspect_checkpoint(storage, cp)
-    assert found.shape is CheckpointShape.CLASSIC and found.format == "parquet"
+    assert found.shape is CheckpointKind.CLASSIC and found.format == "parquet"
     assert found.num_adds == deltalake_files(root, 6) == 11
     assert (found.num_actions, found.num_adds, found.size_in_bytes) == independent_totals(
         root, cp
@@ -301,7 +300,7 @@ def test_multipart_checkpoint(tmp_path):
     storage = Storage.for_uri(str(root))
     cp = checkpoint_at(root, 6)
     found = inspect_checkpoint(storage, cp)
-    assert found.shape is CheckpointShape.MULTI_PART and found.parts == 3
+    assert found.shape is CheckpointKind.MULTI_PART and found.parts == 3
     assert [f.path for f in found.files] == [i.path for i in cp.files]
     assert found.num_adds == deltalake_files(root, 6) == 11
     assert (found.num_actions, found.num_adds, found.size_in_bytes) == independent_totals(
@@ -348,7 +347,7 @@ def test_v2_checkpoint(tmp_path, kind, fmt):
     storage = Storage.for_uri(str(root))
     cp = checkpoint_at(root, 3, result.files[0].split(".checkpoint", 1)[1][:9])
     found = inspect_checkpoint(storage, cp)
-    assert found.shape is CheckpointShape(kind) and found.format == fmt
+    assert found.shape is CheckpointKind(kind) and found.format == fmt
     assert found.has_checkpoint_metadata and found.is_valid_shape
     assert len(found.sidecars) == 3  # 5 adds and a remove, at most 2 per sidecar
     assert [f"_sidecars/{r.name}" for r in found.sidecar_references] == list(result.files[1:])
@@ -410,7 +409,7 @@ def test_uuid_named_checkpoint_without_checkpoint_metadata_is_not_a_v2_checkpoin
     lines = [ln for ln in path.read_text().splitlines() if "checkpointMetadata" not in ln]
     path.write_text("\n".join(lines) + "\n")
     found = inspect_checkpoint(storage, cp)
-    assert found.shape is CheckpointShape.V2_UUID
+    assert found.shape is CheckpointKind.V2_UUID
     assert not found.has_checkpoint_metadata and not found.is_valid_shape
     assert find_existing(storage, 3, CheckpointKind.V2_UUID) is None
 

@@ -21,7 +21,6 @@ from deltalake import DeltaTable as RsTable
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
 from delta_ops.log.protocol_metadata import (
-    ProtocolMetadata,
     read_protocol,
     read_protocol_metadata,
 )
@@ -29,6 +28,7 @@ from delta_ops.log.segment import build_log_segment
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import commit_name
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 from delta_ops_tests.compaction_fixtures import build_compaction_table, write_databricks_compaction
 from delta_ops_tests.conftest import all_corpus_tables, corpus_path
@@ -168,7 +168,7 @@ def test_a_starting_point_inside_a_compaction_window(compacted):
     (v11) is taken, not the v8 one below it, and not the seed."""
     commits, storage = compacted
     at9 = load_snapshot(commits, 9)
-    since = ProtocolMetadata(9, at9.protocol, at9.metadata)
+    since = TableConfiguration(at9.protocol, at9.metadata, 9)
     got = read_protocol_metadata(storage, build_log_segment(storage, 12), since=since)
     assert got.metadata.configuration["fixture.step"] == "11"
     assert got.metadata.configuration == load_snapshot(commits, 12).metadata.configuration
@@ -195,8 +195,9 @@ def test_a_starting_point_reads_only_the_deltas_after_it(table_copy):
     assert (info.value.version, info.value.file) == (11, broken)
     assert info.value.table == storage.root
     # Seeded at 12: commits 13 and 14 are read (they hold neither action), 11 is not.
-    seed = ProtocolMetadata(12, {"minReaderVersion": 1, "minWriterVersion": 2, "seed": 1},
-                            Metadata({**at12.metadata.raw, "configuration": {"seed": "yes"}}))
+    seed = TableConfiguration({"minReaderVersion": 1, "minWriterVersion": 2, "seed": 1},
+                              Metadata({**at12.metadata.raw, "configuration": {"seed": "yes"}}),
+                              12)
     got = read_protocol_metadata(storage, segment, since=seed)
     assert got.version == 14
     assert got.protocol == seed.protocol and got.metadata.configuration == {"seed": "yes"}
@@ -208,8 +209,8 @@ def test_newer_actions_win_over_the_starting_point(table_copy):
     at12 = load_snapshot(storage, 12)
     newer = {**at12.metadata.raw, "configuration": {"delta.checkpointInterval": "3"}}
     (root / LOG / commit_name(15)).write_bytes(orjson.dumps({"metaData": newer}) + b"\n")
-    since = ProtocolMetadata(12, {"minReaderVersion": 1, "minWriterVersion": 2, "seed": 1},
-                             at12.metadata)
+    since = TableConfiguration({"minReaderVersion": 1, "minWriterVersion": 2, "seed": 1},
+                               at12.metadata, 12)
     got = read_protocol_metadata(storage, build_log_segment(storage, 15), since=since)
     assert got.metadata.configuration == {"delta.checkpointInterval": "3"}
     assert got.protocol == since.protocol  # no protocol after 12: the seed's
@@ -223,8 +224,8 @@ def test_a_starting_point_the_segment_does_not_reach_is_ignored(table_copy, seed
     root = table_copy(CHECKPOINTED)
     storage = _storage(root)
     want = load_snapshot(storage, 14)
-    fake = ProtocolMetadata(seed_version, {"minReaderVersion": 3, "minWriterVersion": 7},
-                            Metadata({"id": "not-this-table"}))
+    fake = TableConfiguration({"minReaderVersion": 3, "minWriterVersion": 7},
+                              Metadata({"id": "not-this-table"}), seed_version)
     got = read_protocol_metadata(storage, want.segment, since=fake)
     assert got.protocol == want.protocol and dict(got.metadata.raw) == dict(want.metadata.raw)
 
@@ -236,8 +237,8 @@ def test_a_starting_point_at_the_version_reads_nothing(table_copy):
     for v in range(11, 15):
         _break_commit(root, v)
     (root / LOG / "00000000000000000010.checkpoint.parquet").write_bytes(b"not parquet")
-    seed = ProtocolMetadata(14, {"minReaderVersion": 1, "minWriterVersion": 2},
-                            Metadata({"id": "x"}))
+    seed = TableConfiguration({"minReaderVersion": 1, "minWriterVersion": 2},
+                              Metadata({"id": "x"}), 14)
     assert read_protocol_metadata(storage, segment, since=seed) == seed
 
 

@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError
 from delta_ops.protocol import properties as P
+from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+
+
+def _mode(configuration):
+    """`TableConfiguration.column_mapping_mode` of a metaData with this configuration."""
+    metadata = Metadata({"configuration": configuration or {}})
+    config = TableConfiguration({"minReaderVersion": 1, "minWriterVersion": 2}, metadata)
+    return config.column_mapping_mode
 
 DAY = dt.timedelta(days=1)
 
@@ -237,8 +246,8 @@ def test_every_default_parses_to_the_dataclass_default():
 
 
 def test_column_mapping_mode_helper():
-    assert P.column_mapping_mode({}) == "none"
-    assert P.column_mapping_mode({"delta.columnMapping.mode": "ID"}) == "id"
+    assert _mode({}) == "none"
+    assert _mode({"delta.columnMapping.mode": "ID"}) == "id"
 
 
 @cache

@@ -17,8 +17,17 @@ from hypothesis import strategies as st
 
 from delta_ops.errors import CorruptLogError
 from delta_ops.protocol import schema as S
+from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.properties import InvalidTablePropertyError
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+
+
+def _mode(configuration):
+    """`TableConfiguration.column_mapping_mode` of a metaData with this configuration."""
+    metadata = Metadata({"configuration": configuration or {}})
+    config = TableConfiguration({"minReaderVersion": 1, "minWriterVersion": 2}, metadata)
+    return config.column_mapping_mode
 
 COMMIT_RE = re.compile(r"^\d{20}\.json$")
 
@@ -231,7 +240,7 @@ def test_to_arrow_matches_data_files(table):
 def test_physical_to_arrow_matches_column_mapped_files(table):
     meta = _latest_metadata(table)
     parsed = S.parse_schema(meta["schemaString"])
-    mode = S.column_mapping_mode(meta["configuration"])
+    mode = _mode(meta["configuration"])
     assert mode in ("id", "name")
     expected = S.to_arrow(parsed, physical=True)
     files = _active_data_files(table)
@@ -323,12 +332,12 @@ def test_logical_to_physical_quotes_dotted_names():
 
 
 def test_column_mapping_mode():
-    assert S.column_mapping_mode({}) == "none"
-    assert S.column_mapping_mode(None) == "none"
-    assert S.column_mapping_mode({"delta.columnMapping.mode": "Name"}) == "name"
-    assert S.column_mapping_mode({"delta.columnMapping.mode": "id"}) == "id"
+    assert _mode({}) == "none"
+    assert _mode(None) == "none"
+    assert _mode({"delta.columnMapping.mode": "Name"}) == "name"
+    assert _mode({"delta.columnMapping.mode": "id"}) == "id"
     with pytest.raises(InvalidTablePropertyError, match="delta.columnMapping.mode"):
-        S.column_mapping_mode({"delta.columnMapping.mode": "physical"})
+        _mode({"delta.columnMapping.mode": "physical"})
 
 
 def test_variant_round_trips_through_arrow():
@@ -471,7 +480,7 @@ def _partition_value_cases() -> list[tuple[str, str, str | None, S.DataType]]:
                 meta = action.get("metaData")
                 if meta and "schemaString" in meta:
                     schema = S.parse_schema(meta["schemaString"])
-                    mode = S.column_mapping_mode(meta.get("configuration") or {})
+                    mode = _mode(meta.get("configuration") or {})
                     by_physical = {S.physical_name(f, mode): f for f in schema.fields}
                 for kind in ("add", "remove"):
                     values = (action.get(kind) or {}).get("partitionValues") or {}
@@ -574,7 +583,7 @@ def _stats_cases():
                 meta = action.get("metaData")
                 if meta and "schemaString" in meta:
                     parsed = S.parse_schema(meta["schemaString"])
-                    mode = S.column_mapping_mode(meta.get("configuration") or {})
+                    mode = _mode(meta.get("configuration") or {})
                     arrow = (
                         None
                         if "variant" in {getattr(t, "name", "") for t in S.iter_types(parsed)}

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
-from delta_ops.maintenance.options import CheckpointKind
+from delta_ops.protocol.checkpoint_kind import CheckpointKind
 
 
 def _non_negative(text: str) -> int:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False) -> dict[str, Any]:
     """The `snapshot --json` object for a snapshot (the same for both kinds)."""
-    from delta_ops.protocol import features
     from delta_ops.protocol.actions import dv_unique_id
 
     md = snap.metadata
@@ -54,7 +53,7 @@ def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False
         "checkpoint_version": snap.checkpoint_version,
         "features": sorted(snap.reader_features | snap.writer_features),
         "unsupported_features": snap.unsupported_features("read"),
-        "refused_operations": features.refused_operations(snap.protocol),
+        "refused_operations": snap.table_configuration.refused_operations(),
         "warnings": warnings,
     }
     if with_files:

@@ -9,11 +9,13 @@ Spec sections: "Requirements for Writers" (one action per reconciliation key per
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import AppendOnlyError, InvalidCommitError
-from delta_ops.protocol import features
 from delta_ops.protocol.actions import canonical_path, dv_unique_id
+
+if TYPE_CHECKING:
+    from delta_ops.protocol.table_configuration import TableConfiguration
 
 __all__ = [
     "build_commit_info",
@@ -58,44 +60,38 @@ def is_true(configuration: Mapping[str, str], key: str) -> bool:
     return isinstance(value, str) and value.strip().lower() == "true"
 
 
-def check_protocol_change(
-    old: Mapping[str, Any], new: Mapping[str, Any], *, table: str, version: int | None
-) -> None:
-    """Raise unless `new` keeps every feature and version of `old` (features are only added).
+def check_protocol_change(old: TableConfiguration, new: TableConfiguration) -> None:
+    """Raise unless `new` keeps every feature and version of `old` (features are only added);
+    the error names `new`'s table and version.
 
     Raises:
         InvalidCommitError: `new` drops a feature or lowers a version.
     """
-    lost = (features.reader_features(old) - features.reader_features(new)) | (
-        features.writer_features(old) - features.writer_features(new)
+    lost = (old.reader_features - new.reader_features) | (
+        old.writer_features - new.writer_features
     )
-    lowered = new["minReaderVersion"] < old["minReaderVersion"] or (
-        new["minWriterVersion"] < old["minWriterVersion"]
+    lowered = new.min_reader_version < old.min_reader_version or (
+        new.min_writer_version < old.min_writer_version
     )
     if lost or lowered:
         raise InvalidCommitError(
-            f"the new protocol {dict(new)} drops features or versions of {dict(old)}: "
-            f"{sorted(lost)}; features can only be added",
-            table=table,
-            version=version,
+            f"the new protocol {dict(new.protocol)} drops features or versions of "
+            f"{dict(old.protocol)}: {sorted(lost)}; features can only be added",
+            table=new.table,
+            version=new.version,
         )
 
 
-def check_append_only(
-    protocol: Mapping[str, Any],
-    configuration: Mapping[str, str],
-    actions: Iterable[Mapping[str, Any]],
-    *,
-    table: str,
-    version: int | None,
-) -> None:
-    """On an append-only table, only rearranging removes (dataChange=false) are allowed.
+def check_append_only(config: TableConfiguration, actions: Iterable[Mapping[str, Any]]) -> None:
+    """On an append-only table, only rearranging removes (dataChange=false) are allowed; the
+    error names `config`'s table and version.
 
     Raises:
         AppendOnlyError: A remove with dataChange true (or missing) on an append-only table.
     """
-    if not features.is_feature_enabled(protocol, configuration, "appendOnly"):
+    if not config.is_append_only:
         return
+    table, version = config.table, config.version
     for obj in actions:
         r = obj.get("remove")
         if r is not None and r.get("dataChange", True) is not False:

@@ -63,9 +63,10 @@ from delta_ops.errors import (
 )
 from delta_ops.log.replay import parse_json_actions
 from delta_ops.log.snapshot import Snapshot, load_snapshot
-from delta_ops.protocol import features, filenames
+from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
+from delta_ops.protocol.table_configuration import ICT_TIMESTAMP, ICT_VERSION, TableConfiguration
 from delta_ops.protocol.upgrade import protocol_with_features
 from delta_ops.storage import FileInfo, Storage
 
@@ -80,9 +81,6 @@ __all__ = [
 
 ENGINE_INFO = f"delta-ops/{__version__}"
 DEFAULT_MAX_RETRIES = 30
-ICT_ENABLE = "delta.enableInCommitTimestamps"
-ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
-ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 @dataclass(frozen=True)
 class CommitResult:
@@ -299,20 +297,22 @@ class Transaction:
 
     # ---- validation ----------------------------------------------------------------------
 
-    def _validate(self, protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+    def _validate(self, protocol: Mapping[str, Any],
+                  metadata: Mapping[str, Any]) -> TableConfiguration:
+        """Check the commit; returns the configuration it leaves in place."""
         snap = self.snapshot
         table = self.table
         version = None if snap is None else snap.version
+        new = TableConfiguration(protocol, Metadata(metadata), version, table)
         if snap is not None:
-            features.ensure_supported(snap.protocol, "commit", table=table, version=version)
-        features.ensure_supported(protocol, "commit", table=table, version=version)
+            snap.table_configuration.ensure_supported("commit")
+        new.ensure_supported("commit")
         if snap is not None and self._protocol is not None:
-            check_protocol_change(snap.protocol, protocol, table=table, version=version)
+            check_protocol_change(snap.table_configuration, new)
         if not metadata.get("id"):
             raise InvalidCommitError("the table metadata has no id", table=table)
-        config = metadata.get("configuration") or {}
-        check_append_only(protocol, config, self._actions, table=table, version=version)
-        if self._domains and not features.is_feature_supported(protocol, "domainMetadata"):
+        check_append_only(new, self._actions)
+        if self._domains and not new.is_feature_supported("domainMetadata"):
             raise UnsupportedFeatureError(
                 "cannot write domain metadata: the table does not support the domainMetadata "
                 "writer feature (add it with add_features)",
@@ -321,6 +321,7 @@ class Transaction:
                 version=version,
             )
         check_unique_actions(self._actions, table=table)
+        return new
 
     # ---- row IDs -------------------------------------------------------------------------
 
@@ -383,16 +384,15 @@ class Transaction:
             self._ensure_no_table()
         protocol = self.protocol
         metadata = self.metadata
-        self._validate(protocol, metadata)
-        config = metadata.get("configuration") or {}
-        row_tracking = features.is_feature_supported(protocol, "rowTracking")
+        new = self._validate(protocol, metadata)
+        row_tracking = new.is_feature_supported("rowTracking")
         counts: dict[str, int] = {}
         hwm = -1
         if row_tracking:
             self._carry_over_row_ids()
             counts = self._row_counts()
             hwm = high_water_mark(snap.domains, table=self.table) if snap is not None else -1
-        enabling_rt = is_true(config, ENABLE_ROW_TRACKING) and (
+        enabling_rt = is_true(new.configuration, ENABLE_ROW_TRACKING) and (
             snap is None or not is_true(snap.metadata.configuration, ENABLE_ROW_TRACKING)
         )
         if enabling_rt:
@@ -404,9 +404,9 @@ class Transaction:
                 table=self.table,
                 version=None if snap is None else snap.version,
             )
-        ict_on = features.is_feature_enabled(protocol, config, "inCommitTimestamp")
-        ict_was_on = snap is not None and features.is_feature_enabled(
-            snap.protocol, snap.metadata.configuration, "inCommitTimestamp"
+        ict_on = new.is_feature_enabled("inCommitTimestamp")
+        ict_was_on = snap is not None and snap.table_configuration.is_feature_enabled(
+            "inCommitTimestamp"
         )
         prev_ict: int | None = None
         if ict_on and snap is not None:

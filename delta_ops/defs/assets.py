@@ -68,7 +68,6 @@ from delta_ops.maintenance.due import (
     checkpoint_need,
     compaction_interval,
 )
-from delta_ops.protocol import features
 from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.storage import Storage
 
@@ -139,9 +138,7 @@ class TableRun:
         state = inspect_log(storage)
         settings = read_settings(storage, state)
         if operation is not None:
-            features.ensure_supported(
-                settings.protocol, operation, table=storage.root, version=state.version
-            )
+            settings.table_configuration.ensure_supported(operation)
         return state, settings
 
 

@@ -127,7 +127,7 @@ def log_readable_outcome(
             },
         }
     assert state is not None and settings is not None
-    protocol = settings.protocol
+    protocol, config = settings.protocol, settings.table_configuration
     blocked = blocked_operations(protocol, name, state.version)
     names = sorted({f for fs in blocked.values() for f in fs})
     return {
@@ -143,8 +143,8 @@ def log_readable_outcome(
             "version": state.version,
             "min_reader_version": protocol.get("minReaderVersion"),
             "min_writer_version": protocol.get("minWriterVersion"),
-            "reader_features": MetadataValue.json(sorted(features.reader_features(protocol))),
-            "writer_features": MetadataValue.json(sorted(features.writer_features(protocol))),
+            "reader_features": MetadataValue.json(sorted(config.reader_features)),
+            "writer_features": MetadataValue.json(sorted(config.writer_features)),
             "blocked_operations": MetadataValue.json(blocked),
         },
     }

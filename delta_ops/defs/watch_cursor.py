@@ -40,7 +40,6 @@ from typing import Any
 
 from delta_ops.errors import InvalidTablePropertyError
 from delta_ops.log.state import TableSettings
-from delta_ops.protocol.properties import TableProperties
 
 #: The packed format (2); format 1 was plain JSON `{"format": 1, "tables": {...}}`.
 CURSOR_PREFIX = "z2:"
@@ -57,7 +56,7 @@ def due_settings(settings: TableSettings) -> TableSettings:
     """`settings` with only the table properties the due rules read (all of them when a
     known property is invalid: the rules then use their defaults, as for the full map)."""
     try:
-        TableProperties.from_configuration(settings.configuration)
+        settings.table_configuration.properties  # noqa: B018 - parsed to be validated
     except InvalidTablePropertyError:
         return settings
     kept = {k: settings.configuration[k] for k in DUE_PROPERTIES if k in settings.configuration}

@@ -38,7 +38,6 @@ one string column is cheap next to the checkpoint's full read, and always right.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +48,7 @@ from delta_ops.errors import CorruptLogError, DeltaOpsError
 from delta_ops.log.replay import parse_json_actions, read_checkpoint
 from delta_ops.log.segment import CheckpointFiles
 from delta_ops.log.sidecars import SIDECARS, sidecar_file_path
+from delta_ops.protocol.checkpoint_kind import CheckpointKind
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
 
@@ -59,7 +59,6 @@ __all__ = [
     "SIDECARS",
     "CheckpointFileFacts",
     "CheckpointInspection",
-    "CheckpointShape",
     "SidecarReference",
     "inspect_checkpoint",
     "read_sidecar_references",
@@ -67,22 +66,6 @@ __all__ = [
     "verify_checkpoint",
 ]
 
-
-
-class CheckpointShape(str, enum.Enum):
-    """A checkpoint's naming scheme and spec (the spec's allowed combinations)."""
-
-    CLASSIC = "classic"  # n.checkpoint.parquet, V1 spec
-    MULTI_PART = "multi-part"  # n.checkpoint.o.p.parquet, V1 spec
-    V2_CLASSIC = "v2-classic"  # n.checkpoint.parquet, V2 spec (has checkpointMetadata)
-    V2_UUID = "v2-uuid"  # n.checkpoint.<uuid>.json|parquet, V2 spec
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_v2(self) -> bool:
-        return self in (CheckpointShape.V2_CLASSIC, CheckpointShape.V2_UUID)
 
 
 @dataclass(frozen=True)
@@ -152,7 +135,7 @@ class CheckpointInspection:
     """
 
     checkpoint: CheckpointFiles
-    shape: CheckpointShape
+    shape: CheckpointKind
     format: str
     files: tuple[CheckpointFileFacts, ...]
     sidecars: tuple[CheckpointFileFacts, ...]
@@ -176,16 +159,16 @@ class CheckpointInspection:
     def is_valid_shape(self) -> bool:
         """The spec's allowed combinations: UUID-named files follow the V2 spec; multi-part
         ones the V1 spec (no checkpointMetadata, no sidecars)."""
-        if self.shape is CheckpointShape.V2_UUID:
+        if self.shape is CheckpointKind.V2_UUID:
             return self.has_checkpoint_metadata
-        if self.shape is CheckpointShape.MULTI_PART:
+        if self.shape is CheckpointKind.MULTI_PART:
             return not self.has_checkpoint_metadata and not self.sidecar_references
         return True
 
     @property
     def parts(self) -> int | None:
         """Number of parts of a multi-part checkpoint (`_last_checkpoint.parts`)."""
-        return len(self.files) if self.shape is CheckpointShape.MULTI_PART else None
+        return len(self.files) if self.shape is CheckpointKind.MULTI_PART else None
 
 
 # --------------------------------------------------------------------------------------
@@ -331,13 +314,13 @@ def inspect_checkpoint(storage: Storage, checkpoint: CheckpointFiles) -> Checkpo
             )
         sidecars.append(_parquet_file(storage, found, version, counts=True))
     if checkpoint.kind == LogFileKind.CHECKPOINT_MULTIPART:
-        shape = CheckpointShape.MULTI_PART
+        shape = CheckpointKind.MULTI_PART
     elif checkpoint.kind == LogFileKind.CHECKPOINT_UUID:
-        shape = CheckpointShape.V2_UUID
+        shape = CheckpointKind.V2_UUID
     elif files[0].has_checkpoint_metadata:
-        shape = CheckpointShape.V2_CLASSIC
+        shape = CheckpointKind.V2_CLASSIC
     else:
-        shape = CheckpointShape.CLASSIC
+        shape = CheckpointKind.CLASSIC
     every = (*files, *sidecars)
     return CheckpointInspection(
         checkpoint=checkpoint,

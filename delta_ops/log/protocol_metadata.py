@@ -28,7 +28,6 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import orjson
@@ -36,6 +35,7 @@ import orjson
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.segment import CheckpointFiles, Delta, LogSegment
 from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -76,29 +76,15 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-@dataclass(frozen=True)
-class ProtocolMetadata:
-    """The protocol and metaData actions in force at `version`.
-
-    Attributes:
-        version: the table version they describe.
-        protocol: the `protocol` action, as the JSON log writes it.
-        metadata: the `metaData` action.
-    """
-
-    version: int
-    protocol: dict
-    metadata: Metadata
-
-
 def read_protocol_metadata(
     storage: Storage,
     segment: LogSegment,
     *,
     blobs: Mapping[str, bytes] | None = None,
-    since: ProtocolMetadata | None = None,
-) -> ProtocolMetadata:
-    """The protocol and metaData in force at `segment.version`.
+    since: TableConfiguration | None = None,
+) -> TableConfiguration:
+    """The protocol and metaData in force at `segment.version`, as the table's configuration
+    at that version (nothing in them is parsed yet: `TableConfiguration` does it on demand).
 
     Args:
         storage: the table's storage.
@@ -113,7 +99,9 @@ def read_protocol_metadata(
             the file), or no protocol or no metaData action in the segment.
     """
     found = _replay(storage, segment, (PROTOCOL, METADATA), blobs=blobs, since=since)
-    return ProtocolMetadata(segment.version, found[PROTOCOL], Metadata(found[METADATA]))
+    return TableConfiguration(
+        found[PROTOCOL], Metadata(found[METADATA]), segment.version, storage.root
+    )
 
 
 def read_protocol(storage: Storage, segment: LogSegment) -> dict:
@@ -131,11 +119,11 @@ def _replay(
     keys: tuple[str, ...],
     *,
     blobs: Mapping[str, bytes] | None,
-    since: ProtocolMetadata | None,
+    since: TableConfiguration | None,
 ) -> dict[str, dict]:
     seed: dict[str, dict] | None = None
     deltas: list[Delta] = list(segment.deltas)
-    if since is not None:
+    if since is not None and since.version is not None:
         if since.version == segment.version:
             return {PROTOCOL: since.protocol, METADATA: dict(since.metadata.raw)}
         newer = [d for d in deltas if d.end > since.version]
@@ -311,7 +299,6 @@ def _take_first(t: pa.Table, columns: list[str], want: set[str], found: dict[str
 __all__ = [
     "METADATA",
     "PROTOCOL",
-    "ProtocolMetadata",
     "read_protocol",
     "read_protocol_metadata",
 ]

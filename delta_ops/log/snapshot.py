@@ -64,7 +64,7 @@ class Snapshot(SnapshotBase):
 
         if self.schema is None:
             raise ValueError(f"table {self.table} version {self.version} has no schemaString")
-        mode = self.metadata.configuration.get("delta.columnMapping.mode", "none")
+        mode = self.table_configuration.column_mapping_mode
         return to_arrow(self.schema, physical=physical, mode=mode)
 
     @property
@@ -143,7 +143,7 @@ def load_snapshot(
         latest = load_snapshot(storage)
         ts_ms = _to_ms(timestamp)
         earliest = _earliest_reconstructable(latest)
-        version = version_at_timestamp(storage, ts_ms, latest.metadata, earliest_version=earliest)
+        version = version_at_timestamp(storage, ts_ms, latest.ict, earliest_version=earliest)
         if version == latest.version:
             return latest
     # A corrupt checkpoint, or a V2 one missing a sidecar: an older one (or the commits).

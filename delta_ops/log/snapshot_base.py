@@ -14,9 +14,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from delta_ops.errors import CorruptLogError
-from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp
-from delta_ops.protocol import features
+from delta_ops.log.timestamps import read_in_commit_timestamp
+from delta_ops.protocol.feature_table import Operation
+from delta_ops.protocol.table_configuration import IctEnablement, TableConfiguration
 
 if TYPE_CHECKING:
     from delta_ops.log.segment import LogSegment
@@ -65,29 +65,32 @@ class SnapshotBase:
         return {k: v for k, v in self.all_domains.items() if not v.removed}
 
     @cached_property
-    def properties(self) -> TableProperties:
-        from delta_ops.protocol.properties import TableProperties
+    def table_configuration(self) -> TableConfiguration:
+        """The protocol and metadata of this version, asked questions once."""
+        return TableConfiguration(self.protocol, self.metadata, self.version, self.table)
 
-        return TableProperties.from_configuration(self.metadata.configuration)
+    @property
+    def properties(self) -> TableProperties:
+        return self.table_configuration.properties
 
     @property
     def reader_features(self) -> frozenset[str]:
-        return features.reader_features(self.protocol)
+        return self.table_configuration.reader_features
 
     @property
     def writer_features(self) -> frozenset[str]:
-        return features.writer_features(self.protocol)
+        return self.table_configuration.writer_features
 
     def unsupported_features(self, operation: str = "read") -> dict[str, list[str]]:
-        return features.unsupported_features(self.protocol, operation)
+        return self.table_configuration.unsupported_features(operation)
 
     def ensure_supported(self, operation: str) -> None:
         """Raise UnsupportedFeatureError when this table's protocol forbids `operation`."""
-        features.ensure_supported(self.protocol, operation, table=self.table, version=self.version)
+        self.table_configuration.ensure_supported(operation)
 
-    @cached_property
+    @property
     def ict(self) -> IctEnablement:
-        return IctEnablement.from_metadata(self.metadata)
+        return self.table_configuration.ict
 
     @cached_property
     def timestamp(self) -> int:
@@ -127,18 +130,7 @@ def check_readable(
             delta_ops implements or a reader feature it does not know (the writer side is
             checked by the operations that write).
     """
-    if protocol is None:
-        raise CorruptLogError(
-            "no protocol action found while reconstructing the table state",
-            table=table,
-            version=version,
-        )
-    if metadata is None:
-        raise CorruptLogError(
-            "no metaData action found while reconstructing the table state",
-            table=table,
-            version=version,
-        )
-    # The one gate (`features.ensure_supported`): reading needs the reader version and the
-    # reader features; writer requirements are checked by the operations that write.
-    features.ensure_supported(protocol, features.Operation.READ, table=table, version=version)
+    # The one gate (`TableConfiguration.ensure_supported`): reading needs the reader version
+    # and the reader features; writer requirements are checked by the operations that write.
+    config = TableConfiguration.of(protocol, metadata, table=table, version=version)
+    config.ensure_supported(Operation.READ)

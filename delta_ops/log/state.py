@@ -18,14 +18,16 @@ What each table needs given this state is decided in `delta_ops.maintenance.due`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from delta_ops.log.protocol_metadata import ProtocolMetadata, read_protocol_metadata
+from delta_ops.log.protocol_metadata import read_protocol_metadata
 from delta_ops.log.segment import LogSegment, build_log_segment
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFile, LogFileKind
-from delta_ops.protocol.properties import InvalidTablePropertyError, TableProperties
+from delta_ops.protocol.properties import InvalidTablePropertyError
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import FileInfo, Storage
 
 #: `delta.checkpointInterval` when the table does not set it (or sets it badly).
@@ -81,26 +83,35 @@ class LogState:
 @dataclass(frozen=True)
 class TableSettings:
     """The protocol and table properties in force at `version` (cached in the sensor cursor:
-    `to_json`/`from_json` keep the format `{"version", "protocol", "configuration"}`)."""
+    `to_json`/`from_json` keep the format `{"version", "protocol", "configuration"}`;
+    `table`, named in errors, is known when read, not when taken from a cursor)."""
 
     version: int
     protocol: dict
     configuration: dict
+    table: str | None = field(default=None, compare=False)
+
+    @cached_property
+    def table_configuration(self) -> TableConfiguration:
+        """The configuration at `version` (its metaData holds only `configuration`)."""
+        return TableConfiguration(
+            self.protocol, Metadata({"configuration": self.configuration}), self.version,
+            self.table,
+        )
 
     @property
     def checkpoint_interval(self) -> int:
         """`delta.checkpointInterval` (10 when unset or invalid)."""
         try:
-            props = TableProperties.from_configuration(self.configuration)
+            return self.table_configuration.properties.checkpoint_interval
         except InvalidTablePropertyError:
             return DEFAULT_CHECKPOINT_INTERVAL
-        return props.checkpoint_interval
 
     @property
     def checkpoint_v2(self) -> bool:
         """Whether `delta.checkpointPolicy` asks for V2 checkpoints (False when invalid)."""
         try:
-            return TableProperties.from_configuration(self.configuration).checkpoint_v2
+            return self.table_configuration.properties.checkpoint_v2
         except InvalidTablePropertyError:
             return False
 
@@ -143,15 +154,12 @@ def read_settings(
     Raises:
         CorruptLogError: a log file that does not parse, or no protocol or metaData.
     """
-    since = None
-    if previous is not None:
-        # The cursor keeps only the configuration of the metaData action: that is the seed.
-        since = ProtocolMetadata(
-            previous.version, previous.protocol,
-            Metadata({"configuration": previous.configuration}),
-        )
+    # The cursor keeps only the configuration of the metaData action: that is the seed.
+    since = None if previous is None else previous.table_configuration
     found = read_protocol_metadata(storage, state.segment, since=since, blobs=blobs)
-    return TableSettings(state.version, dict(found.protocol), found.metadata.configuration)
+    return TableSettings(
+        state.version, dict(found.protocol), found.metadata.configuration, storage.root
+    )
 
 
 __all__ = [

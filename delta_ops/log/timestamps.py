@@ -11,38 +11,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import orjson
 
 from delta_ops.errors import CorruptLogError, VersionNotFoundError
 from delta_ops.protocol import filenames
-from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFileKind
+from delta_ops.protocol.table_configuration import IctEnablement
 from delta_ops.storage import FileInfo, Storage
-
-
-@dataclass(frozen=True)
-class IctEnablement:
-    """Whether and since when in-commit timestamps are enabled (from table metadata)."""
-
-    enabled: bool
-    version: int | None = None
-    timestamp: int | None = None
-
-    @classmethod
-    def from_metadata(cls, metadata: Metadata | None) -> IctEnablement:
-        if metadata is None:
-            return cls(False)
-        cfg = metadata.configuration
-        if cfg.get("delta.enableInCommitTimestamps", "false").lower() != "true":
-            return cls(False)
-        v = cfg.get("delta.inCommitTimestampEnablementVersion")
-        ts = cfg.get("delta.inCommitTimestampEnablementTimestamp")
-        return cls(True, int(v) if v is not None else 0, int(ts) if ts is not None else None)
-
-    def applies_to(self, version: int) -> bool:
-        return self.enabled and version >= (self.version or 0)
 
 
 def read_in_commit_timestamp(storage: Storage, version: int) -> int:
@@ -89,7 +65,7 @@ def list_commits(storage: Storage) -> list[tuple[int, FileInfo]]:
 def version_at_timestamp(
     storage: Storage,
     timestamp_ms: int,
-    latest_metadata: Metadata | None,
+    ict: IctEnablement,
     *,
     earliest_version: int | None = None,
 ) -> int:
@@ -98,7 +74,8 @@ def version_at_timestamp(
     Args:
         storage: the table's storage.
         timestamp_ms: milliseconds since the epoch.
-        latest_metadata: metadata of the latest snapshot (decides in-commit timestamps).
+        ict: in-commit-timestamp enablement of the latest snapshot
+            (`TableConfiguration.ict`).
         earliest_version: the oldest version that can be reconstructed (a checkpoint or
             version 0); earlier commits are not candidates.
 
@@ -111,7 +88,6 @@ def version_at_timestamp(
         commits = [(v, i) for v, i in commits if v >= earliest_version]
     if not commits:
         raise VersionNotFoundError("the log has no commits to time travel to", table=table)
-    ict = IctEnablement.from_metadata(latest_metadata)
     versions = [v for v, _ in commits]
     # Versions before ICT enablement use (monotonized) file modification times.
     split = len(versions)

@@ -28,13 +28,12 @@ from delta_ops.errors import CorruptLogError
 from delta_ops.log.json_actions import parse_json_actions
 from delta_ops.log.references import _dict_rows, _empty_rows, reference_parts
 from delta_ops.log.timestamps import (
-    IctEnablement,
     list_commits,
     monotonize,
     read_in_commit_timestamp,
 )
 from delta_ops.protocol import filenames
-from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.table_configuration import IctEnablement
 from delta_ops.storage import Storage
 
 __all__ = [
@@ -121,11 +120,9 @@ class LiteWindow:
 
 
 def _newest_before(
-    storage: Storage, commits: list[int], mtimes: list[int], metadata: Metadata | None,
-    cutoff: int,
+    storage: Storage, commits: list[int], mtimes: list[int], ict: IctEnablement, cutoff: int,
 ) -> int | None:
     """The newest commit whose timestamp is before `cutoff` (None when none is)."""
-    ict = IctEnablement.from_metadata(metadata)
     times = monotonize(mtimes)
 
     def ts_of(i: int) -> int:
@@ -148,7 +145,7 @@ def _newest_before(
 def lite_window(
     storage: Storage,
     delete_before: int,
-    metadata: Metadata | None,
+    ict: IctEnablement,
     *,
     strict: bool = True,
 ) -> LiteWindow:
@@ -157,7 +154,7 @@ def lite_window(
     Args:
         storage: The table's storage.
         delete_before: The retention cut-off (ms).
-        metadata: The latest metadata (decides in-commit timestamps).
+        ict: In-commit-timestamp enablement of the latest version (`TableConfiguration.ict`).
         strict: Raise on an unreadable `_last_vacuum_info` (else read it as none: a full
             VACUUM does not depend on it, and then replaces it).
 
@@ -176,7 +173,7 @@ def lite_window(
         return LiteWindow(0, -1, last, None, 0, covered=False)
     earliest, latest = versions[0], versions[-1]
     outside = _newest_before(
-        storage, versions, [i.modification_time for _, i in found], metadata, delete_before
+        storage, versions, [i.modification_time for _, i in found], ict, delete_before
     )
     # Every commit after the recorded one is still in the log (or the log is whole).
     covered = earliest == 0 or (last is not None and last + 1 >= earliest)

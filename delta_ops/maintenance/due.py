@@ -30,7 +30,6 @@ from delta_ops.log.state import (
     inspect_log,
     read_settings,
 )
-from delta_ops.protocol import features
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
 
@@ -162,7 +161,7 @@ def compaction_interval(settings: TableSettings, override: int | None) -> int | 
 def unsupported(settings: TableSettings, component: str) -> tuple[str, ...]:
     """Features that keep `component` from running on the table (empty: it may run)."""
     try:
-        features.ensure_supported(settings.protocol, OPERATIONS[component])
+        settings.table_configuration.ensure_supported(OPERATIONS[component])
     except UnsupportedFeatureError as exc:
         return tuple(exc.features)
     except CorruptLogError as exc:
@@ -190,7 +189,8 @@ def checkpoint_kind(state: LogState) -> str | None:
 def wanted_checkpoint_kind(settings: TableSettings) -> str:
     """The kind the checkpoint writer picks by default (`checkpoint.plan.default_kind`):
     v2-uuid when `delta.checkpointPolicy` = v2 and the protocol supports v2Checkpoint."""
-    if features.is_feature_supported(settings.protocol, "v2Checkpoint") and settings.checkpoint_v2:
+    supported = settings.table_configuration.is_feature_supported("v2Checkpoint")
+    if supported and settings.checkpoint_v2:
         return "v2-uuid"
     return "classic"
 

@@ -1,39 +1,20 @@
-"""The maintenance options a caller names before any work runs: checkpoint kinds and the
-defaults the command line shows in its help.
+"""The maintenance defaults a caller names before any work runs, as the command line shows
+them in its help.
 
 Light on purpose (the standard library only): `delta-ops` builds its argument parser from
-these without importing pyarrow or the operations. Each operation's module re-exports what
-it uses, so `delta_ops.maintenance.checkpoint.CheckpointKind`,
-`delta_ops.maintenance.checksum.DEFAULT_ALL_FILES_THRESHOLD` and
+these without importing pyarrow or the operations (the checkpoint kinds it offers are
+`delta_ops.protocol.checkpoint_kind.CheckpointKind`). Each operation's module re-exports what
+it uses, so `delta_ops.maintenance.checksum.DEFAULT_ALL_FILES_THRESHOLD` and
 `delta_ops.maintenance.row_tracking.DEFAULT_BATCH_SIZE` are these objects.
 """
 
 from __future__ import annotations
 
-import enum
-
 __all__ = [
     "DEFAULT_ALL_FILES_THRESHOLD",
     "DEFAULT_BACKFILL_CHECKPOINT_EVERY",
     "DEFAULT_BATCH_SIZE",
-    "CheckpointKind",
 ]
-
-
-class CheckpointKind(str, enum.Enum):
-    """The kinds of checkpoint the spec defines (naming scheme x spec)."""
-
-    CLASSIC = "classic"  # n.checkpoint.parquet, V1 spec
-    MULTI_PART = "multi-part"  # n.checkpoint.o.p.parquet, V1 spec
-    V2_CLASSIC = "v2-classic"  # n.checkpoint.parquet, V2 spec
-    V2_UUID = "v2-uuid"  # n.checkpoint.<uuid>.json|parquet, V2 spec
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_v2(self) -> bool:
-        return self in (CheckpointKind.V2_CLASSIC, CheckpointKind.V2_UUID)
 
 
 #: Spark's default threshold (allFilesInCrc.thresholdNumFiles): a version checksum lists

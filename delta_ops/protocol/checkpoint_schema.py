@@ -27,9 +27,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +36,9 @@ import pyarrow.compute as pc
 
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, STRING_MAP
+
+if TYPE_CHECKING:
+    from delta_ops.protocol.table_configuration import TableConfiguration
 
 # ---- action types as Spark writes them in checkpoints ------------------------------------
 
@@ -194,18 +196,17 @@ class CheckpointLayout:
 VARIANT_SHREDDING_FEATURES = ("variantShredding", "variantShredding-preview")
 
 
-def supports_variant_stats(protocol: Mapping[str, Any]) -> bool:
+def supports_variant_stats(config: TableConfiguration) -> bool:
     """Whether variant columns may have min/max statistics: the spec's "Compatibility with
     other Delta Features" allows them only when the table supports variant shredding."""
-    return any(features.is_feature_supported(protocol, n) for n in VARIANT_SHREDDING_FEATURES)
+    return any(config.is_feature_supported(n) for n in VARIANT_SHREDDING_FEATURES)
 
 
-def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointLayout:
+def checkpoint_layout(config: TableConfiguration) -> CheckpointLayout:
     """The checkpoint layout of a table.
 
     Args:
-        protocol: the protocol action (dict as in the log).
-        metadata: the table's `Metadata` record.
+        config: the table's configuration at the version checkpointed.
 
     Raises:
         delta_ops.protocol.properties.InvalidTablePropertyError: a checkpoint property has
@@ -215,17 +216,15 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
             or (with typed statistics) the schema records a type change the spec does not
             allow.
     """
-    from delta_ops.protocol.properties import TableProperties
     from delta_ops.protocol.schema import (
-        column_mapping_mode,
         partition_values_parsed_schema,
         stats_schema,
         validate_type_changes,
     )
 
-    props = TableProperties.from_configuration(metadata.configuration)
-    reader = int(protocol.get("minReaderVersion") or 1)
-    writer = int(protocol.get("minWriterVersion") or 1)
+    metadata = config.metadata
+    props = config.properties
+    reader, writer = config.min_reader_version, config.min_writer_version
     pv_type: pa.StructType | None = None
     stats_type: pa.StructType | None = None
     keys: tuple[str, ...] = ()
@@ -236,7 +235,7 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
         # Typed columns hold old files' values in the current, widened types: only the
         # widenings the spec allows have a defined conversion.
         validate_type_changes(schema)
-        mode = column_mapping_mode(metadata.configuration)
+        mode = config.column_mapping_mode
         physical = mode != "none"
         partitions = metadata.partition_columns
         if partitions:
@@ -244,7 +243,7 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
             by_name = {f.name: f for f in schema.fields}
             keys = tuple(f.name for f in pv_type)
             types = tuple(by_name[p].type for p in partitions)
-        tight = features.is_feature_supported(protocol, "deletionVectors")
+        tight = config.is_feature_supported("deletionVectors")
         num_indexed = props.data_skipping_num_indexed_cols
         stats_type = stats_schema(
             schema,
@@ -252,7 +251,7 @@ def checkpoint_layout(protocol: Mapping[str, Any], metadata: Any) -> CheckpointL
             physical=physical,
             num_indexed_cols=None if props.data_skipping_stats_columns else num_indexed,
             tight_bounds=tight,
-            variant_min_max=supports_variant_stats(protocol),
+            variant_min_max=supports_variant_stats(config),
         )
     add = add_type(
         stats_as_json=props.checkpoint_write_stats_as_json,

@@ -284,14 +284,20 @@ def is_feature_supported(protocol: Mapping[str, Any], name: str) -> bool:
         ValueError: `name` is not a feature delta_ops knows (a misspelling); to ask whether a
             table lists an arbitrary name, use `reader_features` / `writer_features`.
     """
+    _known(name)  # a misspelling is refused before the protocol is read
+    return _supported_in(name, reader_features(protocol), writer_features(protocol))
+
+
+def _supported_in(name: str, reader: frozenset[str], writer: frozenset[str]) -> bool:
+    """`is_feature_supported` given the protocol's reader and writer features."""
     record = _known(name)
     spellings = {record.name} | {
         a for a, target in FEATURE_ALIASES.items() if target == record.name
     }
-    in_writer = bool(spellings & writer_features(protocol))
+    in_writer = bool(spellings & writer)
     if not record.is_reader_feature:
         return in_writer
-    return in_writer and bool(spellings & reader_features(protocol))
+    return in_writer and bool(spellings & reader)
 
 
 def is_feature_enabled(

@@ -346,23 +346,23 @@ def _parse(spec: PropertySpec, text: Any, **context: Any) -> Any:
         raise InvalidTablePropertyError(spec.key, text, str(exc), **context) from exc
 
 
-def column_mapping_mode(configuration: Mapping[str, str]) -> str:
-    """`delta.columnMapping.mode`: 'none' (default, also when absent), 'id' or 'name'.
+def parse_property(key: str, text: Any, *, table: str | None = None,
+                   version: int | None = None) -> Any:
+    """The typed value of known property `key` written as `text`.
 
     Raises:
-        InvalidTablePropertyError: Any other value.
+        KeyError: `key` is not a property of `PROPERTIES`.
+        InvalidTablePropertyError: an invalid value (names key, value, table and version).
     """
-    spec = PROPERTIES_BY_KEY["delta.columnMapping.mode"]
-    value = configuration.get(spec.key)
-    return "none" if value is None else _parse(spec, value)
+    return _parse(PROPERTIES_BY_KEY[key], text, table=table, version=version)
 
 
 @dataclass(frozen=True)
 class TableProperties:
     """The typed table properties of one metadata action, with the protocol's defaults.
 
-    Build with `TableProperties.from_configuration(metadata.configuration)`. `configuration`
-    keeps the raw map, unknown keys included (e.g. `delta.constraints.*`).
+    A table's are `TableConfiguration.properties` (built with `from_configuration`).
+    `configuration` keeps the raw map, unknown keys included (e.g. `delta.constraints.*`).
     """
 
     checkpoint_interval: int = 10
@@ -451,7 +451,7 @@ __all__ = [
     "PROPERTIES_BY_KEY",
     "PropertySpec",
     "TableProperties",
-    "column_mapping_mode",
     "format_interval",
+    "parse_property",
     "parse_interval",
 ]

@@ -125,7 +125,7 @@ def find_existing(
         inspection = _inspect(storage, version, lf.kind, [(lf, info)])
         if (
             inspection is None
-            or CheckpointKind(inspection.shape.value) is not kind
+            or inspection.shape is not kind
             or not inspection.is_valid_shape
         ):
             continue

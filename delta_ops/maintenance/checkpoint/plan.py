@@ -19,8 +19,7 @@ from delta_ops.errors import CheckpointVerificationError as CheckpointVerificati
 from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import StreamedActions
-from delta_ops.maintenance.options import CheckpointKind as CheckpointKind  # re-exported
-from delta_ops.protocol import features
+from delta_ops.protocol.checkpoint_kind import CheckpointKind as CheckpointKind  # re-exported
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
 
 #: Spark's part size for V2 checkpoints (`spark.databricks.delta.checkpoint.partSize`
@@ -92,10 +91,7 @@ class CheckpointPlan:
 def default_kind(snapshot: Snapshot) -> CheckpointKind:
     """The table's own choice: `delta.checkpointPolicy = v2` (with the `v2Checkpoint`
     feature supported) asks for UUID-named V2 checkpoints; everything else gets classic."""
-    v2_supported = features.is_feature_supported(snapshot.protocol, "v2Checkpoint")
-    if v2_supported and snapshot.properties.checkpoint_v2:
-        return CheckpointKind.V2_UUID
-    return CheckpointKind.CLASSIC
+    return snapshot.table_configuration.default_checkpoint_kind()
 
 
 def _kind(value: CheckpointKind | str | None, table: str, version: int) -> CheckpointKind | None:
@@ -146,7 +142,7 @@ def plan_checkpoint(
         requested = CheckpointKind.MULTI_PART if parts is not None else default_kind(snapshot)
     if fmt not in ("parquet", "json"):
         raise refuse(f"checkpoint format must be parquet or json, not {fmt!r}")
-    v2_supported = features.is_feature_supported(snapshot.protocol, "v2Checkpoint")
+    v2_supported = snapshot.table_configuration.is_feature_supported("v2Checkpoint")
     if requested is CheckpointKind.MULTI_PART and v2_supported:
         raise refuse(
             "multi-part checkpoints are forbidden on tables that support the v2Checkpoint "
@@ -197,7 +193,7 @@ def plan_checkpoint(
         fmt=fmt,
         parts=parts,
         sidecar_actions=sidecars,
-        layout=checkpoint_layout(snapshot.protocol, snapshot.metadata),
+        layout=checkpoint_layout(snapshot.table_configuration),
         num_adds=num_adds,
         tombstones=tombstones,
         now_ms=now_ms,

@@ -15,12 +15,10 @@ from delta_ops.errors import (
     ChecksumMismatchError,
     StorageError,
 )
-from delta_ops.log.timestamps import IctEnablement
 from delta_ops.maintenance.options import (  # re-exported
     DEFAULT_ALL_FILES_THRESHOLD as DEFAULT_ALL_FILES_THRESHOLD,
 )
-from delta_ops.protocol import features
-from delta_ops.protocol.actions import ADD_TYPE, Metadata
+from delta_ops.protocol.actions import ADD_TYPE
 from delta_ops.protocol.crc import (
     FILE_SIZE_BIN_BOUNDARIES,
     LEGACY_HISTOGRAM_FIELD,
@@ -29,6 +27,7 @@ from delta_ops.protocol.crc import (
     parse_checksum,
 )
 from delta_ops.protocol.filenames import LOG_DIR, checksum_name, commit_name
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 
 Method = Literal["auto", "full", "incremental"]
@@ -249,24 +248,14 @@ def _first_commit_info(actions: Sequence[Mapping[str, Any]]) -> dict | None:
     return None
 
 
-def _ict(metadata: Mapping[str, Any], version: int, commit_info: Mapping | None) -> int | None:
+def _ict(config: TableConfiguration, version: int, commit_info: Mapping | None) -> int | None:
     """inCommitTimestampOpt: the commit's inCommitTimestamp iff ICT is enabled at `version`."""
-    if not IctEnablement.from_metadata(Metadata(metadata)).applies_to(version):
+    if not config.ict.applies_to(version):
         return None
     if commit_info is None:
         return None
     value = commit_info.get("inCommitTimestamp")
     return int(value) if value is not None else None
-
-
-def _dv_readable(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
-    """Deletion vectors may be present: the feature is supported and the format is Parquet.
-
-    DV metrics are written exactly then (Spark writes them when DVs are *writable*, a subset;
-    it keeps them once present while they stay readable).
-    """
-    provider = (metadata.get("format") or {}).get("provider", "parquet")
-    return provider == "parquet" and features.is_feature_supported(protocol, "deletionVectors")
 
 
 def action_dict(raw: Mapping[str, Any]) -> dict[str, Any]:

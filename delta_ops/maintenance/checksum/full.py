@@ -28,7 +28,6 @@ from delta_ops.maintenance.checksum.base import (
     ChecksumPolicy,
     _clean_add,
     _domain_dict,
-    _dv_readable,
     _engine,
     _ict,
     _limited,
@@ -70,7 +69,8 @@ def checksum_from_snapshot(
     files = snapshot.files
     protocol = action_dict(snapshot.protocol)
     metadata = action_dict(snapshot.metadata.raw)
-    dv_readable = _dv_readable(protocol, metadata)
+    config = snapshot.table_configuration
+    dv_readable = config.deletion_vectors_readable
     # One pass over the live files, a bounded table at a time (the whole table when it is
     # loaded; a row group at a time when the snapshot is streamed): partial aggregates
     # added up, so memory does not grow with the table. A streamed state on a distributed
@@ -112,7 +112,7 @@ def checksum_from_snapshot(
         table_size_bytes=table_size,
         num_files=num_files,
         txn_id=(commit_info or {}).get("txnId"),
-        in_commit_timestamp=_ict(metadata, version, commit_info),
+        in_commit_timestamp=_ict(config, version, commit_info),
         set_transactions=txns,
         domain_metadata=domains,
         metadata=metadata,

@@ -15,7 +15,6 @@ from delta_ops.maintenance.checksum.base import (
     _cardinality,
     _clean_add,
     _domain_dict,
-    _dv_readable,
     _first_commit_info,
     _ict,
     _limited,
@@ -23,12 +22,13 @@ from delta_ops.maintenance.checksum.base import (
     _txn_dict,
     _txn_retention_configured,
 )
-from delta_ops.protocol.actions import file_key
+from delta_ops.protocol.actions import Metadata, file_key
 from delta_ops.protocol.crc import (
     DeletedRecordCountsHistogram,
     FileSizeHistogram,
     VersionChecksum,
 )
+from delta_ops.protocol.table_configuration import TableConfiguration
 
 # ---- incremental computation (pure) --------------------------------------------------------
 
@@ -94,7 +94,8 @@ def derive_checksum(
     if adds and not removes and all(a.get("dataChange") is False for a in adds):
         return None, "the commit only re-adds files (dataChange false, no removes)"
 
-    dv_metrics = _dv_readable(protocol, metadata)
+    config = TableConfiguration(protocol, Metadata(metadata), version, table)
+    dv_metrics = config.deletion_vectors_readable
     live: dict[str, Mapping[str, Any]] | None = None
     if previous.all_files is not None:
         live = {
@@ -194,7 +195,7 @@ def derive_checksum(
             table_size_bytes=table_size,
             num_files=num_files,
             txn_id=(commit_info or {}).get("txnId"),
-            in_commit_timestamp=_ict(metadata, version, commit_info),
+            in_commit_timestamp=_ict(config, version, commit_info),
             set_transactions=new_txns,
             domain_metadata=new_domains,
             metadata=dict(metadata),

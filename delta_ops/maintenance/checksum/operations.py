@@ -39,7 +39,7 @@ from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import checksum_from_snapshot
 from delta_ops.maintenance.checksum.incremental import derive_checksum
 from delta_ops.maintenance.crosscheck import cross_check_snapshot
-from delta_ops.protocol import features
+from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.crc import (
     InvalidChecksumError,
     VersionChecksum,
@@ -47,6 +47,7 @@ from delta_ops.protocol.crc import (
     parse_checksum,
 )
 from delta_ops.protocol.filenames import LogFileKind, checksum_name
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 
 # ---- the operations -----------------------------------------------------------------------
@@ -233,9 +234,11 @@ def _put(
 ) -> ChecksumWriteResult:
     version = computed.version
     assert computed.checksum.protocol is not None
-    features.ensure_supported(
-        computed.checksum.protocol, "checksum", table=storage.root, version=version
+    config = TableConfiguration(
+        computed.checksum.protocol, Metadata(computed.checksum.metadata or {}), version,
+        storage.root,
     )
+    config.ensure_supported("checksum")
     path = checksum_path(version)
     data = computed.checksum.to_json()
     note = _cross_check(storage, computed, data, snapshot, engine=engine, policy=policy)

@@ -28,7 +28,6 @@ from delta_ops.log.segment import (
     _complete_checkpoints,
     build_log_segment,
 )
-from delta_ops.log.timestamps import IctEnablement
 from delta_ops.maintenance.cleanup.cutoff import (
     DAY_MS,
     checked_retention,
@@ -43,11 +42,9 @@ from delta_ops.maintenance.cleanup.listing import (
     expired,
     list_log_dir,
 )
-from delta_ops.protocol import features
-from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
-from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
 
 
@@ -99,10 +96,10 @@ def _last_checkpoint_for(storage: Storage, checkpoint: CheckpointFiles) -> LastC
     )
 
 
-def _latest_protocol_metadata(
+def _latest_configuration(
     storage: Storage, listing: LogListing
-) -> tuple[LogSegment, dict, Metadata]:
-    """The latest segment with its protocol and metaData; a checkpoint that cannot be read
+) -> tuple[LogSegment, TableConfiguration]:
+    """The latest segment with its configuration; a checkpoint that cannot be read
     is passed over for an older one (as readers do), never trusted."""
     excluded: set[str] = set()
     first_error: CorruptLogError | None = None
@@ -124,7 +121,7 @@ def _latest_protocol_metadata(
             excluded.add(cp.identity)
             first_error = first_error or exc
             continue
-        return segment, found.protocol, found.metadata
+        return segment, found
 
 
 def _plan_temp_files(listing: LogListing, now_ms: int, retention_ms: int) -> list[str]:
@@ -168,14 +165,12 @@ def plan_cleanup(
     """
     table = storage.root
     listing = list_log_dir(storage)
-    segment, protocol, metadata = _latest_protocol_metadata(storage, listing)
-    features.ensure_supported(
-        protocol, "cleanup", table=table, version=segment.version,
+    segment, config = _latest_configuration(storage, listing)
+    config.ensure_supported(
+        "cleanup",
         permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),
     )
-    props = TableProperties.from_configuration(
-        metadata.configuration, table=table, version=segment.version
-    )
+    props = config.properties
     retention_ms = retention_to_ms(checked_retention(
         props, retention, force_retention=force_retention, table=table, version=segment.version
     ))
@@ -196,7 +191,7 @@ def plan_cleanup(
         ((lf.version, info) for lf, info in listing.log if lf.kind == LogFileKind.COMMIT),
         key=lambda c: c[0],
     )
-    cutoff_v = cutoff_commit(storage, commits, IctEnablement.from_metadata(metadata), cutoff_ts)
+    cutoff_v = cutoff_commit(storage, commits, config.ict, cutoff_ts)
     if cutoff_v is None:
         return CleanupPlan(
             **common, enabled=True, cutoff_timestamp=cutoff_ts, cutoff_version=None,

@@ -96,15 +96,12 @@ def backfill_protocol_upgrade(
     """
     from delta_ops.log.protocol_metadata import read_protocol_metadata
     from delta_ops.log.segment import build_log_segment
-    from delta_ops.protocol.features import ensure_supported
 
     storage = Storage.of(table, storage_options)
-    segment = build_log_segment(storage)
-    protocol = read_protocol_metadata(storage, segment).protocol
+    config = read_protocol_metadata(storage, build_log_segment(storage))
     # A table the backfill refuses asks no question: its own error comes first.
-    ensure_supported(protocol, "row_tracking_backfill", table=storage.root,
-                     version=segment.version)
-    return plan_protocol_upgrade(protocol, ROW_TRACKING_FEATURES)
+    config.ensure_supported("row_tracking_backfill")
+    return plan_protocol_upgrade(config.protocol, ROW_TRACKING_FEATURES)
 
 
 def backfill_row_tracking(

@@ -36,7 +36,6 @@ from delta_ops.commit.row_ids import (
 from delta_ops.log.snapshot import Snapshot
 from delta_ops.log.stream import StreamedActions
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
-from delta_ops.protocol import features
 from delta_ops.protocol.upgrade import protocol_with_features
 
 __all__ = [
@@ -179,7 +178,7 @@ def header_changes(
     the plan says from the protocol and metadata alone."""
     protocol = snapshot.protocol
     config = snapshot.metadata.configuration
-    enabled = features.is_feature_enabled(protocol, config, "rowTracking")
+    enabled = snapshot.table_configuration.is_row_tracking_enabled
     new_protocol = protocol_with_features(protocol, ROW_TRACKING_FEATURES)
     new_config = materialized_column_names(
         config, column_names(snapshot.metadata.schema), token=token

@@ -55,11 +55,10 @@ from delta_ops.maintenance.vacuum.listing import (
     partition_prefixes,
 )
 from delta_ops.maintenance.vacuum.proof import _prove_deletable
-from delta_ops.protocol import features
-from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import FileInfo, Storage
 
 HOUR_MS = 3_600_000
@@ -181,7 +180,7 @@ def retention_for(
 class _LogRead:
     """What `plan_vacuum` reads from the log of one segment."""
 
-    metadata: Metadata
+    config: TableConfiguration
     retention_ms: int
     delete_before: int
     refs: FileReferences | SpilledReferences
@@ -253,13 +252,11 @@ def plan_vacuum(
         blobs = read_deltas(storage, segment)
         # The protocol check comes before anything else is read or listed.
         found = read_protocol_metadata(storage, segment, blobs=blobs)
-        features.ensure_supported(
-            found.protocol, "vacuum", table=table, version=segment.version,
+        found.ensure_supported(
+            "vacuum",
             permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),
         )
-        props = TableProperties.from_configuration(
-            found.metadata.configuration, table=table, version=segment.version
-        )
+        props = found.properties
         retention = retention_for(
             props, retention_hours=retention_hours, force_retention=force_retention,
             table=table, version=segment.version,
@@ -280,9 +277,9 @@ def plan_vacuum(
             else:
                 refs = refs.union(staged)
         return _LogRead(
-            found.metadata, retention_ms, delete_before, refs,
+            found, retention_ms, delete_before, refs,
             default_retention_ms=int(props.deleted_file_retention.total_seconds() * 1000),
-            catalog_managed=features.is_feature_supported(found.protocol, "catalogManaged"),
+            catalog_managed=found.is_feature_supported("catalogManaged"),
         )
 
     # A checkpoint that cannot be read (corrupt, or a V2 one missing a sidecar) is left
@@ -342,11 +339,11 @@ def _plan(
 ) -> VacuumPlan:
     table = storage.root
     metadata, retention_ms, delete_before, refs = (
-        log.metadata, log.retention_ms, log.delete_before, log.refs
+        log.config.metadata, log.retention_ms, log.delete_before, log.refs
     )
     prefixes = partition_prefixes(metadata)
     try:
-        window: LiteWindow | None = lite_window(storage, delete_before, metadata, strict=lite)
+        window: LiteWindow | None = lite_window(storage, delete_before, log.config.ict, strict=lite)
     except DeltaOpsError:
         if lite:
             raise

@@ -33,7 +33,6 @@ from delta_ops.protocol.schema.arrow import (
     to_arrow,
 )
 from delta_ops.protocol.schema.column_mapping import (
-    column_mapping_mode,
     logical_to_physical,
     physical_name,
 )
@@ -78,7 +77,6 @@ from delta_ops.protocol.schema.widening import (
 __all__ = [
     "ArrayType",
     "COLUMN_ID_KEY",
-    "column_mapping_mode",
     "data_type_to_arrow",
     "DataType",
     "from_arrow",

@@ -1,4 +1,5 @@
-"""Column mapping: the mode a table uses, and each column's physical name.
+"""Column mapping: each column's physical name under a table's mode (the mode itself is
+`TableConfiguration.column_mapping_mode`).
 
 Spec section: "Column Mapping" (physical names and field ids at every nesting level).
 Pure: no I/O.
@@ -6,22 +7,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from delta_ops.protocol.properties import column_mapping_mode as _column_mapping_mode
 from delta_ops.protocol.schema.datatypes import StructField, StructType
 
 # --------------------------------------------------------------------------------------------
 # Column mapping
-
-
-def column_mapping_mode(configuration: Mapping[str, str] | None) -> str:
-    """`delta.columnMapping.mode` of a table: 'none' (default), 'id' or 'name'.
-
-    Raises:
-        delta_ops.protocol.properties.InvalidTablePropertyError: Any other value.
-    """
-    return _column_mapping_mode(configuration or {})
 
 
 def physical_name(f: StructField, mode: str) -> str:
