@@ -47,7 +47,7 @@ from delta_ops.protocol.crc import (
     parse_checksum,
 )
 from delta_ops.protocol.filenames import LogFileKind, checksum_name
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 # ---- the operations -----------------------------------------------------------------------
 
@@ -90,7 +90,7 @@ def _latest_version(storage: Storage) -> int:
 
 
 def compute_version_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
@@ -167,7 +167,7 @@ def _compute(
 
 
 def compute_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
@@ -186,7 +186,7 @@ def compute_checksum(
 
 
 def write_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
@@ -305,7 +305,7 @@ def _cross_check(
 
 
 def write_checksums(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     start: int,
     end: int,
@@ -396,7 +396,7 @@ def checksum_versions(storage: Storage) -> list[int]:
 
 
 def verify_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     all_versions: bool = False,

@@ -15,7 +15,7 @@ from delta_ops.clock import Clock, start_time
 from delta_ops.log.last_checkpoint import advance_last_checkpoint
 from delta_ops.maintenance.cleanup.cutoff import iso_utc
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _result(
 
 
 def cleanup_metadata(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     retention: timedelta | None = None,
     ensure_checkpoint: bool = False,

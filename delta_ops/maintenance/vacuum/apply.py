@@ -37,7 +37,7 @@ from delta_ops.maintenance.vacuum.listing import _has_directories
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.maintenance.vacuum.proof import prove_unchanged_since_plan
 from delta_ops.protocol.filenames import LOG_DIR
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def _remove_top_level(storage: Storage, tops: list[str], notes: list[str]) -> li
 
 
 def vacuum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     retention_hours: float | None = None,
     force_retention: bool = False,
