@@ -5,6 +5,8 @@ Spec section: "Version Checksum File" (writers write `N.crc` only after commit N
 overwrite one; readers may validate a version against it).
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
@@ -191,7 +193,7 @@ def write_checksum(
     version: int | None = None,
     engine: Engine | None = None,
     method: Method = "auto",
-    policy: ChecksumPolicy = DEFAULT_POLICY,
+    policy: ChecksumPolicy | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> ChecksumWriteResult:
     """Write `version.crc` (latest version when None) unless it exists.
@@ -199,7 +201,8 @@ def write_checksum(
     The file is created with an atomic put-if-absent, only after commit `version` exists,
     and never overwrites an existing checksum: that is an `already_existed` result.
     `table_or_storage` is a DeltaTable, Storage or table URI (opened with
-    `storage_options`); the other arguments are those of `compute_version_checksum`.
+    `storage_options`); the other arguments are those of `compute_version_checksum` (a
+    `policy` of None is `DEFAULT_POLICY`).
 
     Raises:
         VersionNotFoundError: commit `version` does not exist.
@@ -208,6 +211,7 @@ def write_checksum(
         See also `compute_version_checksum`.
     """
     storage = Storage.of(table_or_storage, storage_options)
+    policy = DEFAULT_POLICY if policy is None else policy
     if version is None:
         version = _latest_version(storage)
     path = checksum_path(version)
