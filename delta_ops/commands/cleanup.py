@@ -33,7 +33,7 @@ def parse_duration(text: str) -> timedelta:
     try:
         return check_retention(value, operation="log")
     except RetentionError as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.reason}") from None
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:

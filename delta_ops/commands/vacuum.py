@@ -30,7 +30,7 @@ def _hours(text: str) -> timedelta:
     try:
         return retention_from_hours(value, operation="VACUUM")
     except RetentionError as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.reason}") from None
 
 
 class TerminalProgress(Tracker):
@@ -105,7 +105,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     def run(lite_fallback: bool) -> Any:
         return vacuum(
             table,
-            retention=args.retention_hours,
+            retention=args.retention,
             force_retention=args.force_retention,
             allow_catalog_managed=args.allow_catalog_managed,
             lite=args.lite,
@@ -135,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retention-hours",
         type=_hours,
+        dest="retention",
         metavar="H",
         help="retention instead of delta.deletedFileRetentionDuration (default 168 hours)",
     )
