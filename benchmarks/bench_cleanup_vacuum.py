@@ -6,7 +6,7 @@
    `DeltaTable(p).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True,
    full=True)`. Goal: time ratio <= 0.5.
 2. Metadata cleanup on M with aged commits (every commit older than the 30-day default log
-   retention) and a checkpoint at the latest version: `cleanup_metadata(p)` vs
+   retention) and a checkpoint at the latest version: `cleanup_metadata(p, dry_run=False)` vs
    `DeltaTable(p).cleanup_metadata()`; each run gets a fresh copy of the log (made before
    the clock starts). Goal: time ratio <= 0.3.
 
@@ -71,7 +71,7 @@ theirs_rel = {t.removeprefix("file://").removeprefix(prefix) for t in theirs}
 a, b = os.path.join(scratch, "check_a"), os.path.join(scratch, "check_b")
 shutil.copytree(template, a)
 shutil.copytree(template, b)
-ours_c = cleanup_metadata(a)
+ours_c = cleanup_metadata(a, dry_run=False)
 DeltaTable(b).cleanup_metadata()
 kept_a = sorted(n for n in os.listdir(os.path.join(a, "_delta_log")) if n.endswith(".json"))
 kept_b = sorted(n for n in os.listdir(os.path.join(b, "_delta_log")) if n.endswith(".json"))
@@ -120,7 +120,7 @@ def main(repeats: int = 3) -> list[dict]:
     rows.append(compare(
         "cleanup M (aged)",
         ("from delta_ops.maintenance.cleanup import cleanup_metadata\n" + _copy_setup(template),
-         "r = cleanup_metadata(p)"),
+         "r = cleanup_metadata(p, dry_run=False)"),
         ("from deltalake import DeltaTable\n" + _copy_setup(template),
          "DeltaTable(p).cleanup_metadata()"),
         repeats=repeats, goal_time_ratio=CLEANUP_GOAL,

@@ -82,8 +82,10 @@ class DeletionVectorError(DeltaOpsError):
     """A deletion vector descriptor or file is invalid (bad magic, checksum, size)."""
 
 
-class RetentionError(DeltaOpsError):
-    """A destructive operation was asked to use a retention shorter than is safe."""
+class RetentionError(DeltaOpsError, ValueError):
+    """A destructive operation was asked to use a retention shorter than is safe, or one
+    that is no retention (negative, beyond the longest accepted, not a duration). A
+    ValueError too, as an invalid retention was before it was checked in one place."""
 
 
 class CommitConflictError(DeltaOpsError):

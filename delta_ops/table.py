@@ -1,17 +1,40 @@
 """`DeltaTable`: the user-facing handle on one table.
 
-Maintenance is a verb on the table (`table.snapshot()`, and the operations in
-`delta_ops.maintenance`). A DeltaTable holds only the location and storage options; every
-call reads the log afresh, so a long-lived handle never acts on stale state.
+Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
+`table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
+`table.verify_checksum()`, `table.compact_log(start=, end=)`,
+`table.backfill_row_tracking()` and `table.due()`. Each is a thin method over its operation
+in `delta_ops.maintenance` (imported when first called), with the same keyword arguments
+and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
+Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
+long-lived handle never acts on stale state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    from delta_ops.clock import Clock
+    from delta_ops.engine.base import Engine
+    from delta_ops.engine.progress import Progress
+    from delta_ops.maintenance.checkpoint import CheckpointKind, CheckpointResult
+    from delta_ops.maintenance.checksum import (
+        ChecksumPolicy,
+        ChecksumWriteResult,
+        Method,
+        VerifyResult,
+    )
+    from delta_ops.maintenance.cleanup import CleanupResult
+    from delta_ops.maintenance.compaction import CompactionResult
+    from delta_ops.maintenance.due import DuePolicy, DueReport
+    from delta_ops.maintenance.row_tracking import BackfillProgress, BackfillResult
+    from delta_ops.maintenance.vacuum import InventorySource, VacuumResult
 
 
 class DeltaTable:
@@ -49,3 +72,145 @@ class DeltaTable:
     ) -> Snapshot:
         """The table at `version` (latest when None) or as of `timestamp`."""
         return load_snapshot(self.storage, version, timestamp=timestamp)
+
+    def checkpoint(
+        self,
+        *,
+        version: int | None = None,
+        kind: CheckpointKind | str | None = None,
+        fmt: str = "parquet",
+        sidecar_actions: int | None = None,
+        parts: int | None = None,
+        now_ms: int | None = None,
+        clock: Clock | None = None,
+        engine: Engine | None = None,
+        stream_threshold: int | None = None,
+        rebuild: bool | None = None,
+        rebuild_threshold: int | None = None,
+        buckets: int | None = None,
+    ) -> CheckpointResult:
+        """Write a checkpoint at `version` (latest when None): the arguments and Result of
+        `delta_ops.maintenance.checkpoint.write_checkpoint`."""
+        from delta_ops.maintenance.checkpoint import write_checkpoint
+
+        return write_checkpoint(
+            self, version=version, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions,
+            parts=parts, now_ms=now_ms, clock=clock, engine=engine,
+            stream_threshold=stream_threshold, rebuild=rebuild,
+            rebuild_threshold=rebuild_threshold, buckets=buckets,
+        )
+
+    def cleanup_metadata(
+        self,
+        *,
+        retention: timedelta | None = None,
+        ensure_checkpoint: bool = False,
+        dry_run: bool = True,
+        clock: Clock | None = None,
+        now_ms: int | None = None,
+        force_retention: bool = False,
+        allow_catalog_managed: bool = False,
+    ) -> CleanupResult:
+        """Delete expired log files (a dry run unless `dry_run=False`): the arguments and
+        Result of `delta_ops.maintenance.cleanup.cleanup_metadata`."""
+        from delta_ops.maintenance.cleanup import cleanup_metadata
+
+        return cleanup_metadata(
+            self, retention=retention, ensure_checkpoint=ensure_checkpoint, dry_run=dry_run,
+            clock=clock, now_ms=now_ms, force_retention=force_retention,
+            allow_catalog_managed=allow_catalog_managed,
+        )
+
+    def vacuum(
+        self,
+        *,
+        retention: timedelta | None = None,
+        retention_hours: float | None = None,
+        force_retention: bool = False,
+        lite: bool = False,
+        dry_run: bool = True,
+        clock: Clock | None = None,
+        now_ms: int | None = None,
+        engine: Engine | None = None,
+        allow_catalog_managed: bool = False,
+        inventory: str | InventorySource | None = None,
+        lite_fallback: bool = False,
+        record_history: bool = False,
+        progress: Progress | None = None,
+    ) -> VacuumResult:
+        """Delete unreferenced data files older than the retention (a dry run unless
+        `dry_run=False`): the arguments and Result of `delta_ops.maintenance.vacuum.vacuum`."""
+        from delta_ops.maintenance.vacuum import vacuum
+
+        return vacuum(
+            self, retention=retention, retention_hours=retention_hours,
+            force_retention=force_retention, lite=lite, dry_run=dry_run, clock=clock,
+            now_ms=now_ms, engine=engine, allow_catalog_managed=allow_catalog_managed,
+            inventory=inventory, lite_fallback=lite_fallback, record_history=record_history,
+            progress=progress,
+        )
+
+    def write_checksum(
+        self,
+        *,
+        version: int | None = None,
+        engine: Engine | None = None,
+        method: Method = "auto",
+        policy: ChecksumPolicy | None = None,
+    ) -> ChecksumWriteResult:
+        """Write `version.crc` (latest when None) unless it exists: the arguments and Result
+        of `delta_ops.maintenance.checksum.write_checksum`."""
+        from delta_ops.maintenance.checksum import write_checksum
+
+        return write_checksum(self, version=version, engine=engine, method=method, policy=policy)
+
+    def verify_checksum(
+        self,
+        *,
+        version: int | None = None,
+        all_versions: bool = False,
+        engine: Engine | None = None,
+    ) -> VerifyResult:
+        """Compare recorded `.crc` files with the state they describe: the arguments and
+        Result of `delta_ops.maintenance.checksum.verify_checksum`."""
+        from delta_ops.maintenance.checksum import verify_checksum
+
+        return verify_checksum(self, version=version, all_versions=all_versions, engine=engine)
+
+    def compact_log(self, *, start: int, end: int) -> CompactionResult:
+        """Write `start.end.compacted.json`: the arguments and Result of
+        `delta_ops.maintenance.compaction.compact_log`."""
+        from delta_ops.maintenance.compaction import compact_log
+
+        return compact_log(self, start=start, end=end)
+
+    def backfill_row_tracking(
+        self,
+        *,
+        batch_size: int = 20_000,
+        enable: bool = True,
+        engine: Any = None,
+        clock: Clock | None = None,
+        progress: Callable[[BackfillProgress], None] | None = None,
+        max_conflicts: int = 20,
+        max_retries: int = 30,
+        sleep: Callable[[float], None] | None = None,
+        stream_threshold: int | None = None,
+        checkpoint_every: int = 250_000,
+    ) -> BackfillResult:
+        """Give every live file row IDs, then (by default) enable row tracking: the
+        arguments and Result of `delta_ops.maintenance.row_tracking.backfill_row_tracking`."""
+        from delta_ops.maintenance.row_tracking import backfill_row_tracking
+
+        return backfill_row_tracking(
+            self, batch_size=batch_size, enable=enable, engine=engine, clock=clock,
+            progress=progress, max_conflicts=max_conflicts, max_retries=max_retries,
+            sleep=sleep, stream_threshold=stream_threshold, checkpoint_every=checkpoint_every,
+        )
+
+    def due(self, policy: DuePolicy | None = None) -> DueReport:
+        """What the table needs now, from a cheap read of its log: the arguments and Result
+        of `delta_ops.maintenance.due.what_is_due`."""
+        from delta_ops.maintenance.due import what_is_due
+
+        return what_is_due(self, policy)

@@ -113,7 +113,8 @@ def test_1_relative_paths_with_a_colon_are_live_files(tmp_path, rel):
     root = tmp_path / "t"
     size = _data(root / rel)
     _commit(root, 0, [*_first(), _add(rel, size)], T0)
-    result = vacuum(str(root), now_ms=NOW)  # default: 7 days, the file is 100 days old
+    # default: 7 days, the file is 100 days old
+    result = vacuum(str(root), now_ms=NOW, dry_run=False)
     assert (root / rel).exists(), f"{rel} is the table's live file and was deleted"
     assert rel not in result.files
 
@@ -132,7 +133,7 @@ def test_2_absolute_uri_forms_are_protected(tmp_path, form):
         "percent-root": f"file://{encoded_root}/a.parquet",
     }[form]
     _commit(base, 0, [*_first(), _add(uri, size)], T0)
-    vacuum(str(base), now_ms=NOW)
+    vacuum(str(base), now_ms=NOW, dry_run=False)
     assert (base / "a.parquet").exists(), f"live file referenced as {uri} was deleted"
 
 
@@ -147,7 +148,7 @@ def test_3_vacuum_never_touches_what_a_symlink_points_at(tmp_path):
     _data(outside / "sub" / "deeper.parquet")
     (root / "linked").symlink_to(outside, target_is_directory=True)
     _commit(root, 0, [*_first(), _add("live.parquet", size)], T0)
-    vacuum(str(root), now_ms=NOW)
+    vacuum(str(root), now_ms=NOW, dry_run=False)
     assert (outside / "precious.parquet").exists()
     assert (outside / "sub" / "deeper.parquet").exists()
     assert (root / "linked").is_symlink()
@@ -170,7 +171,7 @@ def test_4_cleanup_keeps_the_log_behind_an_unreadable_checkpoint_part(tmp_path, 
     for p in log.iterdir():
         _age(p, T0)
     try:
-        cleanup_metadata(str(root), now_ms=NOW)
+        cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     except DeltaOpsError:
         pass  # refusing is fine; deleting what the table needs is not
     snap = load_snapshot(Storage.for_uri(str(root)))
@@ -252,7 +253,7 @@ def test_8_cleanup_refuses_a_retention_shorter_than_the_tables(tmp_path):
         _commit(root, v, _first(config) if v == 0 else [], T0 + v * DAY_MS)
     log_before = sorted(p.name for p in (root / "_delta_log").iterdir())
     with pytest.raises(RetentionError, match="60 days|logRetentionDuration"):
-        cleanup_metadata(str(root), retention=timedelta(days=1), now_ms=NOW)
+        cleanup_metadata(str(root), retention=timedelta(days=1), now_ms=NOW, dry_run=False)
     assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
 
 
@@ -289,7 +290,7 @@ def test_9_killed_writers_temp_files_are_cleaned_up_after_the_retention(tmp_path
     leftover = log / ".00000000000000000001.json.0b8d5c2e-6a4f-4bde-9f3c-7d1e2f3a4b5c.tmp"
     leftover.write_text("{}")
     _age(leftover, T0)
-    cleanup_metadata(str(root), now_ms=NOW)
+    cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert not leftover.exists()
     assert (log / f"{0:020d}.json").exists()
 
@@ -318,6 +319,6 @@ def test_compaction_in_an_unexpected_line_order_never_costs_a_live_file(tmp_path
         (log / f"{1:020d}.json").unlink()
         (log / f"{2:020d}.json").unlink()
     dry = vacuum(str(root), now_ms=NOW, dry_run=True)
-    vacuum(str(root), now_ms=NOW)
+    vacuum(str(root), now_ms=NOW, dry_run=False)
     assert "a.parquet" not in dry.files
     assert (root / "a.parquet").exists(), "the table's live file was deleted"

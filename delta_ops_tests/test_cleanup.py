@@ -578,7 +578,7 @@ def test_corpus_cleanup_matches_spec_rules(table_copy, name, back):
                          if _unhide(p.name) not in referenced}
 
     result = cleanup_metadata(str(root), force_retention=True,
-                              retention=timedelta(days=retention_days), now_ms=now)
+                              retention=timedelta(days=retention_days), now_ms=now, dry_run=False)
 
     assert result.cutoff_timestamp == cutoff_ms
     assert result.cutoff_version == cutoff_v
@@ -599,7 +599,7 @@ def test_corpus_cleanup_matches_spec_rules(table_copy, name, back):
             assert signature(store, v) == sig, f"version {v} reads differently after cleanup"
     again = cleanup_metadata(str(root), force_retention=True,
                              retention=timedelta(days=retention_days),
-                             now_ms=now)
+                             now_ms=now, dry_run=False)
     assert again.files == ()
     assert again.reason and "nothing to delete" in again.reason
 
@@ -641,7 +641,8 @@ def test_last_checkpoint_rewrite_matches_what_spark_wrote(table_copy, name):
     lc_path.write_bytes(stale.to_json_bytes())
     now = BASE_MS + 100 * DAY_MS
     _age_log(root, now)
-    result = cleanup_metadata(str(root), force_retention=True, retention=timedelta(0), now_ms=now)
+    result = cleanup_metadata(str(root), force_retention=True, retention=timedelta(0), now_ms=now,
+                              dry_run=False)
     written = parse_last_checkpoint(lc_path.read_bytes())
     if result.checkpoint_version == 0:  # nothing older than version 0 to delete
         assert not result.last_checkpoint_updated
@@ -660,7 +661,8 @@ def test_disabled_by_table_property_deletes_nothing(tmp_path):
                         configuration={"delta.enableExpiredLogCleanup": "false"})
     hist = build_raw(tmp_path / "t", spec)
     names = log_names(hist.root)
-    result = cleanup_metadata(str(hist.root), now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+    result = cleanup_metadata(str(hist.root), now_ms=hist.commit_ms[-1] + 400 * DAY_MS,
+                              dry_run=False)
     assert not result.enabled
     assert result.files == () and result.num_files == 0
     assert "enableExpiredLogCleanup is false" in result.reason
@@ -672,7 +674,7 @@ def test_unknown_writer_feature_is_refused(tmp_path):
     hist = build_raw(tmp_path / "t", spec)
     names = log_names(hist.root)
     with pytest.raises(UnsupportedFeatureError, match="futureFeature"):
-        cleanup_metadata(str(hist.root), now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+        cleanup_metadata(str(hist.root), now_ms=hist.commit_ms[-1] + 400 * DAY_MS, dry_run=False)
     assert log_names(hist.root) == names
 
 
@@ -687,7 +689,7 @@ def test_in_commit_timestamps_decide_the_cutoff_not_file_times(tmp_path):
             set_mtime(p, 0)
     now = hist.commit_ms[5] + DAY_MS + 1  # cutoff (retention 1 day) = midnight of day 5
     result = cleanup_metadata(str(hist.root), force_retention=True,
-                              retention=timedelta(days=1), now_ms=now)
+                              retention=timedelta(days=1), now_ms=now, dry_run=False)
     expected_cutoff = naive_cutoff(dict(enumerate(hist.commit_ms)), midnight_utc(now - DAY_MS))
     assert result.cutoff_version == expected_cutoff
     assert result.checkpoint_version == max(c for c in hist.complete if c <= expected_cutoff)
@@ -703,7 +705,7 @@ def test_file_times_are_made_monotonic(tmp_path):
     set_mtime(log / f"{4:020d}.json", hist.commit_ms[0])  # version 4 "older" than version 1
     now = hist.commit_ms[2] + 12 * HOUR_MS
     result = cleanup_metadata(str(hist.root), force_retention=True,
-                              retention=timedelta(0), now_ms=now)
+                              retention=timedelta(0), now_ms=now, dry_run=False)
     # Versions 0-2 are before the cutoff; 3 is not, so 4 cannot be either.
     older = [v for v in range(6) if hist.commit_ms[v] <= midnight_utc(now)]
     assert result.cutoff_version == max(older) == 2
@@ -718,13 +720,13 @@ def test_young_unreferenced_sidecars_are_kept(tmp_path):
     set_mtime(sidecar_of_2, now - HOUR_MS)  # younger than a day
     checkpoint_2 = hist.checkpoint_file(2)
     result = cleanup_metadata(str(hist.root), force_retention=True,
-                              retention=timedelta(0), now_ms=now)
+                              retention=timedelta(0), now_ms=now, dry_run=False)
     assert result.checkpoint_version == 5
     assert f"_delta_log/{checkpoint_2}" in result.files
     assert sidecar_of_2.exists()
     set_mtime(sidecar_of_2, midnight_utc(now) - DAY_MS - 1)  # older than a day (midnight)
     again = cleanup_metadata(str(hist.root), force_retention=True,
-                             retention=timedelta(0), now_ms=now)
+                             retention=timedelta(0), now_ms=now, dry_run=False)
     assert again.files == (f"_delta_log/_sidecars/{hist.sidecars[2][0]}",)
     assert not sidecar_of_2.exists()
     assert (hist.root / "_delta_log" / "_sidecars" / hist.sidecars[5][0]).exists()
@@ -734,7 +736,7 @@ def test_no_checkpoint_deletes_nothing_and_says_why(tmp_path):
     hist = build_raw(tmp_path / "t", _simple_spec(5, checkpoints={}))
     names = log_names(hist.root)
     now = hist.commit_ms[-1] + 400 * DAY_MS
-    result = cleanup_metadata(str(hist.root), now_ms=now)
+    result = cleanup_metadata(str(hist.root), now_ms=now, dry_run=False)
     assert result.cutoff_version == 4 and result.checkpoint_version is None
     assert "no complete checkpoint at or before the cutoff version 4" in result.reason
     assert "--ensure-checkpoint" in result.reason
@@ -750,7 +752,7 @@ def test_ensure_checkpoint_writes_one_at_the_cutoff_then_cleans(tmp_path):
     now = hist.commit_ms[-1] + 400 * DAY_MS
     store = hist.storage
     latest = signature(store, 4)
-    result = cleanup_metadata(str(hist.root), now_ms=now, ensure_checkpoint=True)
+    result = cleanup_metadata(str(hist.root), now_ms=now, ensure_checkpoint=True, dry_run=False)
     assert result.checkpoint_written == 4 and result.checkpoint_version == 4
     assert {f"_delta_log/{v:020d}.json" for v in range(4)} <= set(result.files)
     assert any(n.startswith(f"{4:020d}.checkpoint") for n in log_names(hist.root))
@@ -818,7 +820,7 @@ def test_property_every_kept_version_reads_as_before(tmp_path_factory, spec, ret
                            dry_run=True)
     assert log_names(root) == names
     result = cleanup_metadata(store, force_retention=True,
-                              retention=timedelta(days=retention_days), now_ms=now)
+                              retention=timedelta(days=retention_days), now_ms=now, dry_run=False)
 
     assert (result.cutoff_version, result.checkpoint_version) == (cutoff_v, cp)
     assert set(result.files) == expected
@@ -847,7 +849,7 @@ def test_crash_at_every_delete_leaves_kept_versions_readable(tmp_path, kind):
     reference = build_raw(tmp_path / "reference", spec)
     now = reference.commit_ms[7] + 2 * DAY_MS
     full = cleanup_metadata(reference.storage, force_retention=True,
-                            retention=timedelta(days=1), now_ms=now)
+                            retention=timedelta(days=1), now_ms=now, dry_run=False)
     assert full.checkpoint_version == 6 and full.num_files > 10
     final_names = log_names(reference.root)
     sidecar_dir = reference.root / "_delta_log" / "_sidecars"
@@ -859,12 +861,12 @@ def test_crash_at_every_delete_leaves_kept_versions_readable(tmp_path, kind):
         with pytest.raises(StorageError, match=f"injected failure on delete #{k}"):
             cleanup_metadata(FailingStorage.at(hist.root, k), force_retention=True,
                              retention=timedelta(days=1),
-                             now_ms=now)
+                             now_ms=now, dry_run=False)
         for v, sig in before.items():
             assert signature(store, v) == sig, f"crash at delete {k}: version {v} broken"
         _check_last_checkpoint(hist.root)
         rerun = cleanup_metadata(store, force_retention=True,
-                                 retention=timedelta(days=1), now_ms=now)
+                                 retention=timedelta(days=1), now_ms=now, dry_run=False)
         assert rerun.checkpoint_version == 6
         assert log_names(hist.root) == final_names
         if final_sidecars or sidecar_dir.exists():

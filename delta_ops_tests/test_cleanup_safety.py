@@ -194,7 +194,7 @@ def test_multipart_checkpoint_with_a_bad_part_is_never_the_cutoff(tmp_path, how,
     assert set(rs_before) == set(range(10)) - through_bad
     names = log_names(root)
 
-    result = cleanup_metadata(str(root), now_ms=NOW)
+    result = cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
 
     assert result.cutoff_version == 6
     assert result.checkpoint_version == 3, result.messages
@@ -211,7 +211,7 @@ def test_multipart_checkpoint_with_a_bad_part_is_never_the_cutoff(tmp_path, how,
     if with_newer:
         assert theirs(root) == rs_before[9]
     # A re-run finds nothing more to delete and still refuses the bad checkpoint.
-    again = cleanup_metadata(str(root), now_ms=NOW)
+    again = cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert again.files == () and again.checkpoint_version == 3
 
 
@@ -222,7 +222,7 @@ def test_bad_checkpoint_and_no_older_one_refuses_and_deletes_nothing(tmp_path):
     before = {v: ours(root, v) for v in range(10)}
     with pytest.raises(CorruptLogError, match=r"refusing to clean up.*version 6.*"
                        + bad_part(root).name) as info:
-        cleanup_metadata(str(root), now_ms=NOW)
+        cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert info.value.table == Storage.for_uri(str(root)).root
     assert info.value.version == 6
     assert info.value.file == f"{LOG}/{bad_part(root).name}"
@@ -240,7 +240,7 @@ def test_ensure_checkpoint_writes_a_good_one_when_the_only_old_one_is_bad(tmp_pa
     age_log(root, cutoff=7, latest=9, retention_days=RETENTION_DAYS)
     corrupt(bad_part(root), "truncated")
     before = {v: ours(root, v) for v in range(10)}
-    result = cleanup_metadata(str(root), now_ms=NOW, ensure_checkpoint=True)
+    result = cleanup_metadata(str(root), now_ms=NOW, ensure_checkpoint=True, dry_run=False)
     assert result.checkpoint_written == 7 and result.checkpoint_version == 7
     for v in range(7, 10):
         assert ours(root, v) == before[v]
@@ -292,7 +292,7 @@ def test_v2_checkpoint_with_a_bad_sidecar_is_never_the_cutoff(tmp_path, how, wit
     assert set(rs_before) == {0, 1, 2, 3} | ({5} if with_newer else set())
     names = log_names(root)
 
-    result = cleanup_metadata(str(root), now_ms=NOW)
+    result = cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
 
     assert result.cutoff_version == 4
     assert result.checkpoint_version == 2, result.messages
@@ -313,7 +313,7 @@ def test_v2_bad_sidecar_without_an_older_checkpoint_refuses(tmp_path):
     corrupt(root / LOG / "_sidecars" / V2_BAD_SIDECAR, "garbage")
     names = log_names(root)
     with pytest.raises(CorruptLogError, match=V2_BAD_SIDECAR):
-        cleanup_metadata(str(root), now_ms=NOW)
+        cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert log_names(root) == names
     assert ours(root) == (4, ours(root, 4)[1])
 
@@ -347,13 +347,13 @@ def test_retention_shorter_than_the_table_is_refused_unless_forced(tmp_path):
         assert info.value.table == Storage.for_uri(str(root)).root and info.value.version == 5
     assert log_names(root) == names
     # The table's own retention (60 days): nothing is old enough, nothing refused.
-    own = cleanup_metadata(str(root), now_ms=NOW)
+    own = cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert own.cutoff_version is None and own.files == ()
     # A longer retention than the table's needs no force.
-    longer = cleanup_metadata(str(root), retention=timedelta(days=90), now_ms=NOW)
+    longer = cleanup_metadata(str(root), retention=timedelta(days=90), now_ms=NOW, dry_run=False)
     assert longer.files == ()
     forced = cleanup_metadata(
-        str(root), retention=timedelta(days=1), now_ms=NOW, force_retention=True
+        str(root), retention=timedelta(days=1), now_ms=NOW, force_retention=True, dry_run=False
     )
     assert forced.checkpoint_version == 4
     assert set(forced.files) == {f"{LOG}/{v:020d}.json" for v in range(4)}
@@ -398,7 +398,8 @@ def test_catalog_managed_table_needs_explicit_permission(table_copy, capsys):
     root = table_copy("kernel-defaults__catalog-owned-preview")
     names = log_names(root)
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
-        cleanup_metadata(str(root), now_ms=NOW, force_retention=True, retention=timedelta(0))
+        cleanup_metadata(str(root), now_ms=NOW, force_retention=True, retention=timedelta(0),
+                         dry_run=False)
     assert log_names(root) == names
     result = cleanup_metadata(
         str(root), now_ms=NOW, force_retention=True, retention=timedelta(0),
@@ -485,7 +486,7 @@ def test_old_temp_files_are_removed_young_ones_and_look_alikes_kept(tmp_path):
     assert sorted(dry.temp_files) == expected
     assert all(p.exists() for p in [*old, old_sidecar_tmp])
 
-    result = cleanup_metadata(str(root), now_ms=NOW)
+    result = cleanup_metadata(str(root), now_ms=NOW, dry_run=False)
     assert sorted(result.temp_files) == expected
     assert result.files == ()  # nothing in the log is older than 60 days
     assert not any(p.exists() for p in [*old, old_sidecar_tmp])
@@ -500,10 +501,12 @@ def test_forced_short_retention_never_takes_a_temp_file_younger_than_a_day(tmp_p
     tmp = Path(Storage.for_uri(str(root))._backend._write_temp(
         str(root / LOG / f"{6:020d}.json"), b"{}"))
     set_mtime(tmp, NOW - 2 * HOUR_MS)
-    result = cleanup_metadata(str(root), now_ms=NOW, retention=timedelta(0), force_retention=True)
+    result = cleanup_metadata(str(root), now_ms=NOW, retention=timedelta(0), force_retention=True,
+                              dry_run=False)
     assert result.temp_files == () and tmp.exists()
     set_mtime(tmp, NOW - DAY_MS - HOUR_MS)
-    result = cleanup_metadata(str(root), now_ms=NOW, retention=timedelta(0), force_retention=True)
+    result = cleanup_metadata(str(root), now_ms=NOW, retention=timedelta(0), force_retention=True,
+                              dry_run=False)
     assert result.temp_files == (str(tmp.relative_to(root)),) and not tmp.exists()
 
 
@@ -545,7 +548,7 @@ def test_ensure_checkpoint_at_the_cutoff_never_moves_the_hint_back(tmp_path):
     root = multipart_table(tmp_path / "t", with_valid_older=False, with_newer=True)
     age_log(root, cutoff=7, latest=9, retention_days=RETENTION_DAYS)
     assert _hint(root) == 9
-    result = cleanup_metadata(str(root), now_ms=NOW, ensure_checkpoint=True)
+    result = cleanup_metadata(str(root), now_ms=NOW, ensure_checkpoint=True, dry_run=False)
     assert result.checkpoint_written == 7
     assert _hint(root) == 9
     assert ours(root) == theirs(root)

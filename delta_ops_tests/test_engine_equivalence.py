@@ -461,15 +461,15 @@ def test_vacuum_dry_run(spark_engine_each, table_copy, name):
 def test_vacuum(spark_engine_each, tmp_path, name):
     a, b = copy_pair(name, tmp_path)
     engine = CountingEngine(spark_engine_each)
-    want = vacuum(Storage.for_uri(str(a)), now_ms=NOW_MS, engine=LocalEngine())
-    got = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine)
+    want = vacuum(Storage.for_uri(str(a)), now_ms=NOW_MS, engine=LocalEngine(), dry_run=False)
+    got = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine, dry_run=False)
     assert without(got.to_dict(), "table") == without(want.to_dict(), "table")
     assert tree(a) == tree(b)
     assert engine.items["delete_files"] == want.num_files
     assert (want.num_files > 0) == (name in VACUUM_FINDS_FILES)
     assert not set(want.files) & set(tree(b))
     # Idempotent: nothing left to delete.
-    again = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine)
+    again = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine, dry_run=False)
     assert again.num_files == 0
 
 
@@ -619,8 +619,8 @@ def test_generated_history_all_operations(spark_engine_each, spec: HistorySpec):
         dry_b = vacuum(sb, dry_run=True, now_ms=NOW_MS, engine=spark)
         dry_a = vacuum(sa, dry_run=True, now_ms=NOW_MS, engine=local)
         assert without(dry_b.to_dict(), "table") == without(dry_a.to_dict(), "table")
-        va = vacuum(sa, now_ms=NOW_MS, engine=local)
-        vb = vacuum(sb, now_ms=NOW_MS, engine=spark)
+        va = vacuum(sa, now_ms=NOW_MS, engine=local, dry_run=False)
+        vb = vacuum(sb, now_ms=NOW_MS, engine=spark, dry_run=False)
         assert without(vb.to_dict(), "table") == without(va.to_dict(), "table")
         assert "part-aborted-0001.parquet" in vb.files
         assert ".hidden-file" not in vb.files and "_tmp_dir/x.parquet" not in vb.files
@@ -661,8 +661,9 @@ def test_s3_vacuum_matches_local_files(spark_engine_each, s3_server, tmp_path):
     got_dry = vacuum(s3, dry_run=True, now_ms=s3_now, engine=engine)
     assert without(got_dry.to_dict(), "table") == without(want_dry.to_dict(), "table")
 
-    want = vacuum(Storage.for_uri(str(local_root)), now_ms=NOW_MS, engine=LocalEngine())
-    got = vacuum(s3, now_ms=s3_now, engine=engine)
+    want = vacuum(Storage.for_uri(str(local_root)), now_ms=NOW_MS, engine=LocalEngine(),
+                  dry_run=False)
+    got = vacuum(s3, now_ms=s3_now, engine=engine, dry_run=False)
     fields = ("files", "num_files", "size_bytes", "version", "dry_run")
     assert {k: got.to_dict()[k] for k in fields} == {k: want.to_dict()[k] for k in fields}
     assert want.num_files > 0 and engine.items["delete_files"] == want.num_files

@@ -546,7 +546,7 @@ def test_cleanup_keeps_sidecars_referenced_by_absolute_paths(tmp_path):
     expected |= old_sidecars - of_4
     assert len(expected) == 6
 
-    result = cleanup_metadata(str(root), clock=fixed_clock(NOW))
+    result = cleanup_metadata(str(root), clock=fixed_clock(NOW), dry_run=False)
 
     assert result.cutoff_version == 3 and result.checkpoint_version == 3, result.messages
     assert set(result.files) == expected
@@ -572,4 +572,4 @@ def test_cleanup_clock_and_now_ms_agree_and_exclude_each_other(tmp_path):
     earlier = cleanup_metadata(str(root), dry_run=True, clock=fixed_clock(NOW - 40 * DAY_MS))
     assert earlier.cutoff_version is None and earlier.files == ()
     with pytest.raises(ValueError, match="not both"):
-        cleanup_metadata(str(root), clock=fixed_clock(NOW), now_ms=NOW)
+        cleanup_metadata(str(root), clock=fixed_clock(NOW), now_ms=NOW, dry_run=False)

@@ -56,8 +56,8 @@ def run_all_operations(engine: CountingEngine, base: Path) -> None:
     dry_a = vacuum(Storage.for_uri(str(a)), dry_run=True, now_ms=NOW_MS, engine=local)
     dry_b = vacuum(Storage.for_uri(str(b)), dry_run=True, now_ms=NOW_MS, engine=engine)
     assert without(dry_b.to_dict(), "table") == without(dry_a.to_dict(), "table")
-    real_a = vacuum(Storage.for_uri(str(a)), now_ms=NOW_MS, engine=local)
-    real_b = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine)
+    real_a = vacuum(Storage.for_uri(str(a)), now_ms=NOW_MS, engine=local, dry_run=False)
+    real_b = vacuum(Storage.for_uri(str(b)), now_ms=NOW_MS, engine=engine, dry_run=False)
     assert without(real_b.to_dict(), "table") == without(real_a.to_dict(), "table")
     assert real_a.num_files > 0 and tree(a) == tree(b)
 

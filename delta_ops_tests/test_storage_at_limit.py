@@ -340,7 +340,8 @@ def test_vacuum_sends_no_head_and_batched_deletes(s3_server, partitioned, monkey
         assert list(planned.files) == junk
         dry = proxy.counts()
         proxy.reset()
-        done = vacuum(uri, storage_options=opts, retention_hours=1, force_retention=True)
+        done = vacuum(uri, storage_options=opts, retention_hours=1, force_retention=True,
+                      dry_run=False)
         counts = proxy.counts()
     assert done.files == planned.files and done.messages == ()
     # The run is the dry run's requests plus the DeleteObjects batches, the re-read right
@@ -368,7 +369,8 @@ def test_ranges_plan_equals_serial_plan_with_slowdown(s3_server, partitioned, ti
         planned = vacuum(uri, storage_options=opts, dry_run=True, retention_hours=1,
                          force_retention=True)
         assert planned.files == serial
-        done = vacuum(uri, storage_options=opts, retention_hours=1, force_retention=True)
+        done = vacuum(uri, storage_options=opts, retention_hours=1, force_retention=True,
+                      dry_run=False)
         counts = proxy.counts()
     assert done.files == serial
     assert counts.get("SlowDown", 0) > 0, counts  # the run met SlowDown answers and completed
@@ -454,7 +456,7 @@ def test_concurrent_deltalake_appends_are_never_touched(s3_server, tiny_ranges):
         try:
             time.sleep(0.3)
             done = vacuum(uri, storage_options=proxy.storage_options(), retention_hours=1,
-                          force_retention=True)
+                          force_retention=True, dry_run=False)
         finally:
             time.sleep(0.3)
             stop.set()
@@ -482,7 +484,7 @@ opts = {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
         "client_kwargs": {"region_name": "us-east-1"}}
 print("planning", flush=True)
 r = vacuum(sys.argv[1], storage_options=opts, retention_hours=1, force_retention=True,
-           engine=LocalEngine(policy=RequestPolicy(concurrency=2)))
+           dry_run=False, engine=LocalEngine(policy=RequestPolicy(concurrency=2)))
 print("done", r.num_files, flush=True)
 """
 

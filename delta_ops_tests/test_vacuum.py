@@ -186,13 +186,15 @@ def test_corpus_vacuum_matches_the_rules_file_for_file(table_copy, name):
     assert set(dry.files) == expected
     assert dry.size_bytes == sum(before[f][0] for f in expected)
     assert walk(root) == before
-    result = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now)
+    result = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now,
+                    dry_run=False)
     assert result.files == dry.files and result.num_files == len(expected)
     assert result.retention_hours == hours
     after = walk(root)
     assert set(after) == set(before) - expected
     _assert_live_files_exist(root, set(before))
-    again = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now)
+    again = vacuum(str(root), retention_hours=hours, force_retention=True, now_ms=now,
+                   dry_run=False)
     assert again.files == ()
 
 
@@ -205,7 +207,7 @@ def test_corpus_tables_keep_every_referenced_file_with_default_retention(table_c
     _age_table(root, now - 30 * DAY_MS, now - 30 * DAY_MS)
     expected = naive_vacuum(root, now - 7 * DAY_MS)
     keep = referenced(root, None, now - 7 * DAY_MS)
-    result = vacuum(str(root), now_ms=now)
+    result = vacuum(str(root), now_ms=now, dry_run=False)
     assert result.retention_hours == 168
     assert set(result.files) == expected and expected
     assert not any(os.path.normpath(str(root / f)) in keep for f in result.files)
@@ -247,7 +249,7 @@ def test_vacuum_protocol_check_table_vacuums(table_copy):
     (root / "orphan.parquet").write_bytes(b"x")
     set_mtime(root / "orphan.parquet", BASE_MS)
     engine = _NoListingEngine()
-    result = vacuum(str(root), now_ms=BASE_MS + 400 * DAY_MS, engine=engine)
+    result = vacuum(str(root), now_ms=BASE_MS + 400 * DAY_MS, engine=engine, dry_run=False)
     assert "orphan.parquet" in result.files
     assert not (root / "orphan.parquet").exists()
     assert engine.calls == ["find_unreferenced", "delete_files"]
@@ -286,12 +288,13 @@ def test_short_retention_is_refused_unless_forced(tmp_path):
     now = hist.commit_ms[-1] + 2 * HOUR_MS
     with pytest.raises(RetentionError, match=r"retention of 1 hours, shorter than "
                        r"delta.deletedFileRetentionDuration \(168 hours\)"):
-        vacuum(str(hist.root), retention_hours=1, now_ms=now)
+        vacuum(str(hist.root), retention_hours=1, now_ms=now, dry_run=False)
     assert (hist.root / "orphan.parquet").exists()
-    result = vacuum(str(hist.root), retention_hours=1, force_retention=True, now_ms=now)
+    result = vacuum(str(hist.root), retention_hours=1, force_retention=True, now_ms=now,
+                    dry_run=False)
     assert result.files == ("orphan.parquet",)
     with pytest.raises(RetentionError, match="cannot be negative"):
-        vacuum(str(hist.root), retention_hours=-1, force_retention=True, now_ms=now)
+        vacuum(str(hist.root), retention_hours=-1, force_retention=True, now_ms=now, dry_run=False)
 
 
 def test_log_retention_shorter_than_file_retention_is_refused(tmp_path):
@@ -299,7 +302,7 @@ def test_log_retention_shorter_than_file_retention_is_refused(tmp_path):
                         configuration={"delta.logRetentionDuration": "interval 2 days"})
     hist = build_raw(tmp_path / "t", spec, data_files=True)
     with pytest.raises(RetentionError, match=r"logRetentionDuration \(48 hours\) is shorter"):
-        vacuum(str(hist.root), now_ms=hist.commit_ms[-1] + 30 * DAY_MS)
+        vacuum(str(hist.root), now_ms=hist.commit_ms[-1] + 30 * DAY_MS, dry_run=False)
     ok = vacuum(str(hist.root), retention_hours=48, force_retention=True, dry_run=True,
                 now_ms=hist.commit_ms[-1] + 30 * DAY_MS)
     assert ok.retention_hours == 48
@@ -312,7 +315,7 @@ def test_table_retention_property_is_used(tmp_path):
     for age_h, name in ((47, "young.parquet"), (49, "old.parquet")):
         (hist.root / name).write_bytes(b"x")
         set_mtime(hist.root / name, hist.commit_ms[-1] - age_h * HOUR_MS)
-    result = vacuum(str(hist.root), now_ms=hist.commit_ms[-1])
+    result = vacuum(str(hist.root), now_ms=hist.commit_ms[-1], dry_run=False)
     assert result.retention_hours == 48
     assert result.files == ("old.parquet",)
 
@@ -392,7 +395,7 @@ def test_property_no_file_of_a_version_in_the_window_is_deleted(
     dry = vacuum(str(root), retention_hours=retention_h, force_retention=True, lite=lite,
                  now_ms=now, dry_run=True)
     result = vacuum(str(root), retention_hours=retention_h, force_retention=True, lite=lite,
-                    now_ms=now)
+                    now_ms=now, dry_run=False)
     assert result.files == dry.files
     after = walk(root)
     for path in protected:
@@ -436,7 +439,7 @@ def test_empty_directories_are_removed_and_dry_run_says_which(tmp_path):
     dry = vacuum(str(hist.root), now_ms=now, dry_run=True)
     assert set(dry.files) == {"p=1/a.parquet", "p=1/b.parquet", "junk/a/b/x.bin"}
     assert dry.directories == ("junk/a/b", "junk/a", "junk", "p=1")
-    result = vacuum(str(hist.root), now_ms=now)
+    result = vacuum(str(hist.root), now_ms=now, dry_run=False)
     assert set(result.directories) >= set(dry.directories)
     assert "p=2/empty" in result.directories  # already empty before: removed too
     for d in result.directories:
@@ -456,7 +459,7 @@ def test_lite_mode_uses_tombstones_and_says_what_it_cannot_see(tmp_path):
     assert "find_unreferenced" not in engine.calls and "list_files" not in engine.calls
     full = vacuum(str(hist.root), now_ms=now, dry_run=True)
     assert set(lite.files) < set(full.files) and "orphan.parquet" in full.files
-    done = vacuum(str(hist.root), now_ms=now, lite=True)
+    done = vacuum(str(hist.root), now_ms=now, lite=True, dry_run=False)
     assert not (hist.root / "p=1").exists()
     assert (hist.root / "orphan.parquet").exists()
     assert done.files == lite.files
@@ -468,11 +471,11 @@ def test_paths_outside_the_table_are_never_touched(tmp_path):
     outside = tmp_path / "outside"
     before = walk(outside)
     result = vacuum(str(hist.root), retention_hours=0, force_retention=True,
-                    now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+                    now_ms=hist.commit_ms[-1] + 400 * DAY_MS, dry_run=False)
     assert walk(outside) == before
     assert not any(".." in f or f.startswith("/") for f in result.files)
     lite = vacuum(str(hist.root), retention_hours=0, force_retention=True, lite=True,
-                  now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+                  now_ms=hist.commit_ms[-1] + 400 * DAY_MS, dry_run=False)
     assert walk(outside) == before and lite.files == ()
 
 
@@ -484,7 +487,7 @@ def test_dot_segments_in_log_paths_protect_the_file(tmp_path):
     _add_commit(hist.root, [{"add": {"path": "x/../kept.parquet", "partitionValues": {},
                                      "size": 1, "modificationTime": 0, "dataChange": True}}])
     vacuum(str(hist.root), retention_hours=0, force_retention=True,
-           now_ms=hist.commit_ms[-1] + 400 * DAY_MS)
+           now_ms=hist.commit_ms[-1] + 400 * DAY_MS, dry_run=False)
     assert (hist.root / "kept.parquet").exists()
 
 
@@ -516,7 +519,8 @@ def test_crash_at_every_delete_then_rerun_finishes(tmp_path):
                 set_mtime(side, BASE_MS)
 
     decorate(reference.root)
-    full = vacuum(str(reference.root), retention_hours=0, force_retention=True, now_ms=now)
+    full = vacuum(str(reference.root), retention_hours=0, force_retention=True, now_ms=now,
+                  dry_run=False)
     final = walk(reference.root)
     assert full.num_files >= 8
     for k in range(1, full.num_files + 1):
@@ -525,7 +529,7 @@ def test_crash_at_every_delete_then_rerun_finishes(tmp_path):
         engine = LocalEngine(max_workers=1)  # deletes in a deterministic order
         with pytest.raises(StorageError, match=f"injected failure on delete #{k}"):
             vacuum(FailingStorage.at(hist.root, k), retention_hours=0, force_retention=True,
-                   now_ms=now, engine=engine)
+                   now_ms=now, engine=engine, dry_run=False)
         _assert_live_files_exist(hist.root)
         leftover = walk(hist.root)
         for rel in leftover:  # no side file outlives its data file
@@ -534,14 +538,14 @@ def test_crash_at_every_delete_then_rerun_finishes(tmp_path):
                 head = rel.rpartition("/")[0]
                 main = f"{head}/{name[1:-4]}" if head else name[1:-4]
                 assert main in leftover, f"crash at {k} left {rel} without {main}"
-        vacuum(str(hist.root), retention_hours=0, force_retention=True, now_ms=now)
+        vacuum(str(hist.root), retention_hours=0, force_retention=True, now_ms=now, dry_run=False)
         assert set(walk(hist.root)) == set(final)
 
 
 def test_engine_runs_listing_and_deleting(tmp_path):
     hist, now = _partition_history(tmp_path)
     engine = _NoListingEngine()
-    vacuum(str(hist.root), now_ms=now, engine=engine)
+    vacuum(str(hist.root), now_ms=now, engine=engine, dry_run=False)
     assert engine.calls == ["find_unreferenced", "delete_files"]
 
 
@@ -682,10 +686,10 @@ def test_vacuum_and_cleanup_on_an_object_store_like_backend(tmp_path):
     dry = vacuum(storage, now_ms=now, dry_run=True)
     assert dry.files == want.files and dry.num_files > 0
     assert dry.directories == ()
-    done = vacuum(storage, now_ms=now)
+    done = vacuum(storage, now_ms=now, dry_run=False)
     assert done.files == dry.files
-    assert vacuum(storage, now_ms=now).files == ()
-    cleaned = cleanup_metadata(storage, now_ms=now)
+    assert vacuum(storage, now_ms=now, dry_run=False).files == ()
+    cleaned = cleanup_metadata(storage, now_ms=now, dry_run=False)
     assert cleaned.checkpoint_version == 10 and cleaned.num_files > 0
     assert DeltaTable(storage=storage).snapshot().version == 15
 

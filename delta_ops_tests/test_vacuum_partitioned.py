@@ -379,7 +379,7 @@ def test_a_failing_listing_leaves_no_spill_and_deletes_nothing(
     before = sorted(p for p in root.rglob("*"))
     assert "orphan.parquet" in plan_vacuum(Storage.for_uri(str(root)), now_ms=FAR_FUTURE).files
     with pytest.raises(StorageError, match="injected"):
-        vacuum(_stat_fails(root), now_ms=FAR_FUTURE, engine=LocalEngine())
+        vacuum(_stat_fails(root), now_ms=FAR_FUTURE, engine=LocalEngine(), dry_run=False)
     with pytest.raises(StorageError, match="injected"):
         plan_vacuum(_stat_fails(root), now_ms=FAR_FUTURE, buckets=2)
     assert sorted(p for p in root.rglob("*")) == before

@@ -103,7 +103,7 @@ def run_checked(root: Path, live: list[str], orphans: list[str]) -> None:
     read = deltalake_reads(root)
     dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
     assert set(dry.files) == set(orphans)
-    result = vacuum(str(root), now_ms=NOW_MS)
+    result = vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert set(result.files) == set(dry.files)
     for rel in live:
         assert (root / rel).is_file(), rel
@@ -243,7 +243,7 @@ def test_lite_mode_refuses_a_tombstone_reached_through_a_symlinked_directory(tmp
                 removes=[("linked/x.parquet", OLD_MS)])
     (root / "linked").symlink_to(outside, target_is_directory=True)
     with pytest.raises(UnsafeDeletionError, match=r"symbolic link.*linked/x\.parquet|linked/x"):
-        vacuum(str(root), now_ms=NOW_MS, lite=True)
+        vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=False)
     assert files_below(outside) == before
 
 
@@ -263,7 +263,7 @@ def test_disagreeing_normalisations_refuse_the_whole_run(tmp_path):
     with pytest.raises(UnsafeDeletionError, match=r"aA\.parquet.*table file://"):
         vacuum(str(root), now_ms=NOW_MS, dry_run=True)
     with pytest.raises(UnsafeDeletionError):
-        vacuum(str(root), now_ms=NOW_MS)
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert {"a%41.parquet", "aA.parquet", "orphan.parquet"} <= files_below(root)
 
 
@@ -284,7 +284,7 @@ def test_a_name_that_is_not_utf8_is_left_and_reported(tmp_path):
             f.write(b"x")
         os.utime(path, ns=(OLD_MS * 1_000_000,) * 2)
     dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
-    result = vacuum(str(root), now_ms=NOW_MS)
+    result = vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert dry.files == result.files == ("orphan.parquet",)
     for r in (dry, result):
         note = " ".join(r.messages)
@@ -321,7 +321,7 @@ def test_impossible_retentions_are_a_retention_error(tmp_path, hours):
     write_table(root, [("live.parquet", "live.parquet")])
     data_file(root / "orphan.parquet")
     with pytest.raises(RetentionError, match=r"retention.*\(table file://"):
-        vacuum(str(root), now_ms=NOW_MS, retention_hours=hours)
+        vacuum(str(root), now_ms=NOW_MS, retention_hours=hours, dry_run=False)
     assert (root / "orphan.parquet").exists()
 
 
@@ -365,8 +365,8 @@ def test_catalog_managed_tables_need_the_opt_in(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     data_file(root / "orphan.parquet")
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
-        vacuum(str(root), now_ms=NOW_MS)
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert (root / "orphan.parquet").exists()
-    result = vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True)
+    result = vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, dry_run=False)
     assert result.files == ("orphan.parquet",)
     assert (root / "live.parquet").exists()

@@ -271,7 +271,7 @@ def check(spec, engine=None, *, with_deltalake: bool = False) -> None:
         except UnsafeDeletionError:
             event("refused")
             with pytest.raises(UnsafeDeletionError):
-                vacuum(given, **args)
+                vacuum(given, **args, dry_run=False)
             if refuses(spec):
                 with pytest.raises(UnsafeDeletionError):
                     vacuum(given, lite=True, dry_run=True, **args)
@@ -285,7 +285,7 @@ def check(spec, engine=None, *, with_deltalake: bool = False) -> None:
             assert not set(lite.files) & must_stay, "lite mode listed a referenced file"
         except UnsafeDeletionError:
             event("lite refused")
-        result = vacuum(given, **args)
+        result = vacuum(given, **args, dry_run=False)
         assert result.files == dry.files
         after = files_below(root)
         assert must_stay <= after

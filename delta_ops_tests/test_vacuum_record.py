@@ -90,7 +90,7 @@ def test_lite_refuses_when_the_log_no_longer_covers_the_window(tmp_path):
     _truncate_log(root, keep_from=1)
     before = walk_local(root)
     with pytest.raises(LiteVacuumUnavailableError, match="starts at version 1, not 0") as info:
-        vacuum(str(root), now_ms=NOW_MS, lite=True)
+        vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=False)
     assert "Run a full VACUUM once" in str(info.value)
     assert walk_local(root) == before
     # Asked to, it lists the table once instead, and says so.
@@ -100,7 +100,7 @@ def test_lite_refuses_when_the_log_no_longer_covers_the_window(tmp_path):
     assert not fallback.lite
     assert any("fell back to a full listing" in m for m in fallback.messages)
     # A real full run records where it got to; lite then starts there on its own.
-    vacuum(str(root), now_ms=NOW_MS)
+    vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert read_last_vacuum_info(Storage.for_uri(str(root))) == 1
     again = vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=True)
     assert again.lite and again.files == ()
@@ -122,7 +122,7 @@ def test_lite_refuses_when_commits_since_the_last_vacuum_were_cleaned_up(tmp_pat
 def test_last_vacuum_info_has_sparks_bytes(tmp_path):
     root, _ = _table(tmp_path, seed=6)
     storage = Storage.for_uri(str(root))
-    vacuum(str(root), now_ms=NOW_MS)
+    vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     # What delta-spark 3.3 writes after a successful VACUUM LITE.
     assert (root / LOG / "_last_vacuum_info").read_bytes() == (
         b'{"latestCommitVersionOutsideOfRetentionWindow":1}\n'
@@ -132,7 +132,7 @@ def test_last_vacuum_info_has_sparks_bytes(tmp_path):
     assert read_last_vacuum_info(storage) is None
     # A dry run records nothing; the record never moves back.
     write_last_vacuum_info(storage, 5)
-    vacuum(str(root), now_ms=NOW_MS)
+    vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert read_last_vacuum_info(storage) == 5
 
 
@@ -171,7 +171,7 @@ def test_history_commits_are_what_spark_writes_and_deltalake_reads_them(tmp_path
     before = deltalake.DeltaTable(str(table))
     version, rows = before.version(), before.to_pyarrow_table().num_rows
     result = vacuum(str(table), now_ms=now, retention_hours=0, force_retention=True,
-                    record_history=True)
+                    record_history=True, dry_run=False)
     assert result.num_files > 0
     after = deltalake.DeltaTable(str(table))
     assert after.version() == version + 2
@@ -204,7 +204,7 @@ def test_history_commits_are_what_spark_writes_and_deltalake_reads_them(tmp_path
 def test_history_is_off_by_default_and_dry_runs_record_nothing(tmp_path):
     root, _ = _table(tmp_path, seed=7)
     vacuum(str(root), now_ms=NOW_MS, dry_run=True, record_history=True)
-    vacuum(str(root), now_ms=NOW_MS)
+    vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     commits = sorted(p.name for p in (root / LOG).glob("*.json"))
     assert commits[-1] == "00000000000000000002.json"
 
@@ -217,7 +217,7 @@ def test_failed_deletes_are_recorded_as_failed(tmp_path):
             raise StorageError("disk on fire", file=paths[0])
 
     with pytest.raises(StorageError, match="disk on fire"):
-        vacuum(str(root), now_ms=NOW_MS, record_history=True, engine=Failing())
+        vacuum(str(root), now_ms=NOW_MS, record_history=True, engine=Failing(), dry_run=False)
     start = _commit_info(root / LOG / "00000000000000000003.json")
     end = _commit_info(root / LOG / "00000000000000000004.json")
     assert start["operation"] == "VACUUM START"
@@ -237,10 +237,11 @@ def test_history_is_refused_on_catalog_managed_tables(tmp_path):
     commit0.write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     before = walk_local(root)
     with pytest.raises(UnsupportedFeatureError, match="catalog-managed"):
-        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, record_history=True)
+        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, record_history=True,
+               dry_run=False)
     assert walk_local(root) == before
     # Without recording it, the permitted VACUUM runs (and leaves the log alone).
-    done = vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True)
+    done = vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, dry_run=False)
     assert done.num_files > 0
     assert not (root / LOG / "_last_vacuum_info").exists()
 
@@ -266,7 +267,7 @@ def test_listing_and_deletes_report_progress(tmp_path):
     root, table = _table(tmp_path, seed=10, orphans=True, partitioned=True)
     files_below = sum(1 for rel in walk_local(root) if not rel.startswith(LOG))
     progress = Recording()
-    result = vacuum(str(root), now_ms=NOW_MS, progress=progress)
+    result = vacuum(str(root), now_ms=NOW_MS, progress=progress, dry_run=False)
     listed = progress.final(LIST)
     assert listed.pages >= 1 and 0 < listed.files <= files_below
     deleted = progress.final(DELETE)
@@ -424,7 +425,7 @@ def test_an_unreadable_last_vacuum_info_stops_lite_only(tmp_path):
     (root / LOG / "_last_vacuum_info").write_bytes(b"not json")
     with pytest.raises(CorruptLogError, match="_last_vacuum_info is not JSON"):
         vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=True)
-    done = vacuum(str(root), now_ms=NOW_MS)
+    done = vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert set(done.files) == table.garbage
     assert read_last_vacuum_info(Storage.for_uri(str(root))) == 1
 
@@ -442,7 +443,7 @@ def test_spark_engine_reports_progress_and_agrees_with_the_inventory(
     source = InventorySource(str(inv), inventory_time_ms=NOW_MS - 3_600_000)
     from_inventory = vacuum(str(root), now_ms=NOW_MS, dry_run=True, inventory=source)
     progress = Recording()
-    done = vacuum(str(root), now_ms=NOW_MS, engine=spark_engine, progress=progress)
+    done = vacuum(str(root), now_ms=NOW_MS, engine=spark_engine, progress=progress, dry_run=False)
     assert done.files == from_inventory.files and set(done.files) == table.garbage
     assert progress.final(LIST).files >= len(done.files)  # hidden ones are left later
     assert progress.final(DELETE).files == len(done.files)

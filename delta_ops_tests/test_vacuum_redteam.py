@@ -76,7 +76,7 @@ DAY_MS = 86_400_000
 def _both(root: Path | str, **kwargs) -> tuple[str, ...]:
     """A dry run, then a real run; they must agree; the real run's files."""
     dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True, **kwargs)
-    real = vacuum(str(root), now_ms=NOW_MS, **kwargs)
+    real = vacuum(str(root), now_ms=NOW_MS, **kwargs, dry_run=False)
     assert real.files == dry.files
     return real.files
 
@@ -171,7 +171,7 @@ def test_staged_commits_subdirectory_refuses(tmp_path):
     err = _refuses(root, "subdirector", allow_catalog_managed=True)
     assert err.file is not None and "_staged_commits/sub" in err.file
     with pytest.raises(UnsafeDeletionError, match="subdirector"):
-        vacuum(str(root), now_ms=NOW_MS, lite=True, allow_catalog_managed=True)
+        vacuum(str(root), now_ms=NOW_MS, lite=True, allow_catalog_managed=True, dry_run=False)
 
 
 @pytest.mark.parametrize("line", [
@@ -236,7 +236,7 @@ def test_commit_written_between_plan_and_delete_refuses(tmp_path, monkeypatch, w
 
     _between_plan_and_delete(monkeypatch, restore)
     with pytest.raises(UnsafeDeletionError, match="since the plan") as info:
-        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True)
+        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, dry_run=False)
     assert info.value.file == "old.parquet"
     assert (root / "old.parquet").exists() and (root / "live.parquet").exists()
 
@@ -249,7 +249,7 @@ def test_commit_written_between_plan_and_delete_naming_other_files_lets_it_run(
     _catalog(root, "orphan.parquet")
     _age(root)
     _between_plan_and_delete(monkeypatch, lambda: _staged(root, 1, [_add("new.parquet")]))
-    assert vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True).files == (
+    assert vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, dry_run=False).files == (
         "orphan.parquet",)
     assert not (root / "orphan.parquet").exists()
 
@@ -272,7 +272,7 @@ def test_directory_swapped_for_a_link_after_the_plan_refuses(tmp_path, monkeypat
 
     _between_plan_and_delete(monkeypatch, swap)
     with pytest.raises(UnsafeDeletionError, match="inside the table root") as info:
-        vacuum(str(root), now_ms=NOW_MS)
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert info.value.file == "d/orphan.parquet"
     assert (outside / "orphan.parquet").exists()
 
@@ -301,7 +301,7 @@ def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):
                      storage_options=s3_server.storage_options, allow_catalog_managed=True)
         assert dry.files == ("orphan.parquet",)
     real = vacuum(uri, now_ms=later, storage_options=s3_server.storage_options,
-                  allow_catalog_managed=True)
+                  allow_catalog_managed=True, dry_run=False)
     assert real.files == ("orphan.parquet",)
     assert all(storage.exists(k) for k in kept) and not storage.exists("orphan.parquet")
     # A staged commit below a "subdirectory" (a key prefix) refuses there too.
@@ -310,7 +310,7 @@ def test_s3_staged_adds_in_every_scheme_spelling_keep_their_files(s3_server):
                        (json.dumps(_add("orphan2.parquet")) + "\n").encode())
     with pytest.raises(UnsafeDeletionError, match="subdirector"):
         vacuum(uri, now_ms=later, storage_options=s3_server.storage_options,
-               allow_catalog_managed=True)
+               allow_catalog_managed=True, dry_run=False)
     assert storage.exists("orphan2.parquet")
 
 
@@ -504,7 +504,7 @@ def test_spark_engine_file_link_and_race(tmp_path, monkeypatch, spark_engine):  
         root / "_delta_log" / f"{1:020}.json",
         [{"commitInfo": {"timestamp": OLD_MS + 2}}, _add("old.parquet")]))
     with pytest.raises(UnsafeDeletionError, match="since the plan"):
-        vacuum(str(root), now_ms=NOW_MS, engine=spark_engine)
+        vacuum(str(root), now_ms=NOW_MS, engine=spark_engine, dry_run=False)
     assert (root / "old.parquet").exists()
     linked, _base = _aliased_table(tmp_path / "aliased", "file://{base}/link/d/live.parquet")
     assert _both(linked, engine=spark_engine) == ("d/orphan.parquet",)
@@ -586,7 +586,7 @@ def test_vacuum_against_deltalake(tmp_path_factory, ops, retention_days, link):
     dry = vacuum(str(root), now_ms=now, dry_run=True, retention_hours=retention_days * 24,
                  force_retention=True)
     real = vacuum(str(root), now_ms=now, retention_hours=retention_days * 24,
-                  force_retention=True)
+                  force_retention=True, dry_run=False)
     assert real.files == dry.files
     needed = set().union(*before.values())
     assert not set(real.files) & needed

@@ -96,7 +96,7 @@ def test_inventory_and_lite_plans_equal_the_serial_listing_locally(
     assert from_inventory.directories == listing.directories
     # A real run from the inventory deletes exactly that, and nothing hidden.
     before = walk_local(root)
-    done = vacuum(str(root), now_ms=NOW_MS, inventory=source)
+    done = vacuum(str(root), now_ms=NOW_MS, inventory=source, dry_run=False)
     assert done.files == listing.files
     after = walk_local(root)
     assert set(before) - set(after) == set(listing.files)
@@ -114,7 +114,7 @@ def test_lite_plan_equals_the_serial_listing_without_orphans(
     lite = vacuum(str(root), now_ms=NOW_MS, dry_run=True, lite=True)
     assert lite.files == listing.files
     assert lite.size_bytes == listing.size_bytes
-    done = vacuum(str(root), now_ms=NOW_MS, lite=True)
+    done = vacuum(str(root), now_ms=NOW_MS, lite=True, dry_run=False)
     assert done.files == listing.files
     assert not set(done.files) & set(walk_local(root))
 
@@ -149,7 +149,7 @@ def test_files_not_in_the_inventory_or_newer_than_it_are_never_deleted(tmp_path)
     source = InventorySource(str(path), inventory_time_ms=created)
     full = _serial_listing(str(root), dry_run=True)
     assert late_orphan in full.files and newer in full.files
-    got = vacuum(str(root), now_ms=NOW_MS, inventory=source)
+    got = vacuum(str(root), now_ms=NOW_MS, inventory=source, dry_run=False)
     assert set(got.files) == set(full.files) - {late_orphan, newer}
     assert gone not in got.files
     assert (root / late_orphan).exists() and (root / newer).exists()
@@ -161,7 +161,7 @@ def test_files_not_in_the_inventory_or_newer_than_it_are_never_deleted(tmp_path)
 def _refused(root: Path, source: InventorySource, match: str) -> None:
     before = walk_local(root)
     with pytest.raises(InventoryError, match=match):
-        vacuum(str(root), now_ms=NOW_MS, inventory=source)
+        vacuum(str(root), now_ms=NOW_MS, inventory=source, dry_run=False)
     assert walk_local(root) == before
 
 
@@ -297,7 +297,7 @@ def test_s3_report_and_lite_plans_equal_the_serial_listing_on_s3(
     # Lite on the same table sees the tombstoned files: the listing's plan less the orphans.
     lite = vacuum(storage, now_ms=now, dry_run=True, lite=True)
     assert set(lite.files) == set(listing.files) - table.orphans
-    done = vacuum(storage, now_ms=now, inventory=manifest)
+    done = vacuum(storage, now_ms=now, inventory=manifest, dry_run=False)
     assert done.files == listing.files
     left = {key[len(prefix):] for _b, key, _s, _m in _s3_rows(s3_server, prefix)}
     assert not left & set(listing.files)
@@ -324,7 +324,7 @@ def test_s3_report_refusals(s3_server):
 
     def refused(manifest: str, match: str) -> None:
         with pytest.raises(InventoryError, match=match):
-            vacuum(storage, now_ms=now, inventory=manifest)
+            vacuum(storage, now_ms=now, inventory=manifest, dry_run=False)
 
     refused(report(created_ms=now - 8 * DAY_MS), "older than the retention window")
     refused(report(schema_fields=("Bucket", "Key", "LastModifiedDate")), "lacks the field.*Size")

@@ -103,7 +103,7 @@ def _staged(root: Path, version: int, actions: list[dict], uuid: str = "0f7") ->
 def _vacuum_both(root: Path | str, **kwargs) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(dry run's files, real run's files)."""
     dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True, **kwargs)
-    real = vacuum(str(root), now_ms=NOW_MS, **kwargs)
+    real = vacuum(str(root), now_ms=NOW_MS, **kwargs, dry_run=False)
     assert real.files == dry.files
     return dry.files, real.files
 
@@ -182,7 +182,7 @@ def test_unreadable_staged_commit_refuses_naming_the_file(tmp_path, content):
             vacuum(str(root), now_ms=NOW_MS, dry_run=dry_run, allow_catalog_managed=True)
         assert info.value.file is not None and bad.name in info.value.file
     with pytest.raises(UnsafeDeletionError, match="staged commit"):
-        vacuum(str(root), now_ms=NOW_MS, lite=True, allow_catalog_managed=True)
+        vacuum(str(root), now_ms=NOW_MS, lite=True, allow_catalog_managed=True, dry_run=False)
     assert _files(root) == before
 
 
@@ -226,7 +226,7 @@ def test_proof_knows_staged_commits_when_the_plan_forgets_them(tmp_path, monkeyp
     empty = string_array([])
     monkeypatch.setattr(vacuum_plan, "_staged", lambda *_a: FileReferences(empty, empty, empty))
     with pytest.raises(UnsafeDeletionError, match="match a path the log references"):
-        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True)
+        vacuum(str(root), now_ms=NOW_MS, allow_catalog_managed=True, dry_run=False)
     assert (root / "staged.parquet").exists()
 
 
@@ -308,7 +308,7 @@ def test_proof_catches_an_alias_the_plan_misses(tmp_path, monkeypatch):
     monkeypatch.setattr(vacuum_plan, "reached_through_aliases", lambda *_a: set())
     before = _files(root)
     with pytest.raises(UnsafeDeletionError, match="another spelling") as info:
-        vacuum(str(root), now_ms=NOW_MS)
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert info.value.file == "d/live.parquet"
     assert _files(root) == before
 
@@ -319,7 +319,7 @@ def test_referenced_path_whose_identity_cannot_be_established_refuses(tmp_path):
     (base / "loop").symlink_to(base / "loop2")
     (base / "loop2").symlink_to(base / "loop")
     with pytest.raises(UnsafeDeletionError, match="cannot tell which file"):
-        vacuum(str(root), now_ms=NOW_MS)
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
     assert (root / "d" / "orphan.parquet").exists()
 
 
@@ -354,7 +354,8 @@ def test_s3_vacuum_keeps_files_added_with_another_scheme_spelling(s3_server):
         dry = vacuum(f"{scheme}://{bucket_and_prefix}", now_ms=later, dry_run=True,
                      storage_options=s3_server.storage_options)
         assert dry.files == ("orphan.parquet",)
-    vacuum(f"s3a://{bucket_and_prefix}", now_ms=later, storage_options=s3_server.storage_options)
+    vacuum(f"s3a://{bucket_and_prefix}", now_ms=later, storage_options=s3_server.storage_options,
+           dry_run=False)
     assert storage.exists("a.parquet") and storage.exists("b.parquet")
     assert not storage.exists("orphan.parquet")
 
@@ -389,7 +390,7 @@ def test_metadata_cleanup_never_touches_staged_commits_nor_what_they_build_on(tm
 
     result = cleanup_metadata(str(root), retention=timedelta(0), force_retention=True,
                               ensure_checkpoint=True, now_ms=NOW_MS,
-                              allow_catalog_managed=True)
+                              allow_catalog_managed=True, dry_run=False)
     assert result.checkpoint_version == 4 and result.files  # it did clean up
     assert all(p.exists() for p in staged)
     assert not any("_staged_commits" in f for f in result.files)

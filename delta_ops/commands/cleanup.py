@@ -9,7 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.errors import RetentionError
 from delta_ops.protocol.properties import parse_interval
+from delta_ops.protocol.retention import check_retention
 
 _SHORT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _SHORT_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -17,7 +19,8 @@ _SHORT_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": 
 
 def parse_duration(text: str) -> timedelta:
     """`30 days`, `interval 1 week`, `12 hours` (as table properties spell them) or the
-    short forms `30d`, `12h`, `90m`, `2w`, `45s`."""
+    short forms `30d`, `12h`, `90m`, `2w`, `45s`; from 0 to the one limit of
+    `protocol.retention`."""
     m = _SHORT.match(text)
     if m:
         text = f"{m.group(1)} {_SHORT_UNITS[m.group(2)]}"
@@ -27,7 +30,10 @@ def parse_duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(str(exc)) from exc
     if value < timedelta(0):
         raise argparse.ArgumentTypeError(f"retention cannot be negative: {text!r}")
-    return value
+    try:
+        return check_retention(value, operation="log")
+    except RetentionError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.reason}") from None
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:

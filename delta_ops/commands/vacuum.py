@@ -10,35 +10,27 @@ and, on a terminal, offers a full listing once (`--full-if-needed` accepts it ah
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+from datetime import timedelta
 from typing import Any, TextIO
 
 from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
 from delta_ops.engine.progress import PhaseTotals, Tracker, human_bytes
-
-#: The longest retention accepted, in hours (about 114 years): longer keeps everything
-#: anyway, and every retention must fit the millisecond timestamps of the log.
-MAX_RETENTION_HOURS = 1_000_000
+from delta_ops.errors import RetentionError
+from delta_ops.protocol.retention import retention_from_hours
 
 
-def _hours(text: str) -> float:
-    """`--retention-hours`: a finite number of hours from 0 to `MAX_RETENTION_HOURS`."""
+def _hours(text: str) -> timedelta:
+    """`--retention-hours`: a finite number of hours from 0 to 1,000,000 (about 114 years,
+    `protocol.retention.MAX_RETENTION`), as the library's retention."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
-    if math.isnan(value) or math.isinf(value):
-        raise argparse.ArgumentTypeError(
-            f"retention must be a finite number of hours, not {text!r}"
-        )
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"retention cannot be negative: {text!r}")
-    if value > MAX_RETENTION_HOURS:
-        raise argparse.ArgumentTypeError(
-            f"retention {text!r} is longer than {MAX_RETENTION_HOURS} hours (about 114 years)"
-        )
-    return value
+    try:
+        return retention_from_hours(value, operation="VACUUM")
+    except RetentionError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.reason}") from None
 
 
 class TerminalProgress(Tracker):
@@ -113,7 +105,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
     def run(lite_fallback: bool) -> Any:
         return vacuum(
             table,
-            retention_hours=args.retention_hours,
+            retention=args.retention,
             force_retention=args.force_retention,
             allow_catalog_managed=args.allow_catalog_managed,
             lite=args.lite,
@@ -143,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retention-hours",
         type=_hours,
+        dest="retention",
         metavar="H",
         help="retention instead of delta.deletedFileRetentionDuration (default 168 hours)",
     )

@@ -26,6 +26,7 @@ from delta_ops.commit.transaction import (
 from delta_ops.errors import InvalidCommitError
 from delta_ops.protocol import features
 from delta_ops.protocol.upgrade import protocol_with_features
+from delta_ops.storage import TableLike
 
 __all__ = ["append_files", "create_table"]
 
@@ -43,7 +44,7 @@ def _features_for_configuration(configuration: Mapping[str, str]) -> list[str]:
 
 
 def create_table(
-    table: Any,
+    table: TableLike,
     schema: Any,
     partition_columns: Sequence[str] = (),
     configuration: Mapping[str, str] | None = None,
@@ -142,7 +143,7 @@ def create_table(
 
 
 def append_files(
-    table: Any,
+    table: TableLike,
     adds: Iterable[Mapping[str, Any]],
     *,
     txn: tuple[str, int] | None = None,

@@ -399,6 +399,7 @@ def run_cleanup(run: TableRun) -> MaterializeResult:
             force_retention=policy.force_retention,
             allow_catalog_managed=policy.allow_catalog_managed,
             ensure_checkpoint=policy.ensure_checkpoint,
+            dry_run=False,
             now_ms=run.now_ms,
         ))
     return MaterializeResult(

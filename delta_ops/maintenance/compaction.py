@@ -60,7 +60,7 @@ from delta_ops.protocol.filenames import (
     commit_name,
     compaction_name,
 )
-from delta_ops.storage import FileInfo, Storage
+from delta_ops.storage import FileInfo, Storage, TableLike
 
 #: Off until a table (or the registry's policy) asks for it.
 DEFAULT_COMPACTION_INTERVAL: int | None = None
@@ -287,7 +287,7 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
 
 
 def compact_log(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     start: int,
     end: int,
@@ -413,7 +413,7 @@ def compaction_plan(
 
 
 def compact_by_policy(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     interval: int | None,
     storage_options: Mapping[str, Any] | None = None,

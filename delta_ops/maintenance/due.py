@@ -31,7 +31,7 @@ from delta_ops.log.state import (
     read_settings,
 )
 from delta_ops.protocol.filenames import LogFileKind
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 CHECKPOINT = "checkpoint"
 VERSION_CHECKSUM = "version_checksum"
@@ -270,7 +270,7 @@ def due(state: LogState, settings: TableSettings, policy: DuePolicy | None = Non
     )
 
 
-def what_is_due(table_or_storage: Any, policy: DuePolicy | None = None) -> DueReport:
+def what_is_due(table_or_storage: TableLike, policy: DuePolicy | None = None) -> DueReport:
     """Read the log cheaply (`inspect_log`, `read_settings`) and decide (`due`).
 
     Args:

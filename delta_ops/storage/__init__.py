@@ -24,7 +24,8 @@ backend:
   refused unless the caller explicitly accepts a best-effort (non-atomic) write.
 
 s3fs, botocore and fsspec are imported only when a storage of their scheme is built.
-Import `Storage` and `FileInfo` from here (`from delta_ops.storage import Storage`).
+Import `Storage`, `FileInfo` and `TableLike` (what operations accept as a table, in
+`table_like`) from here (`from delta_ops.storage import Storage`).
 """
 
 from __future__ import annotations
@@ -37,5 +38,6 @@ from delta_ops.storage.generic import _FsspecBackend as _FsspecBackend
 from delta_ops.storage.local import _LocalBackend as _LocalBackend
 from delta_ops.storage.memory import _MemoryBackend as _MemoryBackend
 from delta_ops.storage.s3 import _S3Backend as _S3Backend
+from delta_ops.storage.table_like import HasStorage, TableLike
 
-__all__ = ["FileInfo", "Storage"]
+__all__ = ["FileInfo", "HasStorage", "Storage", "TableLike"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from delta_ops.errors import MissingFileError, StorageError
 from delta_ops.storage.backend import FileInfo, _Backend, _debug, content_bytes
@@ -29,6 +29,9 @@ from delta_ops.storage.bulk import _BulkOps
 from delta_ops.storage.parallel import RequestPolicy
 from delta_ops.storage.paths import _PLAIN_RELATIVE, _clean_relative, _join_uri
 from delta_ops.storage.uri import open_uri
+
+if TYPE_CHECKING:
+    from delta_ops.storage.table_like import TableLike
 
 
 class Storage(_BulkOps):
@@ -69,19 +72,16 @@ class Storage(_BulkOps):
     # ---- construction ------------------------------------------------------------------
 
     @classmethod
-    def of(cls, table: Any, storage_options: Mapping[str, Any] | None = None) -> Storage:
-        """The Storage of what operations accept as a table: a Storage (or a wrapper with
-        its interface, e.g. one that instruments it), a DeltaTable (its `.storage`), or a
-        table URI (built with `storage_options`)."""
+    def of(cls, table: TableLike, storage_options: Mapping[str, Any] | None = None) -> Storage:
+        """The one resolver of a `TableLike` (every operation's table): a Storage (or a wrapper
+        with its interface), a DeltaTable's `.storage`, or a URI built with `storage_options`."""
         if isinstance(table, str):
             return cls.for_uri(table, storage_options)
-        if isinstance(table, Storage):
-            return table
-        inner = getattr(table, "storage", None)
+        inner = table if isinstance(table, Storage) else getattr(table, "storage", None)
         if inner is not None:
             return inner
         if hasattr(table, "put_atomic") and hasattr(table, "list_dir"):
-            return table
+            return table  # a wrapper with Storage's interface (e.g. one that instruments it)
         raise TypeError(f"expected a Storage, DeltaTable or URI, got {type(table).__name__}")
 
     @classmethod

@@ -77,7 +77,7 @@ from delta_ops.protocol.checkpoint_schema import (
 )
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def apply_checkpoint(
 
 
 def write_checkpoint(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     kind: CheckpointKind | str | None = None,

@@ -5,6 +5,8 @@ Spec section: "Version Checksum File" (writers write `N.crc` only after commit N
 overwrite one; readers may validate a version against it).
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
@@ -48,7 +50,7 @@ from delta_ops.protocol.crc import (
 )
 from delta_ops.protocol.filenames import LogFileKind, checksum_name
 from delta_ops.protocol.table_configuration import TableConfiguration
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 # ---- the operations -----------------------------------------------------------------------
 
@@ -91,7 +93,7 @@ def _latest_version(storage: Storage) -> int:
 
 
 def compute_version_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
@@ -168,7 +170,7 @@ def _compute(
 
 
 def compute_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
@@ -187,12 +189,12 @@ def compute_checksum(
 
 
 def write_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     engine: Engine | None = None,
     method: Method = "auto",
-    policy: ChecksumPolicy = DEFAULT_POLICY,
+    policy: ChecksumPolicy | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> ChecksumWriteResult:
     """Write `version.crc` (latest version when None) unless it exists.
@@ -200,7 +202,8 @@ def write_checksum(
     The file is created with an atomic put-if-absent, only after commit `version` exists,
     and never overwrites an existing checksum: that is an `already_existed` result.
     `table_or_storage` is a DeltaTable, Storage or table URI (opened with
-    `storage_options`); the other arguments are those of `compute_version_checksum`.
+    `storage_options`); the other arguments are those of `compute_version_checksum` (a
+    `policy` of None is `DEFAULT_POLICY`).
 
     Raises:
         VersionNotFoundError: commit `version` does not exist.
@@ -209,6 +212,7 @@ def write_checksum(
         See also `compute_version_checksum`.
     """
     storage = Storage.of(table_or_storage, storage_options)
+    policy = DEFAULT_POLICY if policy is None else policy
     if version is None:
         version = _latest_version(storage)
     path = checksum_path(version)
@@ -308,7 +312,7 @@ def _cross_check(
 
 
 def write_checksums(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     start: int,
     end: int,
@@ -399,7 +403,7 @@ def checksum_versions(storage: Storage) -> list[int]:
 
 
 def verify_checksum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     version: int | None = None,
     all_versions: bool = False,

@@ -15,7 +15,7 @@ from delta_ops.clock import Clock, start_time
 from delta_ops.log.last_checkpoint import advance_last_checkpoint
 from delta_ops.maintenance.cleanup.cutoff import iso_utc
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,11 @@ def _result(
 
 
 def cleanup_metadata(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
     retention: timedelta | None = None,
     ensure_checkpoint: bool = False,
-    dry_run: bool = False,
+    dry_run: bool = True,
     clock: Clock | None = None,
     now_ms: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -107,10 +107,12 @@ def cleanup_metadata(
     Args:
         table_or_storage: A `DeltaTable`, a `Storage`, or a table URI.
         retention: Log retention instead of `delta.logRetentionDuration` (default 30 days);
-            a shorter one than the table's needs `force_retention`.
+            a shorter one than the table's needs `force_retention`; at most
+            `protocol.retention.MAX_RETENTION` (1,000,000 hours).
         ensure_checkpoint: When there is no checkpoint at the cutoff version, write one
             there first, so that everything before it can go.
-        dry_run: Only report what would be deleted.
+        dry_run: Only report what would be deleted (the default: pass `dry_run=False` to
+            delete).
         clock: Milliseconds since the epoch, read once at the start (retention cutoff,
             age of sidecars and writers' temporary files); default the system clock.
         now_ms: The current time as a number instead of a clock (kept for callers that
@@ -127,8 +129,8 @@ def cleanup_metadata(
 
     Raises:
         ValueError: Both `clock` and `now_ms` given.
-        RetentionError: `retention` shorter than the table's log retention, not forced
-            (nothing deleted).
+        RetentionError: `retention` shorter than the table's log retention, not forced,
+            negative or beyond `MAX_RETENTION` (nothing deleted).
         UnsupportedFeatureError: Unknown or unsupported table features (nothing deleted).
         CorruptLogError: No checkpoint at or before the cutoff reads in full (nothing
             deleted); names the table, version and the unreadable file.

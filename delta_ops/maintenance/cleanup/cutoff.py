@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from delta_ops.errors import RetentionError
 from delta_ops.log.timestamps import monotonize, read_in_commit_timestamp
 from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.retention import check_retention
 from delta_ops.protocol.table_configuration import IctEnablement
 from delta_ops.storage import FileInfo, Storage
 
@@ -70,10 +71,8 @@ def cutoff_commit(
 
 
 def retention_to_ms(retention: timedelta) -> int:
-    ms = int(retention.total_seconds() * 1000)
-    if ms < 0:
-        raise ValueError(f"log retention cannot be negative: {retention}")
-    return ms
+    """A checked retention (`protocol.retention.check_retention`) in milliseconds."""
+    return int(check_retention(retention, operation="log").total_seconds() * 1000)
 
 
 def _hours(td: timedelta) -> str:
@@ -93,12 +92,12 @@ def checked_retention(
     Raises:
         RetentionError: `retention` is shorter than `delta.logRetentionDuration` and not
             forced.
-        ValueError: `retention` is negative.
+        RetentionError: `retention` is negative or beyond `MAX_RETENTION`.
     """
     configured = props.log_retention
     if retention is None:
         return configured
-    retention_to_ms(retention)
+    check_retention(retention, operation="log", table=table, version=version)
     if retention < configured and not force_retention:
         raise RetentionError(
             f"refusing to clean up the log with a retention of {_hours(retention)}, shorter "

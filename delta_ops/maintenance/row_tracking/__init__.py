@@ -60,7 +60,7 @@ from delta_ops.maintenance.row_tracking.plan import (
 )
 from delta_ops.maintenance.row_tracking.streamed import DEFAULT_CHECKPOINT_EVERY, backfill_streamed
 from delta_ops.protocol.upgrade import ProtocolUpgrade, plan_protocol_upgrade
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -80,7 +80,7 @@ __all__ = [
 
 
 def backfill_protocol_upgrade(
-    table: Any, *, storage_options: Mapping[str, Any] | None = None
+    table: TableLike, *, storage_options: Mapping[str, Any] | None = None
 ) -> ProtocolUpgrade:
     """What the backfill's first step would do to the table's protocol (the features it
     adds, the writers that lose access), from the log's protocol alone (no replay); a
@@ -105,7 +105,7 @@ def backfill_protocol_upgrade(
 
 
 def backfill_row_tracking(
-    table: Any,
+    table: TableLike,
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     enable: bool = True,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from datetime import timedelta
 from typing import Any
 
 from delta_ops.clock import Clock, start_time
@@ -37,7 +38,7 @@ from delta_ops.maintenance.vacuum.listing import _has_directories
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.maintenance.vacuum.proof import prove_unchanged_since_plan
 from delta_ops.protocol.filenames import LOG_DIR
-from delta_ops.storage import Storage
+from delta_ops.storage import Storage, TableLike
 
 
 @dataclass(frozen=True)
@@ -154,12 +155,13 @@ def _remove_top_level(storage: Storage, tops: list[str], notes: list[str]) -> li
 
 
 def vacuum(
-    table_or_storage: Any,
+    table_or_storage: TableLike,
     *,
+    retention: timedelta | None = None,
     retention_hours: float | None = None,
     force_retention: bool = False,
     lite: bool = False,
-    dry_run: bool = False,
+    dry_run: bool = True,
     clock: Clock | None = None,
     now_ms: int | None = None,
     engine: Engine | None = None,
@@ -174,12 +176,14 @@ def vacuum(
 
     Args:
         table_or_storage: A `DeltaTable`, a `Storage`, or a table URI.
-        retention_hours: Retention instead of `delta.deletedFileRetentionDuration`
-            (default 1 week).
+        retention: Retention instead of `delta.deletedFileRetentionDuration` (default 1
+            week); at most `protocol.retention.MAX_RETENTION` (1,000,000 hours).
+        retention_hours: The same in hours (the command line's unit); give one of the two.
         force_retention: Allow a retention shorter than the table's (and a log retention
             shorter than the file retention).
         lite: Use expired tombstones from the log instead of listing the table.
-        dry_run: Only report what would be deleted.
+        dry_run: Only report what would be deleted (the default: pass `dry_run=False` to
+            delete).
         clock: The clock (`delta_ops.clock`), read once at the start (default: the system
             clock).
         now_ms: The current time in ms since the epoch, instead of a clock.
@@ -200,7 +204,8 @@ def vacuum(
         progress: Hears of listing pages, probes and deletes (`engine.progress`).
 
     Raises:
-        ValueError: Both `clock` and `now_ms` are given.
+        ValueError: Both `clock` and `now_ms` are given, or both `retention` and
+            `retention_hours`.
         UnsupportedFeatureError: The table has reader or writer features this tool does not
             know (nothing listed, nothing deleted); `features` names them.
         RetentionError: The retention is unsafe (see `retention_for`).
@@ -217,7 +222,8 @@ def vacuum(
     storage = Storage.of(table_or_storage, storage_options)
     source = InventorySource(inventory) if isinstance(inventory, str) else inventory
     plan = plan_vacuum(
-        storage, now_ms=now, retention_hours=retention_hours, force_retention=force_retention,
+        storage, now_ms=now, retention=retention, retention_hours=retention_hours,
+        force_retention=force_retention,
         lite=lite, engine=engine, allow_catalog_managed=allow_catalog_managed,
         inventory=source, lite_fallback=lite_fallback, progress=progress,
     )
@@ -232,7 +238,9 @@ def vacuum(
                 storage, num_files=len(plan.files), size_bytes=int(sum(plan.sizes)),
                 retention_check_enabled=not force_retention,
                 default_retention_ms=plan.default_retention_ms,
-                specified_retention_ms=None if retention_hours is None else plan.retention_ms,
+                specified_retention_ms=(
+                    None if retention is None and retention_hours is None else plan.retention_ms
+                ),
                 clock=clock,
             ))
         sizes = dict(zip(plan.files, plan.sizes, strict=True))

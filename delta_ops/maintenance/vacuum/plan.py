@@ -16,8 +16,6 @@ probes only the files expired tombstones name. Every file of the plan is then pr
 
 from __future__ import annotations
 
-import math
-import numbers
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -58,13 +56,11 @@ from delta_ops.maintenance.vacuum.proof import _prove_deletable
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.retention import given_retention
 from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import FileInfo, Storage
 
 HOUR_MS = 3_600_000
-# The longest retention accepted (100,000 years): beyond it, times in ms since the epoch
-# and `timedelta` stop being exact or overflow.
-_MAX_RETENTION_HOURS = 100_000 * 8766
 _IO_THREADS = 16
 
 # The bytes of a segment's deltas, by path (`log.references.read_deltas`).
@@ -115,45 +111,34 @@ class VacuumPlan:
 def retention_for(
     props: TableProperties,
     *,
-    retention_hours: float | None,
+    retention: timedelta | None = None,
+    retention_hours: float | None = None,
     force_retention: bool,
     table: str,
     version: int,
 ) -> timedelta:
     """The retention VACUUM uses, after the safety checks.
 
+    Args:
+        props: The table's properties.
+        retention: The retention asked for (None: `delta.deletedFileRetentionDuration`).
+        retention_hours: The same in hours (give one of the two).
+        force_retention: Allow one shorter than the table's.
+        table: The table, for errors.
+        version: The version read, for errors.
+
     Raises:
-        RetentionError: Not a finite number of hours, negative or beyond 100,000 years;
-            shorter than `delta.deletedFileRetentionDuration`; or
-            `delta.logRetentionDuration` shorter than it (the last two unless forced).
+        RetentionError: Not a valid retention (`protocol.retention.check_retention`:
+            negative, or beyond `MAX_RETENTION`; hours not a finite number); shorter than
+            `delta.deletedFileRetentionDuration`; or `delta.logRetentionDuration` shorter
+            than it (the last two unless forced).
+        ValueError: Both `retention` and `retention_hours`.
     """
     configured = props.deleted_file_retention
-    if retention_hours is None:
-        retention = configured
-    else:
-        if isinstance(retention_hours, bool) or not isinstance(retention_hours, numbers.Real):
-            raise RetentionError(
-                f"VACUUM retention must be a number of hours, got "
-                f"{type(retention_hours).__name__}",
-                table=table, version=version,
-            )
-        if not math.isfinite(retention_hours):
-            raise RetentionError(
-                f"VACUUM retention must be a finite number of hours, got {retention_hours!r}",
-                table=table, version=version,
-            )
-        if retention_hours < 0:
-            raise RetentionError(
-                f"VACUUM retention cannot be negative ({retention_hours} hours)",
-                table=table, version=version,
-            )
-        if retention_hours > _MAX_RETENTION_HOURS:
-            raise RetentionError(
-                f"VACUUM retention of {retention_hours:g} hours is longer than "
-                f"{_MAX_RETENTION_HOURS:g} hours (100,000 years), the most it can express",
-                table=table, version=version,
-            )
-        retention = timedelta(hours=retention_hours)
+    given = given_retention(
+        retention, retention_hours, operation="VACUUM", table=table, version=version
+    )
+    retention = configured if given is None else given
     hours = retention.total_seconds() / 3600
     if retention < configured and not force_retention:
         raise RetentionError(
@@ -192,6 +177,7 @@ def plan_vacuum(
     storage: Storage,
     *,
     now_ms: int,
+    retention: timedelta | None = None,
     retention_hours: float | None = None,
     force_retention: bool = False,
     lite: bool = False,
@@ -213,6 +199,7 @@ def plan_vacuum(
     Args:
         storage: The table's storage.
         now_ms: Current time in ms since the epoch.
+        retention: See `vacuum`.
         retention_hours: See `vacuum`.
         force_retention: See `vacuum`.
         lite: See `vacuum`.
@@ -257,11 +244,11 @@ def plan_vacuum(
             permitted=frozenset({"catalogManaged"}) if allow_catalog_managed else frozenset(),
         )
         props = found.properties
-        retention = retention_for(
-            props, retention_hours=retention_hours, force_retention=force_retention,
-            table=table, version=segment.version,
+        used = retention_for(
+            props, retention=retention, retention_hours=retention_hours,
+            force_retention=force_retention, table=table, version=segment.version,
         )
-        retention_ms = int(retention.total_seconds() * 1000)
+        retention_ms = int(used.total_seconds() * 1000)
         delete_before = now_ms - retention_ms
         staged = _staged(storage, delete_before, segment.version)
         refs = read_references(
