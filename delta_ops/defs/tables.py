@@ -55,6 +55,7 @@ from dagster import (
 
 from delta_ops.defs.assets import (
     MaintenanceConfig,
+    TableRun,
     observe_log,
     run_component,
     table_run,
@@ -170,15 +171,22 @@ def _observe_body(context, registry: RegistryResource, spark: SparkResource):
     name = _table_of(context)
     selected = {k.name for k in context.selected_asset_check_keys}
     failure: Failure | None = None
-    if context.selected_asset_keys:
+    run: TableRun | None = None
+    try:
+        # One run for the step: the observation and the checks share the table, its
+        # storage, the clock and the engine.
+        run = table_run(name, DELTA_LOG, registry, spark)
+    except Failure as exc:
+        failure = exc
+    if context.selected_asset_keys and run is not None:
         try:
-            yield observe_log(table_run(name, DELTA_LOG, registry, spark))
+            yield observe_log(run)
         except Failure as exc:
             failure = exc
     for check in CHECKS:
         if check in selected:
-            yield run_check(check, name, registry, spark)
-    if failure is not None:
+            yield run_check(check, name, registry, spark, run=run)
+    if failure is not None and context.selected_asset_keys:
         raise failure
 
 
@@ -191,10 +199,13 @@ def _maintain_body(
     name = _table_of(context)
     selected = {k.path[1] for k in context.selected_asset_keys}
     failed: dict[str, Failure] = {}
+    run: TableRun | None = None
     try:
-        # A table the run cannot resolve (invalid entry, missing secret) fails the step once,
+        # One run for the step, shared by its components and checks: the table, its
+        # storage, the clock, the cheap log reads and the table's size are read once. A
+        # table the run cannot resolve (invalid entry, missing secret) fails the step once,
         # naming why, instead of once per component.
-        table_run(name, "maintenance", registry, spark)
+        run = table_run(name, "maintenance", registry, spark)
     except Failure as exc:
         unresolved: Failure | None = exc
         selected = set()
@@ -207,16 +218,14 @@ def _maintain_body(
             context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
             continue
         if component in DESTRUCTIVE:
-            refused = destructive_refusal(context, config, component, registry.table(name))
+            refused = destructive_refusal(context, config, component, run.table)
             if refused is not None:
                 # Not materialized (its output is optional): the asset keeps showing when
                 # it last really ran.
                 context.log.warning(f"{name} {component}: {refused}")
                 continue
         try:
-            out = run_component(
-                table_run(name, component, registry, spark), component, config, context.log.info
-            )
+            out = run_component(run, component, config, context.log.info)
         except Failure as exc:
             error = exc.metadata.get("error")
             if error is not None and error.value == "NotATableError":
@@ -232,7 +241,7 @@ def _maintain_body(
         yield out
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
-            yield run_check(check, name, registry, spark)
+            yield run_check(check, name, registry, spark, run=run)
     if unresolved is not None:
         raise unresolved
     if failed:
