@@ -19,9 +19,15 @@ attributes:
 ```
 
 Each table gets the assets, checks, schedules, sensors and jobs of `delta_ops.defs`
-(`definitions_kwargs`); the policy models are the registry's (`delta_ops.defs.policy`).
-Relative paths are resolved against the project root. An invalid table entry does not stop
-the component from loading: that table's assets fail, naming the problem. Discovered tables
+(`definitions_kwargs`). The fields are typed (`delta_ops.defs.component_models`): `dg check
+defs` validates them and `dg list component-tree`/`dg utils inspect-component` document
+them with the keys, types and descriptions of the registry's models
+(`delta_ops.defs.policy`, `registry`, `sources`), whose checks of the values then apply as in
+a registry file. Relative paths are resolved against the project root. An unknown key or a
+value of the wrong type fails the load, as does an invalid `defaults`, `spark` or
+`discover`; a table entry whose values are invalid (cron, retention, name, URI, a name
+given twice) does not stop the component from loading: that table's assets fail, naming
+the problem. Discovered tables
 come from the discovery cache, which the `delta_tables_discovery` sensor refreshes: loading
 the definitions never lists a prefix.
 
@@ -30,8 +36,6 @@ the definitions never lists a prefix.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from dagster import (
     Component,
@@ -47,6 +51,13 @@ from dagster.components.component_scaffolding import scaffold_component
 from pydantic import BaseModel, Field, ValidationError
 
 from delta_ops.defs import definitions_kwargs
+from delta_ops.defs.component_models import (
+    DiscoverySpecModel,
+    PolicyOverrideModel,
+    SparkSettingsModel,
+    TableEntryModel,
+    given,
+)
 from delta_ops.defs.registry import entry_problems
 from delta_ops.defs.sources import (
     DEFAULT_CACHE,
@@ -90,24 +101,24 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
         description="A delta_ops registry YAML file (relative to the project root); its "
         "defaults, spark section and tables are used first.",
     )
-    # The policy sections are the registry's pydantic models (`delta_ops.defs.policy`),
-    # validated when the component builds its definitions, with the registry's messages.
-    defaults: dict[str, Any] | None = Field(
+    defaults: PolicyOverrideModel | None = Field(  # type: ignore[valid-type]
         default=None,
         description="Policy overrides over the registry file's defaults (engine, checkpoint, "
-        "checksum, compaction, vacuum, cleanup, row_tracking).",
+        "checksum, compaction, vacuum, cleanup, row_tracking, automation).",
     )
-    spark: dict[str, Any] | None = Field(
+    spark: SparkSettingsModel | None = Field(  # type: ignore[valid-type]
         default=None,
         description="Where the spark engine runs: master or remote (sc://), conf, app_name "
         "(instead of the registry file's section).",
     )
-    tables: list[dict[str, Any]] = Field(
+    tables: list[TableEntryModel] = Field(  # type: ignore[valid-type]
         default_factory=list,
-        description="Tables listed here: name, uri, group, description, storage_options and "
-        "policy sections, as in the registry file. Each entry is validated on its own.",
+        description="Tables listed here: name, uri, group, description, storage_options, "
+        "owners, tags and policy sections, as in the registry file. Keys and types are "
+        "checked when the component loads; each entry's values are validated on its own "
+        "(an invalid one fails only that table's assets).",
     )
-    discover: list[dict[str, Any]] = Field(
+    discover: list[DiscoverySpecModel] = Field(  # type: ignore[valid-type]
         default_factory=list,
         description="Prefixes scanned for Delta tables (by the delta_tables_discovery sensor): "
         "prefix, include, exclude, max_depth, name_prefix, group, storage_options, owners, "
@@ -128,17 +139,17 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
         """The table sources, relative paths resolved against the project root.
 
         Raises:
-            RegistryError: `defaults`, `spark` or `discover` is invalid (one line each).
+            RegistryError: an attribute is invalid (one line each).
         """
         try:
             return RegistrySource(
                 base_dir=str(context.project_root),
                 origin=str(context.path / "defs.yaml"),
                 registry_file=self.registry_file or None,
-                defaults=self.defaults,
-                spark=self.spark,
-                tables=list(self.tables),
-                discover=list(self.discover),
+                defaults=given(self.defaults),
+                spark=given(self.spark),
+                tables=[given(t) for t in self.tables],
+                discover=[given(d) for d in self.discover],
                 discovery_cache=self.discovery_cache,
                 discovery_interval_seconds=self.discovery_interval_seconds,
             )
