@@ -16,6 +16,8 @@ attributes:
         - {match: "sales/big_*", engine: spark, vacuum: {retention: 14 days}}
   discovery_cache: .delta_ops/discovered_tables.json
   discovery_interval_seconds: 600                          # how often the sensor rescans
+  asset_post_processors:                                   # Dagster's spec post-processors
+    - {target: "*", attributes: {tags: {team: data}}}
 ```
 
 Each table gets the assets, checks, schedules, sensors and jobs of `delta_ops.defs`
@@ -31,11 +33,18 @@ the problem. Discovered tables
 come from the discovery cache, which the `delta_tables_discovery` sensor refreshes: loading
 the definitions never lists a prefix.
 
+Extension points, as dagster-sling's component has them: `asset_post_processors` (above),
+and a translator: subclass `delta_ops.defs.translator.DeltaOpsTranslator` (its
+`get_asset_spec(table, component)`) and this component (its `translator` property returns
+an instance of yours), then name your component's type in `defs.yaml`.
+
 `dg scaffold defs delta_ops.defs.component.DeltaMaintenanceComponent <folder>` writes a
 `defs.yaml` listing one table (`--json-params '{"name": ..., "uri": ...}'`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from dagster import (
     Component,
@@ -48,6 +57,7 @@ from dagster import (
     scaffold_with,
 )
 from dagster.components.component_scaffolding import scaffold_component
+from dagster.components.resolved.core_models import AssetPostProcessor, post_process_defs
 from pydantic import BaseModel, Field, ValidationError
 
 from delta_ops.defs import definitions_kwargs
@@ -64,6 +74,7 @@ from delta_ops.defs.sources import (
     DEFAULT_DISCOVERY_INTERVAL_S,
     RegistrySource,
 )
+from delta_ops.defs.translator import DeltaOpsTranslator
 from delta_ops.errors import RegistryError
 
 
@@ -134,6 +145,13 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
         description="Seconds between two scans of the discovery prefixes by the "
         "delta_tables_discovery sensor.",
     )
+    asset_post_processors: Sequence[AssetPostProcessor] | None = Field(
+        default=None,
+        description="Changes to the specs of the assets built (target: an asset selection, "
+        "'*' by default; operation: merge or replace; attributes: group_name, tags, "
+        "metadata, owners, kinds, automation_condition...), applied in order. Keep keys and "
+        "dependencies: the steps find a table's components by key.",
+    )
 
     def source(self, context: ComponentLoadContext) -> RegistrySource:
         """The table sources, relative paths resolved against the project root.
@@ -158,9 +176,16 @@ class DeltaMaintenanceComponent(Component, Model, Resolvable):
                 entry_problems(exc, "attributes"), file=str(context.path / "defs.yaml")
             ) from None
 
+    @property
+    def translator(self) -> DeltaOpsTranslator:
+        """Describes each table's assets: subclass `DeltaOpsTranslator` and the component,
+        and return your translator here."""
+        return DeltaOpsTranslator()
+
     def build_defs(self, context: ComponentLoadContext) -> Definitions:
-        # The definitions of a code location live as long as its process (`keep`).
-        return Definitions(**definitions_kwargs(source=self.source(context), keep=True))
+        defs = Definitions(**definitions_kwargs(
+            source=self.source(context), translator=self.translator))
+        return post_process_defs(defs, list(self.asset_post_processors or []))
 
 
 __all__ = ["DeltaMaintenanceComponent", "DeltaMaintenanceScaffolder", "ScaffoldParams"]
