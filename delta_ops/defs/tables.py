@@ -275,18 +275,26 @@ def renamed_op(
     """`op` under another name (and in `pool`, when given), built by Dagster's public
     constructors: `op.with_replaced_properties(name=..., description=...)`, or an
     `OpDefinition` with the template's compute function, inputs, outputs and config when the
-    pool changes too. The compute function is the template's (validated once per template),
-    and `name` is a valid Dagster name: table names are checked by the registry."""
+    pool changes too. The compute function is the template's, and its inputs and outputs
+    are converted once per template (`_template_io`), not once per table. `name` is a valid
+    Dagster name: table names are checked by the registry."""
+    ins, outs = _template_io(op)
     if pool is None or pool == op.pool:
-        return op.with_replaced_properties(name=name, description=description)
+        return op.with_replaced_properties(name=name, ins=ins, outs=outs,
+                                           description=description)
     return OpDefinition(
-        name=name, compute_fn=op.compute_fn,
-        ins={d.name: In.from_definition(d) for d in op.input_defs},
-        outs={d.name: Out.from_definition(d) for d in op.output_defs},
+        name=name, compute_fn=op.compute_fn, ins=ins, outs=outs,
         config_schema=op.config_schema, description=description or op.description,
         tags=op.tags, required_resource_keys=op.required_resource_keys,
         retry_policy=op.retry_policy, pool=pool,  # the templates have no code version
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _template_io(op: OpDefinition) -> tuple[dict[str, In], dict[str, Out]]:
+    """The `ins` and `outs` that rebuild `op`'s inputs and outputs (shared, read only)."""
+    return ({d.name: In.from_definition(d) for d in op.input_defs},
+            {d.name: Out.from_definition(d) for d in op.output_defs})
 
 
 def delta_log_asset(
