@@ -125,3 +125,17 @@ def test_missing_checksums_start_after_the_newest(tmp_path):
     result = write_missing_checksums(storage, state)
     assert result.written == [state.version] or list(result.written) == [state.version]
     assert missing_range(inspect_log(storage)) == (state.version, state.version)
+
+
+def test_newest_checksum_looks_before_the_checkpoint(tmp_path):
+    from delta_ops.maintenance.checksum import write_checksums
+    from delta_ops.maintenance.checksum.missing import newest_checksum
+
+    root = copy_corpus_table("basic_append", tmp_path / "t")
+    storage = Storage.for_uri(str(root))
+    assert newest_checksum(storage, inspect_log(storage)) is None
+    write_checksums(storage, start=0, end=0)
+    write_checkpoint(storage)
+    state = inspect_log(storage)
+    assert state.newest_checksum is None  # listed from the checkpoint (version 1) on
+    assert newest_checksum(storage, state) == 0

@@ -207,14 +207,12 @@ def files_exist_result(run: TableRun) -> AssetCheckResult:
 
 
 def checksum_matches_result(run: TableRun) -> AssetCheckResult:
-    from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
+    from delta_ops.maintenance.checksum import verify_checksum
+    from delta_ops.maintenance.checksum.missing import newest_checksum
 
     try:
         state = inspect_log(run.storage)
-        newest = state.newest_checksum
-        if newest is None:
-            # Not among the files listed from the checkpoint on: look at the whole log.
-            newest = max(checksum_versions(run.storage), default=None)
+        newest = newest_checksum(run.storage, state)
         if newest is None:
             off = not run.policy.checksum.enabled
             return AssetCheckResult(

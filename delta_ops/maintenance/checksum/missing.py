@@ -1,5 +1,6 @@
-"""Which version checksums (`N.crc`, spec "Version Checksum File") a table lacks, and the
-writer of those: the entry the Dagster `version_checksum` asset calls.
+"""Which version checksums (`N.crc`, spec "Version Checksum File") a table has and lacks,
+and the writer of those: the entries the Dagster `version_checksum` asset and
+`checksum_matches` check call.
 
 From the cheap log reads (`delta_ops.log.state`: the `.crc` files listed from the
 checkpoint on): the versions after the newest checksum up to the latest, each derived from
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from delta_ops.log.state import LogState
-from delta_ops.maintenance.checksum.operations import write_checksums
+from delta_ops.maintenance.checksum.operations import checksum_versions, write_checksums
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -28,6 +29,15 @@ def missing_range(state: LogState) -> tuple[int, int]:
     return start, state.version
 
 
+def newest_checksum(storage: Storage, state: LogState) -> int | None:
+    """The newest version with a `.crc`: among the files listed from the checkpoint on,
+    else in the whole log (an older one, before the checkpoint); None without any."""
+    newest = state.newest_checksum
+    if newest is None:
+        newest = max(checksum_versions(storage), default=None)
+    return newest
+
+
 def write_missing_checksums(
     storage: Storage, state: LogState, *, engine: Engine | None = None
 ) -> ChecksumBackfillResult:
@@ -36,4 +46,4 @@ def write_missing_checksums(
     return write_checksums(storage, start=start, end=end, engine=engine)
 
 
-__all__ = ["missing_range", "write_missing_checksums"]
+__all__ = ["missing_range", "newest_checksum", "write_missing_checksums"]
