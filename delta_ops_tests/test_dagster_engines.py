@@ -136,9 +136,10 @@ def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
     for component in ("vacuum", "version_checksum"):
         assert small_md[("small", component)]["engine"] == "local"
         assert large_md[("large", component)]["engine"] == "spark"
-    # (vacuum runs after the checksum, whose 1.crc it then reads the size from)
+    # (the step reads the size once, for the checksum, before 1.crc is written: vacuum,
+    # after it, shares that size)
     assert small_md[("small", "vacuum")]["engine_reason"] == (
-        "2 live files, 1980 bytes at version 1 (1.crc): not above spark_above_files (2)")
+        "2 live files, 1980 bytes at version 1 (the commits): not above spark_above_files (2)")
     assert large_md[("large", "vacuum")]["engine_reason"].startswith("3 live files")
     assert "above spark_above_files (2)" in large_md[("large", "vacuum")]["engine_reason"]
     # The runs did their work: VACUUM found the old unreferenced files of the large table on

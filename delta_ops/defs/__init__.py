@@ -2,8 +2,10 @@
 the table registry. `delta_ops.definitions` is the code location entry point.
 
 Modules: `registry` (the YAML file, validated; no dagster) with `policy` (its maintenance
-policies) and `secrets` (environment references, redaction); `resources` (registry and
-Spark); `keys` (asset keys and lineage), `assets` (what each component does, + `metadata`:
+policies) and `secrets` (environment references, redaction); `component` (the typed
+`DeltaMaintenanceComponent`, its field models in `component_models`); `resources` (registry
+and Spark); `keys` (asset keys and lineage), `translator` (each asset's spec, and the
+`DeltaOpsTranslator` users subclass), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
 (two steps per table holding its assets and checks, each table's in its own pool), `engines`
 (engine per table),
@@ -12,8 +14,7 @@ automation), `jobs`, `overview` (the fleet overview the watch sensor reports). W
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
 `delta_ops.log.state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
-started; `collector` keeps the garbage collector from traversing a large code location's
-definitions again and again.
+started.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ except ImportError as exc:
     ) from exc
 from dagster import in_process_executor
 
-from delta_ops.defs.collector import FREEZE_FROM_TABLES, gc_paused, keep_for_the_process
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.overview import overview_spec
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
@@ -45,6 +45,7 @@ from delta_ops.defs.schedules import automation_sensor
 from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_sensor
 from delta_ops.defs.sources import RegistrySource, assemble_registry
 from delta_ops.defs.tables import table_assets
+from delta_ops.defs.translator import DeltaOpsTranslator
 
 
 def definitions_kwargs(
@@ -52,7 +53,7 @@ def definitions_kwargs(
     *,
     spark: SparkResource | None = None,
     source: RegistrySource | None = None,
-    keep: bool = False,
+    translator: DeltaOpsTranslator | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `dagster.Definitions`: everything the registry defines.
 
@@ -64,33 +65,30 @@ def definitions_kwargs(
         source: instead of `registry`, the table sources of a `DeltaMaintenanceComponent`
             (registry file, listed tables, discovery); an invalid entry then fails only its
             own table's assets, and a discovery sensor refreshes the discovery cache.
-        keep: the definitions are a code location's, kept until the process ends: from
-            `FREEZE_FROM_TABLES` tables on they are frozen (`keep_for_the_process`).
+        translator: describes each table's assets (default: `DeltaOpsTranslator`).
 
     Raises:
         RegistryError: the registry file is missing or invalid.
     """
-    with gc_paused():
-        if source is not None:
-            registry = assemble_registry(source)
-            registry_resource = RegistryResource(component=register_component_source(source))
-        else:
-            if not isinstance(registry, Registry):
-                registry = load_registry(
-                    registry if registry is not None else default_registry_path()
-                )
-            registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
-        maintenance = maintenance_job(registry)
-        sensors = [
-            watch_sensor(maintenance, registry.names),
-            partitions_sensor(registry, row_tracking_backfill_job),
-            automation_sensor(),
-        ]
-        if source is not None and source.discover:
-            sensors.append(discovery_sensor(source))
-        assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t))]
-    if keep and len(registry.tables) >= FREEZE_FROM_TABLES:
-        keep_for_the_process()
+    if source is not None:
+        registry = assemble_registry(source)
+        registry_resource = RegistryResource(component=register_component_source(source))
+    else:
+        if not isinstance(registry, Registry):
+            registry = load_registry(
+                registry if registry is not None else default_registry_path()
+            )
+        registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
+    maintenance = maintenance_job(registry)
+    sensors = [
+        watch_sensor(maintenance, registry.names),
+        partitions_sensor(registry, row_tracking_backfill_job),
+        automation_sensor(),
+    ]
+    if source is not None and source.discover:
+        sensors.append(discovery_sensor(source))
+    translator = translator or DeltaOpsTranslator()
+    assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t, translator))]
     return {
         "assets": assets,
         "jobs": [maintenance, row_tracking_backfill_job],
@@ -116,4 +114,4 @@ def build_definitions(
     return Definitions(**definitions_kwargs(registry, spark=spark))
 
 
-__all__ = ["FREEZE_FROM_TABLES", "build_definitions", "definitions_kwargs"]
+__all__ = ["DeltaOpsTranslator", "build_definitions", "definitions_kwargs"]

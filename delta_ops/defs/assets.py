@@ -19,10 +19,9 @@ Protocol sections: those of each operation (see `delta_ops.maintenance.*`).
 
 
 import json
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +61,7 @@ from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import (
-    checkpoint_current,
     checkpoint_interval,
-    checkpoint_kind,
     checkpoint_need,
     compaction_interval,
 )
@@ -73,7 +70,6 @@ from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
     from delta_ops.engine.base import Engine
-    from delta_ops.maintenance.checkpoint import CheckpointResult
 
 # The operations (`delta_ops.maintenance.*`, the snapshot) are imported in the functions that
 # run them: they read Arrow, and loading the Dagster definitions, which name these functions,
@@ -84,8 +80,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class TableRun:
-    """What an asset body needs: the table (fresh from the registry), its storage, the
-    engine its policy names (started lazily) and the clock read once at the start."""
+    """What the asset bodies of one step need, shared by the step's components and checks:
+    the table (fresh from the registry when the step starts), its storage, the clock read
+    once at the start, the cheap log state and table settings (read once, on first use:
+    `inspect`), and the engine its policy names (its size read once; started lazily)."""
 
     table: RegisteredTable
     component: str
@@ -93,10 +91,21 @@ class TableRun:
     now_ms: int
     #: The engine this run uses for the table, once `engine()` was asked for it.
     engine_choice: EngineChoice | None = None
+    #: Whether the current component (`begin`) asked for the engine.
+    engine_used: bool = False
+    #: The cheap log state and table settings, once read (`log_state`, `settings`).
+    _state: LogState | None = field(default=None, repr=False)
+    _settings: TableSettings | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
         return self.table.name
+
+    def begin(self, component: str) -> "TableRun":
+        """Start `component` on this run (what it reads and the engine stay shared)."""
+        self.component = component
+        self.engine_used = False
+        return self
 
     @property
     def policy(self) -> Policy:
@@ -105,6 +114,19 @@ class TableRun:
     @cached_property
     def storage(self) -> Storage:
         return self.table.storage()
+
+    def log_state(self) -> LogState:
+        """The cheap log state (one `_last_checkpoint` read, one listing), read once per
+        run: what the step found when it started (a component's writes do not change it)."""
+        if self._state is None:
+            self._state = inspect_log(self.storage)
+        return self._state
+
+    def settings(self) -> TableSettings:
+        """The protocol and table properties at `log_state().version`, read once per run."""
+        if self._settings is None:
+            self._settings = read_settings(self.storage, self.log_state())
+        return self._settings
 
     def engine(self) -> "Engine":
         """The engine for this table: its policy's, by its size when the policy sets a
@@ -117,26 +139,26 @@ class TableRun:
         if self.engine_choice is None:
             from delta_ops.maintenance.sizing import table_size
 
-            size = table_size(self.storage, inspect_log(self.storage)) if needs_size(
+            size = table_size(self.storage, self.log_state()) if needs_size(
                 self.policy) else None
             self.engine_choice = choose_engine(self.policy, size)
+        self.engine_used = True
         return self.spark.engine(self.engine_choice.name)
 
     def engine_metadata(self) -> dict[str, str]:
         """`engine` and `engine_reason` of a component that may use the engine (`none` when
         it had nothing to compute), the same keys whether or not it did."""
         choice = self.engine_choice
-        if choice is None:
+        if choice is None or not self.engine_used:
             return {"engine": "none", "engine_reason": "nothing was computed on an engine"}
         return {"engine": choice.name, "engine_reason": choice.reason}
 
     def inspect(self, operation: str | None = None) -> tuple[LogState, TableSettings]:
-        """The cheap log state and table settings (one `_last_checkpoint` read, one
-        listing, the protocol/metaData light replay); with `operation`, refuse it
-        (UnsupportedFeatureError) when the table's protocol forbids it."""
-        storage = self.storage
-        state = inspect_log(storage)
-        settings = read_settings(storage, state)
+        """The cheap log state and table settings of the run (`log_state`, `settings`:
+        one `_last_checkpoint` read, one listing, the protocol/metaData light replay, once
+        per run); with `operation`, refuse it (UnsupportedFeatureError) when the table's
+        protocol forbids it."""
+        state, settings = self.log_state(), self.settings()
         if operation is not None:
             settings.table_configuration.ensure_supported(operation)
         return state, settings
@@ -145,7 +167,8 @@ class TableRun:
 def table_run(
     name: str, component: str, registry: RegistryResource, spark: SparkResource
 ) -> TableRun:
-    """The table `name` as the registry describes it now; the clock is read here, once."""
+    """The table `name` as the registry describes it now, for one step (its components and
+    checks share it); the clock is read here, once."""
     with refusals(name, component):
         table = registry.table(name)
         table.resolved_storage_options()  # a missing secret fails now, naming the variable
@@ -154,22 +177,16 @@ def table_run(
 
 def table_shape(snap: Any) -> dict[str, Any]:
     """`dagster/column_schema` from the Delta schema and `dagster/row_count` when every live
-    file's stats give `numRecords` (less the rows its deletion vector removes)."""
+    file's stats give `numRecords` (`delta_ops.maintenance.row_count`)."""
+    from delta_ops.maintenance.row_count import live_row_count
+
     out: dict[str, Any] = {}
     if snap.metadata.schema_string:
         out["dagster/column_schema"] = column_schema(json.loads(snap.metadata.schema_string))
-    stats = snap.files.column("stats").to_pylist() if snap.num_files else []
-    counts = [_NUM_RECORDS.search(s) if s else None for s in stats]
-    if all(counts):
-        rows = sum(int(m.group(1)) for m in counts)
-        if snap.num_files and "deletionVector" in snap.files.column_names:
-            for dv in snap.files.column("deletionVector").to_pylist():
-                rows -= (dv or {}).get("cardinality") or 0
+    rows = live_row_count(snap)
+    if rows is not None:
         out["dagster/row_count"] = rows
     return out
-
-
-_NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -268,7 +285,7 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     reads the table in full (`write_checkpoint`). A latest version that already has the
     checkpoint the writer would write, named by `_last_checkpoint`, is reported as it is.
     """
-    from delta_ops.maintenance.checkpoint import write_checkpoint
+    from delta_ops.maintenance.checkpoint.current import checkpoint_latest
 
     force = config.force if config is not None else False
     with refusals(run.name, CHECKPOINT):
@@ -285,10 +302,8 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
                 "anyway)"), data_version=None if state.checkpoint_version is None
                 else str(state.checkpoint_version),
                 checkpoint_version=state.checkpoint_version, **report)
-        if checkpoint_current(state, settings):
-            result = current_checkpoint(state)
-        else:
-            result = write_checkpoint(run.storage, now_ms=run.now_ms, engine=run.engine())
+        result = checkpoint_latest(run.storage, state, settings, now_ms=run.now_ms,
+                                   engine=run.engine)
         duration = time.monotonic() - start_time
     return MaterializeResult(
         asset_key=asset_key(run.name, CHECKPOINT),
@@ -299,42 +314,18 @@ def run_checkpoint(run: TableRun, config: CheckpointConfig | None = None) -> Mat
     )
 
 
-def current_checkpoint(state: LogState) -> "CheckpointResult":
-    """What `write_checkpoint` reports for a checkpoint already there, from the listing and
-    `_last_checkpoint` alone (`checkpoint_current(state, ...)` must hold)."""
-    from delta_ops.maintenance.checkpoint import CheckpointResult
-
-    ckpt, hint = state.segment.checkpoint, state.segment.last_checkpoint
-    assert ckpt is not None and hint is not None
-    sidecars = (hint.v2_checkpoint or {}).get("sidecarFiles") or []
-    files = (*ckpt.names, *(f"_sidecars/{s['path']}" for s in sidecars if "path" in s))
-    size = hint.size_in_bytes
-    return CheckpointResult(
-        version=ckpt.version,
-        kind=checkpoint_kind(state) or "",
-        files=files,
-        num_actions=hint.size if hint.size is not None else 0,
-        num_add_files=hint.num_of_add_files if hint.num_of_add_files is not None else 0,
-        size_in_bytes=size if size is not None else sum(f.size for f in ckpt.files),
-        last_checkpoint_updated=False,
-        already_existed=True,
-        cross_check="not needed: nothing was written",
-    )
-
-
 def run_checksum(run: TableRun) -> MaterializeResult:
     """Write the missing `.crc` files from the newest existing one (or the latest version)
     up to the latest version, each derived incrementally from the previous one."""
-    from delta_ops.maintenance.checksum import read_checksum, write_checksums
+    from delta_ops.maintenance.checksum import read_checksum
+    from delta_ops.maintenance.checksum.missing import write_missing_checksums
 
     if not run.policy.checksum.enabled:
         return noop(run, VERSION_CHECKSUM, None, "checksums are off in this table's policy")
     with refusals(run.name, VERSION_CHECKSUM):
         start_time = time.monotonic()
         state, _settings = run.inspect("checksum")
-        newest = state.newest_checksum
-        start = newest + 1 if newest is not None and newest < state.version else state.version
-        result = write_checksums(run.storage, start=start, end=state.version, engine=run.engine())
+        result = write_missing_checksums(run.storage, state, engine=run.engine())
         extra: dict[str, Any] = {"version": state.version, "num_written": len(result.written)}
         try:
             crc = read_checksum(run.storage, state.version)
@@ -535,6 +526,7 @@ def run_component(
     Raises:
         dagster.Failure: the operation was refused or failed.
     """
+    run.begin(component)
     if component == CHECKPOINT:
         return run_checkpoint(run, config.checkpoint)
     if component == ROW_TRACKING:

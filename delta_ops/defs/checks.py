@@ -8,8 +8,8 @@
 - `checksum_matches` on `[t, version_checksum]`: the newest `.crc` agrees with the state
   recomputed from the log (spec "Version Checksum File").
 - `files_exist` on `[t, delta_log]`: every data file the latest version references is in a
-  listing of the table directory (a cheap FSCK; files outside the table root are counted,
-  not checked).
+  listing made on the table's engine (`delta_ops.maintenance.fsck`, the CLI's `delta-ops
+  fsck --check-files`; files outside the table root are counted, not checked).
 - `checkpoint_fresh` on `[t, checkpoint]`: commits since the last checkpoint are within the
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
   sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
@@ -52,7 +52,6 @@ from delta_ops.log.health import LogProblem, log_problem
 from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
-from delta_ops.protocol.actions import relative_key
 
 #: Operations `log_readable` checks the protocol for (everything delta_ops does to a table).
 MAINTENANCE_OPERATIONS = (
@@ -177,52 +176,43 @@ def log_readable_result(run: TableRun) -> AssetCheckResult:
 
 
 def files_exist_result(run: TableRun) -> AssetCheckResult:
-    """A cheap FSCK: the table directory is listed once and every live file of the latest
-    version inside it must be there; the failing result names the missing paths."""
-    from delta_ops.log.snapshot import load_snapshot  # here: it reads Arrow
+    """A cheap FSCK (`delta_ops.maintenance.fsck.check_files_exist`, as `delta-ops fsck
+    --check-files`): the directories holding the live files of the latest version are
+    listed on the table's engine; the failing result names the missing paths."""
+    from delta_ops.maintenance.fsck import check_files_exist  # here: it reads Arrow
 
     try:
-        snap = load_snapshot(run.storage)
-        listed = {f.path for f in run.storage.walk()}
+        result = check_files_exist(run.storage, engine=run.engine())
     except DeltaOpsError as exc:
         return _unavailable(run, exc)
-    root = run.storage.root
-    missing: list[str] = []
-    outside = 0
-    for path in snap.files.column("path").to_pylist():
-        key = relative_key(path, root)
-        if key is None:
-            outside += 1
-        elif key not in listed:
-            missing.append(key)
+    missing = list(result.missing)
     return AssetCheckResult(
-        passed=not missing,
+        passed=result.ok,
         severity=AssetCheckSeverity.ERROR,
         description=(
-            f"all {snap.num_files - outside} data files of version {snap.version} exist"
-            if not missing else
-            f"{len(missing)} of {snap.num_files} data files of version {snap.version} are "
-            f"missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+            f"all {result.num_checked} data files of version {result.version} exist"
+            if result.ok else
+            f"{len(missing)} of {result.num_files} data files of version {result.version} "
+            f"are missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
         ),
         metadata={
-            "version": snap.version,
-            "num_files": snap.num_files,
+            "version": result.version,
+            "num_files": result.num_files,
             "num_missing": len(missing),
             "missing_files": markdown_list(missing),
-            "num_outside_table": outside,
+            "num_outside_table": result.num_outside_table,
+            **run.engine_metadata(),
         },
     )
 
 
 def checksum_matches_result(run: TableRun) -> AssetCheckResult:
-    from delta_ops.maintenance.checksum import checksum_versions, verify_checksum
+    from delta_ops.maintenance.checksum import verify_checksum
+    from delta_ops.maintenance.checksum.missing import newest_checksum
 
     try:
         state = inspect_log(run.storage)
-        newest = state.newest_checksum
-        if newest is None:
-            # Not among the files listed from the checkpoint on: look at the whole log.
-            newest = max(checksum_versions(run.storage), default=None)
+        newest = newest_checksum(run.storage, state)
         if newest is None:
             off = not run.policy.checksum.enabled
             return AssetCheckResult(
@@ -302,10 +292,13 @@ def checkpoint_fresh_outcome(
 
 def check_result(
     name: str, component: str, registry: RegistryResource, spark: SparkResource,
-    body: Callable[[TableRun], AssetCheckResult],
+    body: Callable[[TableRun], AssetCheckResult], run: TableRun | None = None,
 ) -> AssetCheckResult:
     """A check's result, always: a table the run cannot even resolve (invalid registry entry,
-    missing secret) gives a failed result naming why, not an errored check."""
+    missing secret) gives a failed result naming why, not an errored check. `run`: the
+    step's, when it has one (the check then shares its table, storage, clock and engine)."""
+    if run is not None:
+        return body(run.begin(name))
     try:
         run = table_run(name, component, registry, spark)
     except Failure as exc:
@@ -326,8 +319,8 @@ CHECKS: dict[str, tuple[str, str, Callable[[TableRun], AssetCheckResult]]] = {
         log_readable_result,
     ),
     "files_exist": (
-        DELTA_LOG, "Every data file the latest version references exists (a listing of the "
-        "table directory compared with the snapshot's live files).",
+        DELTA_LOG, "Every data file the latest version references exists (the directories "
+        "holding them listed on the table's engine, as delta-ops fsck --check-files).",
         files_exist_result,
     ),
     "checksum_matches": (
@@ -351,11 +344,13 @@ def check_specs(table: RegisteredTable, component: str) -> list[AssetCheckSpec]:
 
 
 def run_check(
-    name: str, table: str, registry: RegistryResource, spark: SparkResource
+    name: str, table: str, registry: RegistryResource, spark: SparkResource,
+    run: TableRun | None = None,
 ) -> AssetCheckResult:
-    """The result of the check `name` of `table` (always a result, see `check_result`)."""
+    """The result of the check `name` of `table` (always a result, see `check_result`);
+    `run`: the step's."""
     component, _description, body = CHECKS[name]
-    result = check_result(table, component, registry, spark, body)
+    result = check_result(table, component, registry, spark, body, run)
     return AssetCheckResult(
         passed=result.passed, asset_key=asset_key(table, component), check_name=name,
         severity=result.severity, description=result.description, metadata=result.metadata,

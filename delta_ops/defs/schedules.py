@@ -2,7 +2,7 @@
 
 The `[t, vacuum]` and `[t, metadata_cleanup]` assets of a table whose policy sets a cron
 carry `AutomationCondition.cron_tick_passed(cron, "UTC") & ~in_progress()`
-(`delta_ops.defs.tables.cron_condition`): once per tick of the cron, a run of that asset.
+(`delta_ops.defs.translator.cron_condition`): once per tick of the cron, a run of that asset.
 One sensor, `delta_tables_automation`, evaluates them for every table; it is stopped by
 default (the operations delete files): turn it on in the UI's Automation tab. A policy cron
 of `null` means no condition. Times are UTC.

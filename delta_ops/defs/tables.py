@@ -33,16 +33,12 @@ keeps runs apart. Owners and tags of the registry entry go on every asset.
 """
 
 
-import copy
 import functools
 import warnings
-from typing import Any
 
 from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
-    AssetSpec,
-    AutomationCondition,
     BetaWarning,
     Failure,
     In,
@@ -55,12 +51,12 @@ from dagster import (
 
 from delta_ops.defs.assets import (
     MaintenanceConfig,
+    TableRun,
     observe_log,
     run_component,
     table_run,
 )
 from delta_ops.defs.checks import CHECKS, check_specs, run_check
-from delta_ops.defs.engines import ENGINE_COMPONENTS, describe_engine
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -68,14 +64,20 @@ from delta_ops.defs.keys import (
     LOG_COMPACTION,
     METADATA_CLEANUP,
     ROW_TRACKING,
-    UPSTREAM,
     VACUUM,
     VERSION_CHECKSUM,
-    asset_key,
 )
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.defs.translator import (
+    CRON_SECTIONS,
+    DESCRIPTIONS,
+    DeltaOpsTranslator,
+    component_spec,
+    cron_condition,
+    translated_spec,
+)
 
 #: The prefix of every table's pool (`table_pool`).
 TABLE_POOL_PREFIX = "delta_ops_table/"
@@ -92,75 +94,6 @@ MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
 #: latest version, skipping the versions in between); metadata cleanup after the checkpoint.
 RUN_ORDER = (VERSION_CHECKSUM, CHECKPOINT, LOG_COMPACTION, METADATA_CLEANUP, VACUUM,
              ROW_TRACKING)
-#: Components whose policy section holds a cron (their AutomationCondition).
-CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup"}
-
-DESCRIPTIONS = {
-    DELTA_LOG: "The table's transaction log, observed: version, live files, bytes, protocol, "
-    "schema and a file-size histogram. Its data version is the table version.",
-    CHECKPOINT: "A checkpoint of the latest version once the checkpoint interval is reached "
-    "(classic, or V2 when the table's delta.checkpointPolicy asks for it) and "
-    "`_last_checkpoint`.",
-    VERSION_CHECKSUM: "Version checksums (`N.crc`) up to the latest version, derived "
-    "incrementally from the previous one.",
-    LOG_COMPACTION: "Log compaction files (`x.y.compacted.json`) per the compaction policy "
-    "(off unless the registry or the table sets an interval).",
-    METADATA_CLEANUP: "Expired log files deleted (commits, checkpoints, checksums, "
-    "compactions, sidecars) per the log retention.",
-    VACUUM: "Unreferenced data files older than the retention deleted (VACUUM, with the "
-    "protocol check).",
-    ROW_TRACKING: "Row-tracking state: files lacking row IDs; the backfill assigns them and "
-    "enables delta.enableRowTracking.",
-}
-
-
-def spec_metadata(table: RegisteredTable) -> dict[str, Any]:
-    return {
-        "dagster/uri": MetadataValue.path(table.uri),
-        "dagster/table_name": table.name,
-        "uri": table.uri,
-        "storage_options": MetadataValue.json(table.redacted_storage_options()),
-        "engine": describe_engine(table.policy),
-    }
-
-
-def cron_condition(table: RegisteredTable, component: str) -> AutomationCondition | None:
-    """Once per tick of the policy's cron (UTC), unless a run of it is in progress."""
-    section = CRON_SECTIONS.get(component)
-    cron = getattr(table.policy, section).cron if section else None
-    return _cron_condition(component, cron) if cron is not None else None
-
-
-@functools.cache
-def _cron_condition(component: str, cron: str) -> AutomationCondition:
-    # One (immutable) condition per component and cron, shared by the tables that have it.
-    return (
-        AutomationCondition.cron_tick_passed(cron, "UTC") & ~AutomationCondition.in_progress()
-    ).with_label(f"{component} on {cron} (UTC)")
-
-
-def component_spec(
-    table: RegisteredTable, component: str, metadata: dict[str, Any] | None = None
-) -> AssetSpec:
-    """The spec of `[table, component]`; `metadata`: the table's `spec_metadata`, when the
-    caller has it already (the specs of one table get copies of it)."""
-    engine = table.policy.engine
-    return AssetSpec(
-        asset_key(table.name, component),
-        deps=[asset_key(table.name, UPSTREAM[component])] if component in UPSTREAM else [],
-        group_name=table.group,
-        description=(table.description or DESCRIPTIONS[component])
-        if component == DELTA_LOG else DESCRIPTIONS[component],
-        metadata=dict(metadata) if metadata is not None else spec_metadata(table),
-        kinds={"delta", "spark"}
-        if engine == "spark" and component in ENGINE_COMPONENTS else {"delta"},
-        tags={**table.tags, "delta_ops/component": component},
-        owners=list(table.owners),
-        automation_condition=cron_condition(table, component),
-        skippable=component != DELTA_LOG,
-    )
-
-
 def _table_of(context) -> str:
     """The table a step belongs to: its op is named `<table>__<step>`."""
     return context.op_def.name.rsplit("__", 1)[0]
@@ -170,15 +103,22 @@ def _observe_body(context, registry: RegistryResource, spark: SparkResource):
     name = _table_of(context)
     selected = {k.name for k in context.selected_asset_check_keys}
     failure: Failure | None = None
-    if context.selected_asset_keys:
+    run: TableRun | None = None
+    try:
+        # One run for the step: the observation and the checks share the table, its
+        # storage, the clock and the engine.
+        run = table_run(name, DELTA_LOG, registry, spark)
+    except Failure as exc:
+        failure = exc
+    if context.selected_asset_keys and run is not None:
         try:
-            yield observe_log(table_run(name, DELTA_LOG, registry, spark))
+            yield observe_log(run)
         except Failure as exc:
             failure = exc
     for check in CHECKS:
         if check in selected:
-            yield run_check(check, name, registry, spark)
-    if failure is not None:
+            yield run_check(check, name, registry, spark, run=run)
+    if failure is not None and context.selected_asset_keys:
         raise failure
 
 
@@ -191,10 +131,13 @@ def _maintain_body(
     name = _table_of(context)
     selected = {k.path[1] for k in context.selected_asset_keys}
     failed: dict[str, Failure] = {}
+    run: TableRun | None = None
     try:
-        # A table the run cannot resolve (invalid entry, missing secret) fails the step once,
+        # One run for the step, shared by its components and checks: the table, its
+        # storage, the clock, the cheap log reads and the table's size are read once. A
+        # table the run cannot resolve (invalid entry, missing secret) fails the step once,
         # naming why, instead of once per component.
-        table_run(name, "maintenance", registry, spark)
+        run = table_run(name, "maintenance", registry, spark)
     except Failure as exc:
         unresolved: Failure | None = exc
         selected = set()
@@ -207,16 +150,14 @@ def _maintain_body(
             context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
             continue
         if component in DESTRUCTIVE:
-            refused = destructive_refusal(context, config, component, registry.table(name))
+            refused = destructive_refusal(context, config, component, run.table)
             if refused is not None:
                 # Not materialized (its output is optional): the asset keeps showing when
                 # it last really ran.
                 context.log.warning(f"{name} {component}: {refused}")
                 continue
         try:
-            out = run_component(
-                table_run(name, component, registry, spark), component, config, context.log.info
-            )
+            out = run_component(run, component, config, context.log.info)
         except Failure as exc:
             error = exc.metadata.get("error")
             if error is not None and error.value == "NotATableError":
@@ -232,7 +173,7 @@ def _maintain_body(
         yield out
     for check in CHECKS:
         if any(k.name == check for k in context.selected_asset_check_keys):
-            yield run_check(check, name, registry, spark)
+            yield run_check(check, name, registry, spark, run=run)
     if unresolved is not None:
         raise unresolved
     if failed:
@@ -302,10 +243,9 @@ def _template(step: str, pool: str | None) -> AssetsDefinition:
 
 def _from_template(
     template: AssetsDefinition, table: RegisteredTable, step: str, components: tuple[str, ...],
-    description: str | None = None,
+    translator: DeltaOpsTranslator, description: str | None = None,
 ) -> AssetsDefinition:
-    metadata = spec_metadata(table)
-    specs = {c: component_spec(table, c, metadata) for c in components}
+    specs = {c: translated_spec(translator, table, c) for c in components}
     checks = {s.name: s for c in components for s in check_specs(table, c)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # execution_type (observable) is beta
@@ -329,59 +269,50 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
     )
 
 
-#: The attributes of an `OpDefinition` that hold its name and description.
-_NAME_ATTRS = frozenset({"_name", "_description"})
-#: Every attribute an `OpDefinition` of Dagster 1.13 holds: plain values set once by its
-#: constructor (anything else, such as a cache a method fills in, could depend on the name).
-_PLAIN_OP_ATTRS = _NAME_ATTRS | {
-    "__annotations__", "__doc__", "__module__", "__name__", "__qualname__", "__wrapped__",
-    "_compute_fn", "_config_schema", "_input_defs", "_input_dict", "_output_defs",
-    "_output_dict", "_pool", "_positional_inputs", "_required_resource_keys", "_retry_policy",
-    "_tags", "_version",
-}
-
-
 def renamed_op(
     op: OpDefinition, name: str, description: str | None, pool: str | None = None
 ) -> OpDefinition:
-    """`op` under another name (and in `pool`, when given): what
-    `op.with_replaced_properties(name=name, description=description)` gives, without
-    validating the compute function and resolving the types of its outputs again (half of
-    what loading 1,000 tables cost). A copy of the op with its name, description and pool
-    replaced; where the op holds anything but the plain attributes its constructor sets
-    (another Dagster version), Dagster's own constructor builds it. `name` is a valid Dagster
-    name: table names are checked by the registry."""
-    attrs = vars(op).keys()
-    if not _NAME_ATTRS <= attrs or not attrs <= _PLAIN_OP_ATTRS:
-        if pool is None or pool == op.pool:
-            return op.with_replaced_properties(name=name, description=description)
-        return OpDefinition(
-            name=name, compute_fn=op.compute_fn, ins={d.name: In.from_definition(d)
-                                                     for d in op.input_defs},
-            outs={d.name: Out.from_definition(d) for d in op.output_defs},
-            config_schema=op.config_schema, description=description or op.description,
-            tags=op.tags, required_resource_keys=op.required_resource_keys,
-            retry_policy=op.retry_policy, pool=pool,  # the templates have no code version
-        )
-    out = copy.copy(op)
-    out._name = name  # noqa: SLF001 - see the docstring
-    out._description = description or op.description  # noqa: SLF001
-    if pool is not None:
-        out._pool = pool  # noqa: SLF001
-    return out
+    """`op` under another name (and in `pool`, when given), built by Dagster's public
+    constructors: `op.with_replaced_properties(name=..., description=...)`, or an
+    `OpDefinition` with the template's compute function, inputs, outputs and config when the
+    pool changes too. The compute function is the template's, and its inputs and outputs
+    are converted once per template (`_template_io`), not once per table. `name` is a valid
+    Dagster name: table names are checked by the registry."""
+    ins, outs = _template_io(op)
+    if pool is None or pool == op.pool:
+        return op.with_replaced_properties(name=name, ins=ins, outs=outs,
+                                           description=description)
+    return OpDefinition(
+        name=name, compute_fn=op.compute_fn, ins=ins, outs=outs,
+        config_schema=op.config_schema, description=description or op.description,
+        tags=op.tags, required_resource_keys=op.required_resource_keys,
+        retry_policy=op.retry_policy, pool=pool,  # the templates have no code version
+    )
 
 
-def delta_log_asset(table: RegisteredTable) -> AssetsDefinition:
+@functools.lru_cache(maxsize=8)
+def _template_io(op: OpDefinition) -> tuple[dict[str, In], dict[str, Out]]:
+    """The `ins` and `outs` that rebuild `op`'s inputs and outputs (shared, read only)."""
+    return ({d.name: In.from_definition(d) for d in op.input_defs},
+            {d.name: Out.from_definition(d) for d in op.output_defs})
+
+
+def delta_log_asset(
+    table: RegisteredTable, translator: DeltaOpsTranslator | None = None
+) -> AssetsDefinition:
     """`t__delta_log`: the observed `[t, delta_log]` and its checks."""
-    return _from_template(_template(DELTA_LOG, None), table, DELTA_LOG, (DELTA_LOG,))
+    return _from_template(_template(DELTA_LOG, None), table, DELTA_LOG, (DELTA_LOG,),
+                          translator or DeltaOpsTranslator())
 
 
-def maintenance_asset(table: RegisteredTable) -> AssetsDefinition:
+def maintenance_asset(
+    table: RegisteredTable, translator: DeltaOpsTranslator | None = None
+) -> AssetsDefinition:
     """`t__maintenance`: the six maintenance components of `t` and their checks, in the
     table's own pool (`table_pool`)."""
     return _from_template(
         _template("maintenance", table_pool(_TEMPLATE.name)), table, "maintenance",
-        MAINTAINED,
+        MAINTAINED, translator or DeltaOpsTranslator(),
         description=f"Maintenance of {table.name}: the selected components, in order, in one "
         "step.",
     )
@@ -410,9 +341,13 @@ def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
     )
 
 
-def table_assets(table: RegisteredTable) -> list[AssetsDefinition]:
-    """Every asset and check of one registered table (two steps)."""
-    return [delta_log_asset(table), maintenance_asset(table)]
+def table_assets(
+    table: RegisteredTable, translator: DeltaOpsTranslator | None = None
+) -> list[AssetsDefinition]:
+    """Every asset and check of one registered table (two steps); `translator` describes
+    the assets (default: `DeltaOpsTranslator`)."""
+    translator = translator or DeltaOpsTranslator()
+    return [delta_log_asset(table, translator), maintenance_asset(table, translator)]
 
 
 __all__ = [
