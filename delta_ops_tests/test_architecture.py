@@ -20,7 +20,7 @@ KNOWN_DEFERRED_CYCLES: list[set[str]] = []
 #: Exception classes that are private signals inside one module, never raised to a caller.
 EXCEPTIONS_OUTSIDE_ERRORS = {
     ("delta_ops/engine/spark/tasks.py", "_TaskError"),  # a task's error in transit
-    ("delta_ops/log/commits.py", "_StepAside"),
+    ("delta_ops/log/replay/columnar_commits.py", "_StepAside"),
 }
 
 

@@ -15,13 +15,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from delta_ops.log.delta_chunks import delta_chunks, read_commit_info
 from deltalake import DeltaTable
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log import rebuild as rb
-from delta_ops.log.delta_chunks import delta_chunks, read_commit_info
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot import rebuild as rb
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum
 from delta_ops.storage import Storage

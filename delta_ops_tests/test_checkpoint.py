@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from delta_ops import cli
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import StorageError, UnsupportedFeatureError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import (
     CheckpointKind,
     CheckpointVerificationError,

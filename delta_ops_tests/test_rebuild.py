@@ -1,5 +1,5 @@
 """The full rebuild by bucket (issue 15): a state reconciled from scratch, its file actions
-spilled by key into B buckets and reconciled one bucket at a time (`log.rebuild`), gives
+spilled by key into B buckets and reconciled one bucket at a time (`log.snapshot.rebuild`), gives
 the checkpoint the in-memory path gives.
 
 Every test forces the rebuild (`write_checkpoint(rebuild=True)`, or the threshold at 0)
@@ -25,8 +25,8 @@ from delta_ops.errors import (
     InvalidCheckpointRequestError,
     RebuildCheckError,
 )
-from delta_ops.log import rebuild as rb
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot import rebuild as rb
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.protocol import features

@@ -1,5 +1,5 @@
 """`delta-ops snapshot` of a small log (issue 15, "no fixed cost on small ones"): the commits
-are reconciled action by action in Python (`log.small_snapshot`) without importing pyarrow,
+are reconciled action by action in Python (`log.snapshot.small_snapshot`) without importing pyarrow,
 and the command prints exactly what the Arrow path prints.
 
 Every corpus table whose log is commits only is read at every version both ways through the
@@ -23,12 +23,12 @@ import pytest
 
 from delta_ops.cli import main
 from delta_ops.errors import DeltaOpsError
-from delta_ops.log.commits import CommitFile
-from delta_ops.log.commits import reconcile as reconcile_commits
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.replay import _Reconciler
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.small_snapshot import (
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.replay.columnar_commits import CommitFile
+from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
+from delta_ops.log.replay.full_replay import _Reconciler
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.small_snapshot import (
     ADD_FIELDS,
     DEFAULT_SMALL_LOG_BYTES,
     DV_FIELDS,
@@ -304,10 +304,10 @@ def test_action_by_action_winners_come_in_the_columnar_order():
 
 
 def test_the_module_keeps_its_promise_of_no_arrow():
-    """`log.small_snapshot`, the snapshot command and what they import load without
+    """`log.snapshot.small_snapshot`, the snapshot command and what they import load without
     pyarrow or NumPy."""
     code = (
-        "import sys\nimport delta_ops.log.small_snapshot, delta_ops.commands.snapshot\n"
+        "import sys\nimport delta_ops.log.snapshot.small_snapshot, delta_ops.commands.snapshot\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'numpy')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

@@ -1,7 +1,7 @@
 """VACUUM's partitioned path (issue 15) plans exactly what the in-memory path plans.
 
 With the threshold at 0 (`partition_files=0`, or `$DELTA_OPS_VACUUM_PARTITION_FILES=0`)
-every table goes through the spilled references (`log.reference_buckets`) and the
+every table goes through the spilled references (`log.replay.reference_buckets`) and the
 bucket-by-bucket anti-join of the listing (`engine.local.find_unreferenced_in_buckets`).
 Checked here, against the in-memory path as the reference:
 
@@ -37,8 +37,8 @@ import delta_ops_tests.test_vacuum_paths_property as paths_property
 from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, DeltaOpsError, StorageError
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.reference_buckets import (
+from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay.reference_buckets import (
     BUCKETS_ENV,
     THRESHOLD_ENV,
     SpilledReferences,
@@ -46,9 +46,9 @@ from delta_ops.log.reference_buckets import (
     read_references,
     spilled_file_references,
 )
-from delta_ops.log.references import FileReferences, file_references, read_deltas
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.replay.references import FileReferences, file_references, read_deltas
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import plan_vacuum, vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage, _LocalBackend

@@ -47,12 +47,14 @@ def _parts(text: str) -> int:
 
 
 def _buckets(text: str) -> int:
-    """A rebuild's bucket count: 1 to `log.rebuild.MAX_BUCKETS` (1,024), the most the
+    """A rebuild's bucket count: 1 to `log.snapshot.rebuild.MAX_BUCKETS` (1,024), the most the
     rebuild's own estimate picks (1,024 buckets of 250,000 actions hold 256 million file
     actions). Every bucket keeps two spill files open while the log is read (a descriptor
     each, and a write buffer of at least 64 KiB), so the bound also caps that at 2,048
     files and 128 MiB; a million buckets would ask for 128 GiB."""
-    from delta_ops.log.rebuild import MAX_BUCKETS  # at parse time: the handler needs it anyway
+    from delta_ops.log.snapshot.rebuild import (
+        MAX_BUCKETS,  # at parse time: the handler needs it anyway
+    )
 
     value = _positive(text)
     if value > MAX_BUCKETS:

@@ -7,7 +7,7 @@ File Information", "Last Checkpoint File".
 A checkpoint counts as existing when every file it needs is present and readable (Parquet
 footers parse, JSON lines parse, every referenced sidecar is there and inside
 `_delta_log/_sidecars`) and its content matches the kind asked for; its action counts are
-read from the files (`delta_ops.log.checkpoint_files.inspect_checkpoint`, the log's one
+read from the files (`delta_ops.log.files.checkpoint_files.inspect_checkpoint`, the log's one
 checkpoint-file inspector) so that `_last_checkpoint` can be advanced to it.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError, StorageError
-from delta_ops.log.checkpoint_files import CheckpointInspection, inspect_checkpoint
-from delta_ops.log.segment import CheckpointFiles
+from delta_ops.log.files.checkpoint_files import CheckpointInspection, inspect_checkpoint
+from delta_ops.log.segment.log_segment import CheckpointFiles
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol import filenames
 from delta_ops.protocol.checkpoint_schema import spark_schema_json

@@ -3,12 +3,12 @@
 Spec section: "Last Checkpoint File" (version, size, parts, sizeInBytes, numOfAddFiles,
 checkpointSchema, checksum; V2 details as Spark writes them under `v2Checkpoint`).
 
-Reading, checking and writing the file belong to the log (`delta_ops.log.last_checkpoint`,
-whose `advance_last_checkpoint` is the only writer). This module builds the content for a
-checkpoint (`last_checkpoint_of`, `schema_for_last_checkpoint`) and describes an existing
-checkpoint found at a version (`describe_checkpoint`), which the writer uses to repair a hint
-a concurrent writer may have moved backward. `advance_last_checkpoint` here is the log's,
-with that describer.
+Reading, checking and writing the file belong to the log
+(`delta_ops.log.files.last_checkpoint_file`, whose `advance_last_checkpoint` is the only writer).
+This module builds the content for a checkpoint (`last_checkpoint_of`, `schema_for_last_checkpoint`)
+and describes an existing checkpoint found at a version (`describe_checkpoint`), which the writer
+uses to repair a hint a concurrent writer may have moved backward. `advance_last_checkpoint` here is
+the log's, with that describer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
-from delta_ops.log import last_checkpoint as log_last_checkpoint
+from delta_ops.log.files import last_checkpoint_file as log_last_checkpoint
 from delta_ops.maintenance.checkpoint.existing import ExistingCheckpoint, find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol.checkpoint_schema import CHECKPOINT_SCHEMA_THRESHOLD, spark_schema_json
@@ -39,7 +39,7 @@ def schema_for_last_checkpoint(schema: pa.Schema | dict | None) -> dict | None:
 def advance_last_checkpoint(
     storage: Storage, lc: LastCheckpoint, *, replace_same_version: bool = True
 ) -> bool:
-    """`delta_ops.log.last_checkpoint.advance_last_checkpoint` repairing with
+    """`delta_ops.log.files.last_checkpoint_file.advance_last_checkpoint` repairing with
     `describe_checkpoint` (the checkpoint writer's and cleanup's way to publish a hint)."""
     return log_last_checkpoint.advance_last_checkpoint(
         storage, lc, replace_same_version=replace_same_version, describe=describe_checkpoint

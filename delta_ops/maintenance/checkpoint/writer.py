@@ -45,9 +45,9 @@ import pyarrow as pa
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
-from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
-from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.log.replay.streamed_actions import stream_threshold_bytes
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, large_state, load_snapshot
+from delta_ops.log.snapshot.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (
@@ -100,7 +100,7 @@ class CheckpointResult:
             through compaction files, the commits-only segment itself otherwise, or
             `unavailable (...)` when commits a compaction covers were cleaned up.
         rebuilt_buckets: the number of buckets the state was reconciled in when it was
-            rebuilt by bucket (`log.rebuild`), 0 when it was loaded or streamed.
+            rebuilt by bucket (`log.snapshot.rebuild`), 0 when it was loaded or streamed.
     """
 
     version: int
@@ -270,13 +270,14 @@ def write_checkpoint(
     """Write a checkpoint of the table at `version` (latest when None).
 
     A table whose checkpoint files hold at least `stream_threshold` bytes (default
-    `log.stream.DEFAULT_STREAM_THRESHOLD_BYTES`, or `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is
-    checkpointed from a streamed state (`streamed.py`): the same files, in memory that does
-    not grow with the table. A log with no usable checkpoint whose commits hold at least
+    `log.replay.streamed_actions.DEFAULT_STREAM_THRESHOLD_BYTES`, or
+    `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is checkpointed from a streamed state (`streamed.py`): the
+    same files, in memory that does not grow with the table. A log with no usable checkpoint whose
+    commits hold at least
     `rebuild_threshold` bytes of JSON (default
-    `log.rebuild.DEFAULT_REBUILD_THRESHOLD_BYTES`, 64 MiB, or
+    `log.snapshot.rebuild.DEFAULT_REBUILD_THRESHOLD_BYTES`, 64 MiB, or
     `$DELTA_OPS_REBUILD_THRESHOLD_BYTES`), or any table with `rebuild=True`, is rebuilt by
-    bucket (`log.rebuild`): every file action of the segment spilled by key to local
+    bucket (`log.snapshot.rebuild`): every file action of the segment spilled by key to local
     temporary files and reconciled one bucket at a time, then written by the streamed
     writer; memory follows a bucket, not the table.
 

@@ -15,11 +15,11 @@ from delta_ops.errors import (
     IncrementalChecksumUnavailableError,
     VersionNotFoundError,
 )
-from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
-from delta_ops.log.replay import read_commit
-from delta_ops.log.segment import build_log_segment, list_log
-from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.log.replay.full_replay import read_commit
+from delta_ops.log.replay.streamed_actions import stream_threshold_bytes
+from delta_ops.log.segment.log_segment import build_log_segment, list_log
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, large_state, load_snapshot
+from delta_ops.log.snapshot.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumBackfillResult,
@@ -62,9 +62,9 @@ def _load(
     storage: Storage, version: int | None, engine: Engine | None, stack: ExitStack
 ) -> Snapshot:
     """The snapshot a full computation aggregates, in memory that does not grow with the
-    table: streamed when its checkpoint is large (`log.stream`); rebuilt by bucket when it
-    has no checkpoint and its commits are large (`log.rebuild`: the commits read in chunks
-    of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
+    table: streamed when its checkpoint is large (`log.replay.streamed_actions`); rebuilt by bucket
+    when it has no checkpoint and its commits are large (`log.snapshot.rebuild`: the commits read in
+    chunks of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
     spill in this process), its spill files removed when `stack` closes."""
     if not _engine(engine).distributed and needs_rebuild(
         storage, version, rebuild_threshold_bytes()

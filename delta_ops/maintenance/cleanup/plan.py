@@ -3,7 +3,7 @@
 Spec sections: "Metadata Cleanup" (steps 2-5), "Checkpoints" ("Metadata cleanup MUST
 provide a checkpoint for the oldest kept table version"), "Last Checkpoint File", "V2
 Checkpoint Table Feature" (sidecars). The checkpoints relied on are read through the log's
-checkpoint-file inspector (`delta_ops.log.checkpoint_files`): the kept one in full
+checkpoint-file inspector (`delta_ops.log.files.checkpoint_files`): the kept one in full
 (`verify_checkpoint`), the other kept ones for their sidecar references only.
 """
 
@@ -15,20 +15,20 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.checkpoint_files import (
+from delta_ops.log.files.checkpoint_files import (
     inspect_checkpoint,
     read_sidecar_references,
     verify_checkpoint,
 )
-from delta_ops.log.last_checkpoint import read_last_checkpoint
-from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.segment import (
+from delta_ops.log.files.last_checkpoint_file import read_last_checkpoint
+from delta_ops.log.segment.log_segment import (
     CheckpointFiles,
     LogSegment,
     _complete_checkpoints,
     build_log_segment,
 )
-from delta_ops.log.timestamps import IctEnablement
+from delta_ops.log.segment.protocol_metadata import read_protocol_metadata
+from delta_ops.log.segment.timestamps import IctEnablement
 from delta_ops.maintenance.cleanup.cutoff import (
     DAY_MS,
     checked_retention,

@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, UnusableCheckpointError, VersionNotFoundError
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.checkpoint_reader import read_checkpoint
-from delta_ops.log.replay import ReplayState, replay
-from delta_ops.log.segment import LogSegment, build_log_segment
-from delta_ops.log.snapshot_base import SnapshotBase, check_readable
-from delta_ops.log.stream import StreamedActions
-from delta_ops.log.timestamps import version_at_timestamp
+from delta_ops.log.files.checkpoint_reader import read_checkpoint
+from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay.full_replay import ReplayState, replay
+from delta_ops.log.replay.streamed_actions import StreamedActions
+from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
+from delta_ops.log.segment.timestamps import version_at_timestamp
+from delta_ops.log.snapshot.snapshot_base import SnapshotBase, check_readable
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
 from delta_ops.protocol.arrays import from_numpy, int_values
 from delta_ops.storage import Storage
@@ -37,7 +37,8 @@ class Snapshot(SnapshotBase):
         protocol: the protocol action as in the log.
         metadata: the metaData action.
         files: live add actions (pyarrow Table, ADD_SCHEMA); in a streamed snapshot
-            (`load_snapshot(stream=True)`) a `log.stream.StreamedActions` read on demand.
+            (`load_snapshot(stream=True)`) a `log.replay.streamed_actions.StreamedActions` read on
+            demand.
         tombstones: remove actions still in the state (pyarrow Table, REMOVE_SCHEMA, or
             `StreamedActions`), expired ones included; `unexpired_tombstones(now)` filters
             them.
@@ -198,7 +199,7 @@ def _to_ms(ts: datetime | int) -> int:
 
 
 def _earliest_reconstructable(latest: Snapshot) -> int | None:
-    from delta_ops.log.segment import _complete_checkpoints, list_log
+    from delta_ops.log.segment.log_segment import _complete_checkpoints, list_log
     from delta_ops.protocol.filenames import LogFileKind
 
     listing = list_log(latest.storage)

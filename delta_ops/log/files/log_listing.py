@@ -1,8 +1,9 @@
 """The sorted listing of `_delta_log` and the complete checkpoints in it.
 
 Spec sections: "Delta Log Entries", "Checkpoints" (a multi-part checkpoint is complete when
-every part is there). The lowest layer of `log/`: the log segment (`log.segment`) and the
-`_last_checkpoint` writer's repair (`log.last_checkpoint`) both list through here.
+every part is there). The lowest layer of `log/`: the log segment (`log.segment.log_segment`) and
+the
+`_last_checkpoint` writer's repair (`log.files.last_checkpoint_file`) both list through here.
 """
 
 from __future__ import annotations

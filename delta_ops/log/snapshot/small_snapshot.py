@@ -4,8 +4,9 @@ Spec sections: "Action Reconciliation", "Delta Log Entries".
 
 Importing pyarrow (and NumPy, which it loads) costs a process more than reconciling a log
 of a few megabytes of JSON in Python. `load_small_snapshot` reconciles such a log with the
-one action-by-action rule (`log.action_replay`, the rule `log.replay` falls back to) and
-keeps of each live file what a summary prints (path, size, deletion vector). It applies when:
+one action-by-action rule (`log.replay.action_replay`, the rule `log.replay.full_replay` falls back
+to) and keeps of each live file what a summary prints (path, size, deletion vector). It applies
+when:
 
 - the segment has no checkpoint and no compaction file (commits only), and
 - the commit files total at most `max_bytes` (`DELTA_OPS_SMALL_LOG_BYTES`, default
@@ -24,9 +25,9 @@ import gc
 import os
 from dataclasses import dataclass
 
-from delta_ops.log.action_replay import ActionReconciler, read_log_files
-from delta_ops.log.segment import LogSegment, build_log_segment
-from delta_ops.log.snapshot_base import SnapshotBase, check_readable
+from delta_ops.log.replay.action_replay import ActionReconciler, read_log_files
+from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
+from delta_ops.log.snapshot.snapshot_base import SnapshotBase, check_readable
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
 from delta_ops.storage import Storage
 
@@ -70,7 +71,7 @@ class SmallSnapshot(SnapshotBase):
 
     Attributes:
         storage, segment, protocol, metadata, txns, all_domains, commit_infos: as in
-            `log.snapshot.Snapshot`.
+            `log.snapshot.loaded_snapshot.Snapshot`.
         files: (path, size, deletionVector) of each live add action, in the order of
             `Snapshot.files`; the action's other fields are dropped once checked.
         num_tombstones: remove actions still in the state (expired ones included).
@@ -117,8 +118,8 @@ def load_small_snapshot(
     log is not small (see the module) and the Arrow `Snapshot` is the one to load.
 
     Raises:
-        The errors of `log.snapshot.load_snapshot` for a log this path reads: the segment
-        cannot be built, a commit does not parse, the state has no protocol or metadata,
+        The errors of `log.snapshot.loaded_snapshot.load_snapshot` for a log this path reads: the
+        segment cannot be built, a commit does not parse, the state has no protocol or metadata,
         or the table cannot be read.
     """
     budget = small_log_bytes() if max_bytes is None else max_bytes

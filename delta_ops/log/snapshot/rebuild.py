@@ -7,16 +7,16 @@ id)` wins. Reconciliation is per key, so the actions can be hash-partitioned by 
 B buckets that reconcile independently. This module does it in two passes:
 
 1. Spill. The checkpoint's file actions are read one row group at a time
-   (`log.stream.StreamedActions` without superseded keys), and the deltas after it in
-   chunks of about `CHUNK_BYTES` of JSON (small files grouped, a larger one, such as a
+   (`log.replay.streamed_actions.StreamedActions` without superseded keys), and the deltas after it
+   in chunks of about `CHUNK_BYTES` of JSON (small files grouped, a larger one, such as a
    commit of a million adds, cut into pieces of whole lines read block by block; oldest
-   first, a compaction's lines reversed by the one rule: `log.delta_chunks`), each chunk
-   reconciled columnar on its own (`log.commits.reconcile`, or action by action with
-   `log.action_replay` when that steps aside). Every action kept gets its order, a counter
+   first, a compaction's lines reversed by the one rule: `log.replay.delta_chunks`), each chunk
+   reconciled columnar on its own (`log.replay.columnar_commits.reconcile`, or action by action with
+   `log.replay.action_replay` when that steps aside). Every action kept gets its order, a counter
    over the whole oldest-first stream, and its key, and is appended to its key's bucket
    (`engine.spill.BucketSpill`: LZ4 Arrow IPC files under `$TMPDIR`). Non-file actions
    (protocol, metadata, txns, domains, commitInfo) are few and stay here, reconciled by
-   the same rule as `log.replay`.
+   the same rule as `log.replay.full_replay`.
 2. Reconcile, bucket by bucket: the bucket's actions are read back, the newest per key is
    chosen (`pc.unique` / `pc.index_in` over the keys newest first), and the winners, in
    log order, are spilled again as the bucket's live adds and tombstones. The choice is
@@ -26,8 +26,8 @@ B buckets that reconcile independently. This module does it in two passes:
 
 The result is a `Snapshot` whose `files` and `tombstones` are `BucketedActions` (a
 `StreamedActions` reading the reconciled spill bucket by bucket), so the streamed
-checkpoint writer writes it unchanged. Tombstones are kept expired or not, as `log.replay`
-keeps them; `Snapshot.unexpired_tombstones` filters them the same way.
+checkpoint writer writes it unchanged. Tombstones are kept expired or not, as
+`log.replay.full_replay` keeps them; `Snapshot.unexpired_tombstones` filters them the same way.
 
 Memory: one row group or one chunk of commits while spilling, one bucket while
 reconciling. B follows an estimate of the file actions from the bytes of the checkpoint
@@ -53,17 +53,17 @@ from delta_ops.errors import (
     RebuildCheckError,
     VersionNotFoundError,
 )
-from delta_ops.log.action_replay import ActionReconciler, NonFileState
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.checkpoint_reader import _struct_array, read_checkpoint
-from delta_ops.log.commits import CommitFile, reconcile
-from delta_ops.log.delta_chunks import CHUNK_BYTES as DELTA_CHUNK_BYTES
-from delta_ops.log.delta_chunks import DeltaPiece, delta_chunks
-from delta_ops.log.reference_buckets import env_count
-from delta_ops.log.replay import ReplayState, fill_from_checkpoint
-from delta_ops.log.segment import LogSegment, build_log_segment
-from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
-from delta_ops.log.stream import BATCH_ROWS, Predicate, StreamedActions
+from delta_ops.log.files.checkpoint_reader import _struct_array, read_checkpoint
+from delta_ops.log.replay.action_replay import ActionReconciler, NonFileState
+from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay.columnar_commits import CommitFile, reconcile
+from delta_ops.log.replay.delta_chunks import CHUNK_BYTES as DELTA_CHUNK_BYTES
+from delta_ops.log.replay.delta_chunks import DeltaPiece, delta_chunks
+from delta_ops.log.replay.full_replay import ReplayState, fill_from_checkpoint
+from delta_ops.log.replay.reference_buckets import env_count
+from delta_ops.log.replay.streamed_actions import BATCH_ROWS, Predicate, StreamedActions
+from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, _snapshot_from_state
 from delta_ops.protocol.actions import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, file_keys
 from delta_ops.protocol.arrays import empty_table, from_numpy, to_numpy
 from delta_ops.storage import Storage
@@ -87,7 +87,7 @@ MAX_BUCKETS = 1024
 CHECKPOINT_BYTES_PER_ACTION = 32
 COMMIT_BYTES_PER_ACTION = 128
 #: JSON bytes of deltas reconciled in memory at once while spilling (small files grouped,
-#: a larger one cut into pieces of whole lines: `log.delta_chunks`).
+#: a larger one cut into pieces of whole lines: `log.replay.delta_chunks`).
 CHUNK_BYTES = DELTA_CHUNK_BYTES
 
 _KEY = "_key"
@@ -108,8 +108,8 @@ def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -
     """Whether the state of `version` is reconciled by bucket: always when `threshold_bytes`
     is 0; else when its deltas hold at least that many bytes and either its segment has no
     checkpoint or one of the deltas after the checkpoint is larger than `CHUNK_BYTES` (with
-    a checkpoint, the incremental stream of `log.stream` is the bounded path, but it reads
-    each delta whole: a commit of a million adds after the checkpoint is read in chunks
+    a checkpoint, the incremental stream of `log.replay.streamed_actions` is the bounded path, but
+    it reads each delta whole: a commit of a million adds after the checkpoint is read in chunks
     here instead)."""
     if threshold_bytes <= 0:
         return True
@@ -335,7 +335,7 @@ class _Spiller:
 
     def deltas(self, deltas: Sequence, hint: list[str]) -> list[tuple[int, str, dict]]:
         """Spill the deltas' file actions chunk by chunk (oldest first: small files
-        grouped, a large one in pieces of whole lines, `log.delta_chunks`); the non-file
+        grouped, a large one in pieces of whole lines, `log.replay.delta_chunks`); the non-file
         actions, newest first."""
         others_by_chunk: list[list[tuple[int, str, dict]]] = []
         for chunk in delta_chunks(self.storage, deltas, CHUNK_BYTES):
@@ -494,7 +494,8 @@ def _read_segment(
             spiller.checkpoint(segment, cp.file_sources)
         others = spiller.deltas(segment.deltas, hint)
         summary.actions_read = spiller.order
-        # Non-file actions newest first, as `log.replay` applies them; then the checkpoint's.
+        # Non-file actions newest first, as `log.replay.full_replay` applies them; then the
+        # checkpoint's.
         rec = ActionReconciler(table, NonFileState())
         for version, file, obj in others:
             rec.apply_other(obj, table=table, version=version, file=file)

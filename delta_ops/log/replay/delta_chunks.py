@@ -8,8 +8,8 @@ hundred MB of JSON). Readers that must stay in bounded memory read it here:
 * `delta_chunks` groups whole small deltas up to `CHUNK_BYTES` of JSON, and cuts a larger
   one into pieces of whole lines of about `CHUNK_BYTES` each, read from storage one block at
   a time (the file is never held whole). The pieces come oldest first with the one rule of
-  `log.replay.delta_lines_oldest_first`: a commit's lines as written, a compaction's lines
-  reversed (its blocks are then read from the end of the file). Splitting between lines
+  `log.replay.full_replay.delta_lines_oldest_first`: a commit's lines as written, a compaction's
+  lines reversed (its blocks are then read from the end of the file). Splitting between lines
   changes nothing of what wins: the reconciler orders every action by its position in the
   oldest-first stream, and inside one commit each file key appears at most once per action
   type anyway (spec "Action Reconciliation"); the last line wins either way.
@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from delta_ops.errors import StorageError, VersionNotFoundError
-from delta_ops.log.json_actions import parse_json_line
-from delta_ops.log.replay import _reverses, delta_lines_oldest_first, read_log_files
-from delta_ops.log.segment import Delta
+from delta_ops.log.files.json_actions import parse_json_line
+from delta_ops.log.replay.full_replay import _reverses, delta_lines_oldest_first, read_log_files
+from delta_ops.log.segment.log_segment import Delta
 from delta_ops.protocol import filenames
 from delta_ops.storage import Storage
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import orjson
 
 from delta_ops.errors import StorageError
-from delta_ops.log.listing import _complete_checkpoints, list_log
+from delta_ops.log.files.log_listing import _complete_checkpoints, list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint

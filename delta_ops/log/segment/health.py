@@ -4,7 +4,7 @@ Spec sections: "Last Checkpoint File", "Checkpoints" (a multi-part checkpoint is
 only with every part), "Delta Log Entries" (each line of a commit is one JSON action).
 
 `log_problem` is what the Dagster watch sensor asks of every table whose log it looked at
-(`delta_ops.log.state.inspect_log`): the `_last_checkpoint` problem the log segment met
+(`delta_ops.log.segment.log_state.inspect_log`): the `_last_checkpoint` problem the log segment met
 (unreadable, invalid JSON, or naming a checkpoint that is missing or incomplete), a
 multi-part checkpoint in the listing with parts missing, and the commits it has not seen
 yet, each parsed line by line (at most `MAX_COMMITS` of the newest). The first problem found
@@ -19,8 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.state import LogState
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.segment.log_state import LogState
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
 from delta_ops.storage import Storage
 
@@ -59,7 +59,7 @@ def log_problem(
         seen_version: commits up to this version were checked before and are not read
             again; None: every commit after the checkpoint (at most `MAX_COMMITS`).
         blobs: the commits read are added here, by path (e.g. for
-            `delta_ops.log.state.read_settings`, which then does not read them again).
+            `delta_ops.log.segment.log_state.read_settings`, which then does not read them again).
 
     Raises:
         StorageError: a commit could not be read.

@@ -2,15 +2,15 @@
 
 Spec sections: "Action Reconciliation", "Checkpoints". A state is the checkpoint's file
 actions minus the keys the later commits touch, plus the commits' winners
-(`log.replay`). The checkpoint is reconciled already (one action per file key), so the
+(`log.replay.full_replay`). The checkpoint is reconciled already (one action per file key), so the
 subtraction needs only the commits' keys: a `StreamedActions` holds those keys and the
 commits' winners (their size follows the commits since the checkpoint, not the table) and
 reads the checkpoint's file actions again each time it is iterated, one row group (at
 most `BATCH_ROWS` rows) at a time. Memory then depends on the row group, not on the table;
 every iteration reads the checkpoint again, which is what it costs.
 
-`log.replay.replay(..., stream=True)` builds them; operations that handle a streamed state
-(the checkpoint writer, the checksum) ask for one when the table is large
+`log.replay.full_replay.replay(..., stream=True)` builds them; operations that handle a streamed
+state (the checkpoint writer, the checksum) ask for one when the table is large
 (`stream_threshold_bytes`).
 """
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import StorageError, UnusableCheckpointError
-from delta_ops.log.checkpoint_reader import (
+from delta_ops.log.files.checkpoint_reader import (
     _action_columns,
     _columns_with_values,
     _file_action_table,

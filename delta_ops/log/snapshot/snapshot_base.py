@@ -3,10 +3,10 @@
 Spec sections: "Delta Table Specification" (protocol, metadata, transactions and domain
 metadata of a version), "In-Commit Timestamps", "Requirements for Readers".
 
-`log.snapshot.Snapshot` (file actions in Arrow) and `log.small_snapshot.SmallSnapshot` (a
-small log reconciled in Python, keeping what a summary prints of each file) share these
-properties and the one check that a reconstructed state is readable, so both give the same
-answers.
+`log.snapshot.loaded_snapshot.Snapshot` (file actions in Arrow) and
+`log.snapshot.small_snapshot.SmallSnapshot` (a small log reconciled in Python, keeping what a
+summary prints of each file) share these properties and the one check that a reconstructed state is
+readable, so both give the same answers.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.timestamps import IctEnablement, read_in_commit_timestamp
+from delta_ops.log.segment.timestamps import IctEnablement, read_in_commit_timestamp
 from delta_ops.protocol import features
 
 if TYPE_CHECKING:
-    from delta_ops.log.segment import LogSegment
+    from delta_ops.log.segment.log_segment import LogSegment
     from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
     from delta_ops.protocol.properties import TableProperties
     from delta_ops.storage import Storage

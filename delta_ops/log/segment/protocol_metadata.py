@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.segment import CheckpointFiles, Delta, LogSegment
+from delta_ops.log.segment.log_segment import CheckpointFiles, Delta, LogSegment
 from delta_ops.protocol.actions import Metadata
 from delta_ops.storage import Storage
 
@@ -215,7 +215,7 @@ def _scan_delta(
     needles = {key: f'"{key}"'.encode() for key in want}
     if not any(n in data for n in needles.values()):
         return  # most commits hold neither: one substring search each
-    from delta_ops.log.replay import delta_lines_oldest_first
+    from delta_ops.log.replay.full_replay import delta_lines_oldest_first
 
     lines = delta_lines_oldest_first(data, is_compaction=is_compaction).splitlines()
     for line in reversed(lines):  # newest line first: the first one met is the last to win
@@ -248,7 +248,7 @@ def _scan_checkpoint(
     import pyarrow as pa
     import pyarrow.parquet as pq  # here, not at module level: JSON-only logs never need it
 
-    from delta_ops.log.checkpoint_reader import _columns_with_values
+    from delta_ops.log.files.checkpoint_reader import _columns_with_values
 
     table = storage.root
     for lf, info in zip(checkpoint.log_files, checkpoint.files, strict=True):
@@ -296,7 +296,7 @@ def _take_first(t: pa.Table, columns: list[str], want: set[str], found: dict[str
     """The first non-null value of each of `columns` in `t`, into `found`."""
     import pyarrow.compute as pc
 
-    from delta_ops.log.replay import _drop_nulls
+    from delta_ops.log.replay.full_replay import _drop_nulls
 
     for name in columns:
         col = t.column(name)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.action_replay import read_log_files
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.references import FileReferences, _dict_rows, reference_parts
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.replay.action_replay import read_log_files
+from delta_ops.log.replay.references import FileReferences, _dict_rows, reference_parts
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR, STAGED_COMMITS_DIR, staged_commit_version
 from delta_ops.storage import Storage

@@ -6,11 +6,11 @@ after its `deletionTimestamp`) and "Deletion Vectors" (a DV file lives as long a
 an unexpired remove references it; `u` descriptors resolve to
 `<table>/<random prefix>/deletion_vector_<uuid>.bin`).
 
-The reconciliation is `log.replay.replay`'s, through the same readers: the commits (and
+The reconciliation is `log.replay.full_replay.replay`'s, through the same readers: the commits (and
 compactions, first line wins inside one, `delta_lines_oldest_first`) by
-`log.commits.reconcile` in its references-only mode, action by action by
-`log.replay._Reconciler` when that steps aside; checkpoint files and sidecars by
-`log.replay._read_parquet_actions` (sidecars found by the same rule). The newest action
+`log.replay.columnar_commits.reconcile` in its references-only mode, action by action by
+`log.replay.full_replay._Reconciler` when that steps aside; checkpoint files and sidecars by
+`log.replay.full_replay._read_parquet_actions` (sidecars found by the same rule). The newest action
 per file key `(canonical path, deletion vector unique id)` wins, and the checkpoint's only
 for keys no commit touched. What differs is what is read: only `path`, `deletionVector` and
 `deletionTimestamp` of adds and removes, nothing else, and no snapshot is built.
@@ -18,7 +18,7 @@ for keys no commit touched. What differs is what is read: only `path`, `deletion
 `file_references` turns that state into what VACUUM protects (`FileReferences`): the
 paths of live adds and of tombstones still within the retention, and their DV files. A
 checkpoint that cannot be read raises `UnusableCheckpointError`: read through
-`log.checkpoint_fallback.read_with_usable_checkpoint` to fall back to an older one.
+`log.replay.checkpoint_fallback.read_with_usable_checkpoint` to fall back to an older one.
 """
 
 from __future__ import annotations
@@ -33,22 +33,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, DeletionVectorError, DeltaOpsError
-from delta_ops.log.checkpoint_reader import read_json_part
-from delta_ops.log.commits import (
+from delta_ops.log.files.checkpoint_reader import read_json_part
+from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.replay.columnar_commits import (
     REFERENCE_ADD_TYPE,
     REFERENCE_REMOVE_TYPE,
     CommitFile,
 )
-from delta_ops.log.commits import reconcile as reconcile_commits
-from delta_ops.log.replay import (
+from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
+from delta_ops.log.replay.full_replay import (
     _read_parquet_actions,
     _Reconciler,
     delta_lines_oldest_first,
     parse_json_actions,
     read_log_files,
 )
-from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.log.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.segment.log_segment import CheckpointFiles, LogSegment, build_log_segment
 from delta_ops.protocol.actions import READER_PATTERN, file_keys, reader_key_array, relative_key
 from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
@@ -209,7 +209,7 @@ def _commit_rows_columnar(
     compaction_first_wins: bool = True,
 ) -> pa.Table | None:
     """The newest action per file key among the segment's commits, as rows, from
-    `log.commits.reconcile` in references-only mode; None when it steps aside."""
+    `log.replay.columnar_commits.reconcile` in references-only mode; None when it steps aside."""
     if not segment.deltas:
         return _empty_rows()
     files = _commit_files(segment, blobs, compaction_first_wins=compaction_first_wins)
@@ -226,7 +226,7 @@ def _commit_rows_python(
     segment: LogSegment, blobs: Mapping[str, bytes], root: str, *,
     compaction_first_wins: bool = True,
 ) -> pa.Table:
-    """`_commit_rows_columnar` action by action (`log.replay._Reconciler`), for logs the
+    """`_commit_rows_columnar` action by action (`log.replay.full_replay._Reconciler`), for logs the
     columnar reader steps aside from; errors name the file (and line)."""
     rec = _Reconciler(root)
     for delta in reversed(segment.deltas):
@@ -384,7 +384,7 @@ class FileReferences:
             expired = expired.take(pc.array_sort_indices(expired))
         return FileReferences(keep=keep, expired=expired, written=written)
 
-    # The same reading interface as the spilled references (`log.reference_buckets`).
+    # The same reading interface as the spilled references (`log.replay.reference_buckets`).
 
     def keep_chunks(self) -> Iterator[pa.Array]:
         """`keep`, in pieces (here one)."""

@@ -17,7 +17,7 @@ Three depths, cheapest first:
   sidecar (present, its footer read). Parquet footers, the `add.path` column and the
   non-file columns `checkpointMetadata` and `sidecar` are read; the rest is not decoded.
 * `verify_checkpoint`: the full read. Every part and sidecar is decoded by the log reader
-  (`delta_ops.log.replay.read_checkpoint`), protocol and metaData are reconstructed and
+  (`delta_ops.log.replay.full_replay.read_checkpoint`), protocol and metaData are reconstructed and
   checked, then every Parquet file is decoded once more column by column (the all-null
   columns the reader skips included). Cleanup relies on it before deleting anything older.
 
@@ -46,9 +46,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.replay import parse_json_actions, read_checkpoint
-from delta_ops.log.segment import CheckpointFiles
-from delta_ops.log.sidecars import SIDECARS, sidecar_file_path
+from delta_ops.log.files.sidecars import SIDECARS, sidecar_file_path
+from delta_ops.log.replay.full_replay import parse_json_actions, read_checkpoint
+from delta_ops.log.segment.log_segment import CheckpointFiles
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
 

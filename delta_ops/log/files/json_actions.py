@@ -22,7 +22,7 @@ def parse_json_actions(
     """Parse newline-delimited JSON actions; CorruptLogError naming the file on bad lines.
 
     `first_line` is the number of the first line of `data` in `file` (a piece of a large
-    commit read in chunks, `log.delta_chunks`, starts further down)."""
+    commit read in chunks, `log.replay.delta_chunks`, starts further down)."""
     end = len(data)
     while end and data[end - 1] in _BLANK:
         end -= 1

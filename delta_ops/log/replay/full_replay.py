@@ -4,8 +4,8 @@ Spec sections: "Action Reconciliation", "Checkpoints" (V1 and V2 with sidecars),
 Compaction Files". Among the commits (and compactions) the newest action for a file key
 `(canonical path, deletion vector unique id)` wins, and the checkpoint's file actions are
 kept only for keys no later action touched. The commits are reconciled columnar
-(`log.commits`, Arrow's JSON reader) and, when that path steps aside, action by action
-with orjson (`log.action_replay`, the one action-by-action rule). File actions stay in
+(`log.replay.columnar_commits`, Arrow's JSON reader) and, when that path steps aside, action by
+action with orjson (`log.replay.action_replay`, the one action-by-action rule). File actions stay in
 Arrow: a checkpoint with millions of adds is read row group by row group on threads and
 filtered with vectorized kernels, never turned into Python objects.
 
@@ -30,17 +30,17 @@ import pyarrow.compute as pc
 from delta_ops.errors import SidecarMissingError as SidecarMissingError
 from delta_ops.errors import StorageError, VersionNotFoundError
 from delta_ops.errors import UnusableCheckpointError as UnusableCheckpointError
-from delta_ops.log.action_replay import ActionReconciler
-from delta_ops.log.action_replay import read_log_files as read_log_files
-from delta_ops.log.checkpoint_reader import CheckpointContent as CheckpointContent
-from delta_ops.log.checkpoint_reader import _drop_nulls as _drop_nulls
-from delta_ops.log.checkpoint_reader import _read_parquet_actions as _read_parquet_actions
-from delta_ops.log.checkpoint_reader import _struct_array, read_checkpoint
-from delta_ops.log.commits import CommitFile
-from delta_ops.log.commits import reconcile as reconcile_commits
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.segment import LogSegment
-from delta_ops.log.stream import StreamedActions
+from delta_ops.log.files.checkpoint_reader import CheckpointContent as CheckpointContent
+from delta_ops.log.files.checkpoint_reader import _drop_nulls as _drop_nulls
+from delta_ops.log.files.checkpoint_reader import _read_parquet_actions as _read_parquet_actions
+from delta_ops.log.files.checkpoint_reader import _struct_array, read_checkpoint
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.replay.action_replay import ActionReconciler
+from delta_ops.log.replay.action_replay import read_log_files as read_log_files
+from delta_ops.log.replay.columnar_commits import CommitFile
+from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
+from delta_ops.log.replay.streamed_actions import StreamedActions
+from delta_ops.log.segment.log_segment import LogSegment
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
@@ -149,7 +149,7 @@ def read_commit(storage: Storage, version: int) -> list[dict]:
 
 
 class _Reconciler(ActionReconciler):
-    """The action-by-action reconciliation (`log.action_replay`) into a ReplayState, with
+    """The action-by-action reconciliation (`log.replay.action_replay`) into a ReplayState, with
     the winning file actions as Arrow tables."""
 
     def __init__(self, root: str) -> None:
@@ -212,8 +212,8 @@ def replay(storage: Storage, segment: LogSegment, *, stream: bool = False) -> Re
         storage: the table's storage.
         segment: the log files to read.
         stream: leave the checkpoint's file actions where they are: `adds` and `removes`
-            are then `log.stream.StreamedActions`, which read the checkpoint again, one row
-            group at a time, each time they are iterated (memory bounded by a row group and
+            are then `log.replay.streamed_actions.StreamedActions`, which read the checkpoint again,
+            one row group at a time, each time they are iterated (memory bounded by a row group and
             the commits after the checkpoint, whatever the size of the table).
 
     Raises:

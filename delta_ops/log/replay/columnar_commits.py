@@ -8,8 +8,8 @@ blanked to `{}` for Arrow, so row i is line i, and parsed with orjson in Python.
 action per file key `(canonical path, deletion vector unique id)` wins, decided with hash
 kernels over the whole buffer. "Newest" is "latest line in the buffer": each file's lines
 must come oldest first, so a compaction file's lines are given here reversed
-(`delta_ops.log.replay.delta_lines_oldest_first`: inside a compaction the first line for a
-key wins, see "Log Compaction Files" there).
+(`delta_ops.log.replay.full_replay.delta_lines_oldest_first`: inside a compaction the first line for
+a key wins, see "Log Compaction Files" there).
 
 Arrow has no JSON-to-map conversion, so `partitionValues` and `tags` are inferred as
 structs (the union of the keys seen) and turned back into maps. A struct cannot tell an
@@ -131,7 +131,7 @@ class CommitFile:
         version: the (last) version the file covers.
         path: the file, relative to the table root.
         data: its lines oldest first, the last line for a key winning (a compaction's as
-            `delta_ops.log.replay.delta_lines_oldest_first` orders them).
+            `delta_ops.log.replay.full_replay.delta_lines_oldest_first` orders them).
     """
 
     version: int

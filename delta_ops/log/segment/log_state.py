@@ -7,8 +7,8 @@ Spec sections: "Last Checkpoint File" (the hint a listing starts from), "Checkpo
 `inspect_log` reads `_last_checkpoint` once and lists `_delta_log` once, from the checkpoint
 it names (the log segment falls back to the whole log when the hint is stale and keeps the
 listing it made: `LogSegment.listing`). `read_settings` learns the protocol and properties
-through the log's light replay (`delta_ops.log.protocol_metadata`): seeded with what was seen
-at an older version (the Dagster sensor keeps it in its cursor, `TableSettings.to_json`),
+through the log's light replay (`delta_ops.log.segment.protocol_metadata`): seeded with what was
+seen at an older version (the Dagster sensor keeps it in its cursor, `TableSettings.to_json`),
 only the deltas newer than that are read; without a seed, the newest deltas and then the
 checkpoint's protocol/metaData columns.
 
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from delta_ops.log.protocol_metadata import ProtocolMetadata, read_protocol_metadata
-from delta_ops.log.segment import LogSegment, build_log_segment
+from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
+from delta_ops.log.segment.protocol_metadata import ProtocolMetadata, read_protocol_metadata
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.protocol.properties import InvalidTablePropertyError, TableProperties

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from delta_ops.errors import DeltaOpsError
-from delta_ops.log.replay import UnusableCheckpointError
-from delta_ops.log.segment import LogSegment, build_log_segment
+from delta_ops.log.replay.full_replay import UnusableCheckpointError
+from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
 from delta_ops.storage import Storage
 
 T = TypeVar("T")

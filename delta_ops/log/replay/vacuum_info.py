@@ -25,9 +25,9 @@ import orjson
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.references import _dict_rows, _empty_rows, reference_parts
-from delta_ops.log.timestamps import (
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.replay.references import _dict_rows, _empty_rows, reference_parts
+from delta_ops.log.segment.timestamps import (
     IctEnablement,
     list_commits,
     monotonize,

@@ -4,10 +4,10 @@ Spec section: "Action Reconciliation". Deltas are applied newest first: the firs
 seen for a file key `(canonical path, deletion vector unique id)` wins, and so do the first
 protocol, metaData, txn (per appId) and domainMetadata (per domain) seen.
 
-This is the one action-by-action rule. `log.replay` runs it when the columnar reader of
+This is the one action-by-action rule. `log.replay.full_replay` runs it when the columnar reader of
 commits steps aside (its `_Reconciler` adds the Arrow tables of the winners), VACUUM's
-references do the same (`log.references`), and `log.small_snapshot` runs it alone for a
-small log, where importing Arrow would cost more than the whole reconciliation.
+references do the same (`log.replay.references`), and `log.snapshot.small_snapshot` runs it alone
+for a small log, where importing Arrow would cost more than the whole reconciliation.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.json_actions import parse_json_actions
+from delta_ops.log.files.json_actions import parse_json_actions
 from delta_ops.protocol.actions import (
     CommitInfo,
     DomainMetadata,
@@ -48,7 +48,7 @@ class ActionReconciler:
 
     Args:
         root: the table root (relative and absolute paths get one key through it).
-        state: where the non-file actions go (`log.replay` passes its ReplayState);
+        state: where the non-file actions go (`log.replay.full_replay` passes its ReplayState);
             a new NonFileState when None.
 
     Attributes:
@@ -79,7 +79,7 @@ class ActionReconciler:
     ) -> None:
         """Parse one delta's newline-delimited actions and apply them (this delta is older
         than every one applied before). `reverse`: its lines are newest first (a
-        compaction file, `log.replay.delta_lines_oldest_first`). `first_line`: the line
+        compaction file, `log.replay.full_replay.delta_lines_oldest_first`). `first_line`: the line
         number of `data`'s first line in the file (a piece of a large delta)."""
         actions = parse_json_actions(
             data, table=table, version=version, file=file, first_line=first_line

@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from delta_ops.errors import CorruptLogError, NotATableError, VersionNotFoundError
-from delta_ops.log.last_checkpoint import read_last_checkpoint
-from delta_ops.log.listing import CheckpointFiles, _complete_checkpoints, list_log
+from delta_ops.log.files.last_checkpoint_file import read_last_checkpoint
+from delta_ops.log.files.log_listing import CheckpointFiles, _complete_checkpoints, list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LOG_DIR, LogFile, LogFileKind
 from delta_ops.protocol.last_checkpoint import LastCheckpoint

@@ -1,15 +1,16 @@
 """VACUUM's references for large tables, partitioned by listing key into spill files.
 
-Spec sections: those of `log.references` ("Action Reconciliation", "Checkpoints" V1 and V2
+Spec sections: those of `log.replay.references` ("Action Reconciliation", "Checkpoints" V1 and V2
 with sidecars, "Log Compaction Files", "Add File and Remove File", "Deletion Vectors").
 
-The same reading as `log.references.file_references`, in bounded memory (issue 15). The
+The same reading as `log.replay.references.file_references`, in bounded memory (issue 15). The
 commits (and compactions) since the checkpoint are reconciled as there, in memory: their
 size follows the log since the checkpoint, not the table. The checkpoint's file actions
 are already reconciled (one per key), so its state is each of its actions whose key no
-commit touched; they are streamed one row group at a time (`log.stream._parquet_groups`;
-a JSON part one part at a time), the commits' keys taken out, and each slice's references
-computed row by row (`log.references.reference_parts`) and spilled (`engine.spill`):
+commit touched; they are streamed one row group at a time
+(`log.replay.streamed_actions._parquet_groups`; a JSON part one part at a time), the commits' keys
+taken out, and each slice's references computed row by row (`log.replay.references.reference_parts`)
+and spilled (`engine.spill`):
 
 * the listing keys to keep and those expired tombstones name, flagged, by the bucket of
   the key (the listing key of `protocol.actions.reader_keys`, the one path identity: a
@@ -43,9 +44,10 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
 from delta_ops.errors import DeltaOpsError
-from delta_ops.log.checkpoint_reader import _read_parquet_actions, read_json_part
-from delta_ops.log.commits import REFERENCE_ADD_TYPE, REFERENCE_REMOVE_TYPE
-from delta_ops.log.references import (
+from delta_ops.log.files.checkpoint_reader import _read_parquet_actions, read_json_part
+from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.replay.columnar_commits import REFERENCE_ADD_TYPE, REFERENCE_REMOVE_TYPE
+from delta_ops.log.replay.references import (
     FileReferences,
     _action_rows,
     _column,
@@ -56,9 +58,8 @@ from delta_ops.log.references import (
     read_deltas,
     reference_parts,
 )
-from delta_ops.log.segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.log.sidecars import require_sidecar, sidecar_files
-from delta_ops.log.stream import _parquet_groups
+from delta_ops.log.replay.streamed_actions import _parquet_groups
+from delta_ops.log.segment.log_segment import CheckpointFiles, LogSegment, build_log_segment
 from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.storage import Storage
 
@@ -319,7 +320,7 @@ def _checkpoint_rows(
     storage: Storage, version: int, sources: list[tuple[str, str]]
 ) -> Iterator[pa.Table]:
     """The checkpoint's adds and removes as reference rows, a row group (or JSON part) at
-    a time, as `log.references.read_checkpoint_references` reads them whole."""
+    a time, as `log.replay.references.read_checkpoint_references` reads them whole."""
     root = storage.root
     for path, fmt in sources:
         if fmt == "json":
@@ -345,7 +346,7 @@ def _spill_reading(
     compaction_first_wins: bool = True,
     sources: list[tuple[str, str]] | None = None,
 ) -> None:
-    """`log.references.reference_rows` of `segment`, slice by slice into `reading`
+    """`log.replay.references.reference_rows` of `segment`, slice by slice into `reading`
     (`sources`: the checkpoint's, when already known)."""
     root = storage.root
     if blobs is None:
@@ -376,7 +377,7 @@ def spilled_file_references(
     buckets: int,
     sources: list[tuple[str, str]] | None = None,
 ) -> SpilledReferences:
-    """`log.references.file_references`, spilled into `buckets` buckets (see the module
+    """`log.replay.references.file_references`, spilled into `buckets` buckets (see the module
     docstring). The caller closes the result; on error nothing is left behind.
 
     Raises:

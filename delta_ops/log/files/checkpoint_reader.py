@@ -3,8 +3,8 @@
 Spec sections: "Checkpoints" (V1 and V2, classic, multi-part and UUID-named, JSON or
 Parquet), "Sidecar File Information", "Checkpoint Schema". A checkpoint with millions of adds
 is read row group by row group on threads, each row group skipping the action columns its
-statistics say are all null, and never turned into Python objects. `log.replay` reconciles
-what this reads with the commits after it.
+statistics say are all null, and never turned into Python objects. `log.replay.full_replay`
+reconciles what this reads with the commits after it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from delta_ops.errors import (
     StorageError,
     UnusableCheckpointError,
 )
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.segment import CheckpointFiles
-from delta_ops.log.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.segment.log_segment import CheckpointFiles
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -117,7 +117,7 @@ def read_checkpoint(
             domains, sidecar and checkpointMetadata actions): no add or remove column of a
             Parquet file is decoded and no sidecar is read (sidecars hold file actions
             only). `adds`/`removes` are then empty, and `file_sources` says where the file
-            actions are, for `log.stream` to read them one row group at a time.
+            actions are, for `log.replay.streamed_actions` to read them one row group at a time.
     """
     table = storage.root
     sources: list[tuple[str, str]] = []
