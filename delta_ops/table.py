@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, load_snapshot
 from delta_ops.storage import Storage
 
 

@@ -32,7 +32,8 @@ from deltalake import write_deltalake
 
 from delta_ops.errors import CorruptLogError, RetentionError, UnsupportedFeatureError
 from delta_ops.log.replay.full_replay import read_checkpoint
-from delta_ops.log.segment.log_segment import _complete_checkpoints, list_log
+from delta_ops.log.segment.log_segment import complete_checkpoints as _complete_checkpoints
+from delta_ops.log.segment.log_segment import list_log
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.cleanup import (

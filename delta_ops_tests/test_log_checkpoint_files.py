@@ -36,7 +36,8 @@ from delta_ops.log.files.checkpoint_files import (
     verify_checkpoint,
 )
 from delta_ops.log.replay.full_replay import read_checkpoint
-from delta_ops.log.segment.log_segment import CheckpointFiles, _complete_checkpoints, list_log
+from delta_ops.log.segment.log_segment import CheckpointFiles, list_log
+from delta_ops.log.segment.log_segment import complete_checkpoints as _complete_checkpoints
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checkpoint.existing import find_existing

@@ -52,9 +52,7 @@ def _buckets(text: str) -> int:
     actions). Every bucket keeps two spill files open while the log is read (a descriptor
     each, and a write buffer of at least 64 KiB), so the bound also caps that at 2,048
     files and 128 MiB; a million buckets would ask for 128 GiB."""
-    from delta_ops.log.snapshot.rebuild import (
-        MAX_BUCKETS,  # at parse time: the handler needs it anyway
-    )
+    from delta_ops.log import MAX_BUCKETS
 
     value = _positive(text)
     if value > MAX_BUCKETS:

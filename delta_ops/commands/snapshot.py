@@ -14,8 +14,7 @@ from delta_ops.commands.common import (
 from delta_ops.errors import CorruptLogError
 
 if TYPE_CHECKING:
-    from delta_ops.log.snapshot.loaded_snapshot import Snapshot
-    from delta_ops.log.snapshot.small_snapshot import SmallSnapshot
+    from delta_ops.log import SmallSnapshot, Snapshot
 
 
 def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False) -> dict[str, Any]:
@@ -72,7 +71,7 @@ def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False
 def _load(args: argparse.Namespace) -> Snapshot | SmallSnapshot:
     """The table's snapshot: reconciled in Python when its log is small (no pyarrow
     imported, `log.snapshot.small_snapshot`), else the Arrow `Snapshot`; both print the same."""
-    from delta_ops.log.snapshot.small_snapshot import load_small_snapshot
+    from delta_ops.log import load_small_snapshot
     from delta_ops.storage import Storage
 
     storage = Storage.for_uri(args.table, parse_storage_options(args.storage_option))

@@ -17,9 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.log.replay.full_replay import replay
-from delta_ops.log.segment.log_segment import Delta, LogSegment, list_log
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot
+from delta_ops.log import Delta, LogSegment, Snapshot, list_log
+from delta_ops.log import replay_segment as replay
 from delta_ops.protocol.actions import file_keys
 from delta_ops.protocol.filenames import LogFileKind
 

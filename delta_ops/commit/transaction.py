@@ -61,8 +61,7 @@ from delta_ops.errors import (
     TableExistsError,
     UnsupportedFeatureError,
 )
-from delta_ops.log.replay.full_replay import parse_json_actions
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, load_snapshot, parse_json_actions
 from delta_ops.protocol import features, filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind

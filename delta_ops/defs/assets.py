@@ -60,7 +60,7 @@ from delta_ops.defs.metadata import (
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.log.segment.log_state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import (
     checkpoint_current,
     checkpoint_interval,
@@ -216,7 +216,7 @@ def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
 
 def observe_log(run: TableRun) -> ObserveResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram."""
-    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
+    from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
         snap, duration = _timed(lambda: load_snapshot(run.storage))
@@ -463,7 +463,7 @@ def run_row_tracking(
 ) -> dict[str, Any]:
     """Backfill row tracking (or, when the policy says no, report what is missing);
     returns materialization metadata. `log` receives one line per committed step."""
-    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
+    from delta_ops.log import load_snapshot
     from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
 
     policy = run.policy.row_tracking

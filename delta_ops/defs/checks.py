@@ -48,8 +48,14 @@ from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.segment.health import LogProblem, log_problem
-from delta_ops.log.segment.log_state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import (
+    LogProblem,
+    LogState,
+    TableSettings,
+    inspect_log,
+    log_problem,
+    read_settings,
+)
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import relative_key
@@ -179,7 +185,7 @@ def log_readable_result(run: TableRun) -> AssetCheckResult:
 def files_exist_result(run: TableRun) -> AssetCheckResult:
     """A cheap FSCK: the table directory is listed once and every live file of the latest
     version inside it must be there; the failing result names the missing paths."""
-    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot  # here: it reads Arrow
+    from delta_ops.log import load_snapshot  # here: it reads Arrow
 
     try:
         snap = load_snapshot(run.storage)

@@ -69,8 +69,14 @@ from delta_ops.defs.watch_cursor import (
     load_cursor_and_extra,
 )
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.segment.health import LogProblem, log_problem
-from delta_ops.log.segment.log_state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import (
+    LogProblem,
+    LogState,
+    TableSettings,
+    inspect_log,
+    log_problem,
+    read_settings,
+)
 from delta_ops.maintenance.due import due
 from delta_ops.protocol.filenames import LOG_DIR
 

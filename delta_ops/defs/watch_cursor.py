@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from delta_ops.errors import InvalidTablePropertyError
-from delta_ops.log.segment.log_state import TableSettings
+from delta_ops.log import TableSettings
 from delta_ops.protocol.properties import TableProperties
 
 #: The packed format (2); format 1 was plain JSON `{"format": 1, "tables": {...}}`.

@@ -32,22 +32,24 @@ import orjson
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError, CrossCheckError, VersionNotFoundError
-from delta_ops.log.replay.full_replay import (
-    ReplayState,
-    delta_lines_oldest_first,
-    parse_json_actions,
-    read_commit,
-    replay,
-)
-from delta_ops.log.segment.log_segment import (
+from delta_ops.log import (
     Delta,
     LogSegment,
-    _complete_checkpoints,
+    ReplayState,
+    Snapshot,
     build_log_segment,
+    delta_lines_oldest_first,
     list_log,
+    parse_json_actions,
+    read_commit,
+    read_protocol,
 )
-from delta_ops.log.segment.protocol_metadata import read_protocol
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot
+from delta_ops.log import (
+    complete_checkpoints as _complete_checkpoints,
+)
+from delta_ops.log import (
+    replay_segment as replay,
+)
 from delta_ops.maintenance.crosscheck import first_difference, readable_key
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import file_key

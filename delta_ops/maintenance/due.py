@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
-from delta_ops.log.segment.log_state import (
+from delta_ops.log import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogState,
     TableSettings,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import orjson
 
 from delta_ops.errors import StorageError
-from delta_ops.log.files.log_listing import _complete_checkpoints, list_log
+from delta_ops.log.files.log_listing import complete_checkpoints, list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
@@ -137,7 +137,7 @@ def _repair(storage: Storage, written: int, describe: Describe) -> None:
 
 def _complete_checkpoint_versions_after(storage: Storage, version: int) -> list[int]:
     """Versions above `version` holding a complete checkpoint, newest first."""
-    found = _complete_checkpoints(list_log(storage, version + 1), None)
+    found = complete_checkpoints(list_log(storage, version + 1), None)
     return sorted({c.version for c in found if c.version > version}, reverse=True)
 
 

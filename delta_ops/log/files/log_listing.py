@@ -53,7 +53,7 @@ def list_log(storage: Storage, start_version: int | None = None) -> list[tuple[L
     return out
 
 
-def _complete_checkpoints(
+def complete_checkpoints(
     listing: Iterable[tuple[LogFile, FileInfo]], max_version: int | None
 ) -> list[CheckpointFiles]:
     """Complete checkpoints from a listing, newest first (multi-part: all parts present)."""

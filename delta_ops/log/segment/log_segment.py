@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from delta_ops.errors import CorruptLogError, NotATableError, VersionNotFoundError
 from delta_ops.log.files.last_checkpoint_file import read_last_checkpoint
-from delta_ops.log.files.log_listing import CheckpointFiles, _complete_checkpoints, list_log
+from delta_ops.log.files.log_listing import CheckpointFiles, complete_checkpoints, list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LOG_DIR, LogFile, LogFileKind
 from delta_ops.protocol.last_checkpoint import LastCheckpoint
@@ -147,7 +147,7 @@ def _segment_from_listing(
             commits[lf.version] = info
         elif lf.kind == LogFileKind.COMPACTION:
             compactions.append((lf, info))
-    checkpoints = [c for c in _complete_checkpoints(listing, None) if c.identity not in exclude]
+    checkpoints = [c for c in complete_checkpoints(listing, None) if c.identity not in exclude]
 
     newest = max(
         [*commits, *(c.version for c in checkpoints), *(lf.version for lf, _ in compactions)],

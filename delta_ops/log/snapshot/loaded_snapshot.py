@@ -165,7 +165,7 @@ def load_snapshot(
             segment, state = read_with_usable_checkpoint(storage, read, version=version)
     else:
         segment, state = read_with_usable_checkpoint(storage, read, version=version)
-    return _snapshot_from_state(storage, segment, state)
+    return snapshot_from_state(storage, segment, state)
 
 
 def large_state(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
@@ -199,18 +199,18 @@ def _to_ms(ts: datetime | int) -> int:
 
 
 def _earliest_reconstructable(latest: Snapshot) -> int | None:
-    from delta_ops.log.segment.log_segment import _complete_checkpoints, list_log
+    from delta_ops.log.segment.log_segment import complete_checkpoints, list_log
     from delta_ops.protocol.filenames import LogFileKind
 
     listing = list_log(latest.storage)
     commits = sorted(lf.version for lf, _ in listing if lf.kind == LogFileKind.COMMIT)
     if commits and commits[0] == 0:
         return 0
-    checkpoints = _complete_checkpoints(listing, None)
+    checkpoints = complete_checkpoints(listing, None)
     return min((c.version for c in checkpoints), default=None)
 
 
-def _snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplayState) -> Snapshot:
+def snapshot_from_state(storage: Storage, segment: LogSegment, state: ReplayState) -> Snapshot:
     check_readable(storage.root, segment.version, state.protocol, state.metadata)
     return Snapshot(
         storage=storage,

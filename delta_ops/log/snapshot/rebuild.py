@@ -63,7 +63,7 @@ from delta_ops.log.replay.full_replay import ReplayState, fill_from_checkpoint
 from delta_ops.log.replay.reference_buckets import env_count
 from delta_ops.log.replay.streamed_actions import BATCH_ROWS, Predicate, StreamedActions
 from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, _snapshot_from_state
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, snapshot_from_state
 from delta_ops.protocol.actions import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMOVE_TYPE, file_keys
 from delta_ops.protocol.arrays import empty_table, from_numpy, to_numpy
 from delta_ops.storage import Storage
@@ -515,7 +515,7 @@ def _read_segment(
         state.removes = BucketedActions(
             storage, "remove", out_removes, segment.version, summary.tombstones
         )
-        snapshot = _snapshot_from_state(storage, segment, state)
+        snapshot = snapshot_from_state(storage, segment, state)
     except BaseException:
         out_adds.close()
         out_removes.close()

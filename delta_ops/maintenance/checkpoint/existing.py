@@ -19,8 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError, StorageError
-from delta_ops.log.files.checkpoint_files import CheckpointInspection, inspect_checkpoint
-from delta_ops.log.segment.log_segment import CheckpointFiles
+from delta_ops.log import CheckpointFiles, CheckpointInspection, inspect_checkpoint
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol import filenames
 from delta_ops.protocol.checkpoint_schema import spark_schema_json

@@ -16,7 +16,7 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
-from delta_ops.log.files import last_checkpoint_file as log_last_checkpoint
+from delta_ops.log import advance_last_checkpoint as log_advance_last_checkpoint
 from delta_ops.maintenance.checkpoint.existing import ExistingCheckpoint, find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.protocol.checkpoint_schema import CHECKPOINT_SCHEMA_THRESHOLD, spark_schema_json
@@ -41,7 +41,7 @@ def advance_last_checkpoint(
 ) -> bool:
     """`delta_ops.log.files.last_checkpoint_file.advance_last_checkpoint` repairing with
     `describe_checkpoint` (the checkpoint writer's and cleanup's way to publish a hint)."""
-    return log_last_checkpoint.advance_last_checkpoint(
+    return log_advance_last_checkpoint(
         storage, lc, replace_same_version=replace_same_version, describe=describe_checkpoint
     )
 

@@ -34,9 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.log.files.checkpoint_reader import read_checkpoint, read_parsed_stats
-from delta_ops.log.replay.streamed_actions import StreamedActions
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot
+from delta_ops.log import Snapshot, StreamedActions, read_checkpoint, read_parsed_stats
 from delta_ops.maintenance.checkpoint.verify import has_stats
 from delta_ops.protocol.file_actions import file_keys
 from delta_ops.protocol.stats_json import stats_json

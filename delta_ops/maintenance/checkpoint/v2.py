@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointError, CheckpointVerificationError, StorageError
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot
+from delta_ops.log import Snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (

@@ -45,9 +45,15 @@ import pyarrow as pa
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
-from delta_ops.log.replay.streamed_actions import stream_threshold_bytes
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.snapshot.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
+from delta_ops.log import (
+    Snapshot,
+    large_state,
+    load_snapshot,
+    needs_rebuild,
+    rebuild_snapshot,
+    rebuild_threshold_bytes,
+    stream_threshold_bytes,
+)
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (

@@ -43,7 +43,7 @@ computations), `compare` and `operations`; every name is importable from here as
 from __future__ import annotations
 
 from delta_ops.errors import IncrementalChecksumUnavailableError
-from delta_ops.log.replay.full_replay import read_commit
+from delta_ops.log import read_commit
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_ALL_FILES_THRESHOLD,
     DEFAULT_POLICY,

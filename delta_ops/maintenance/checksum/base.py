@@ -15,7 +15,7 @@ from delta_ops.errors import (
     ChecksumMismatchError,
     StorageError,
 )
-from delta_ops.log.segment.timestamps import IctEnablement
+from delta_ops.log import IctEnablement
 from delta_ops.maintenance.options import (  # re-exported
     DEFAULT_ALL_FILES_THRESHOLD as DEFAULT_ALL_FILES_THRESHOLD,
 )

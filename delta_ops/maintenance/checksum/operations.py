@@ -15,11 +15,18 @@ from delta_ops.errors import (
     IncrementalChecksumUnavailableError,
     VersionNotFoundError,
 )
-from delta_ops.log.replay.full_replay import read_commit
-from delta_ops.log.replay.streamed_actions import stream_threshold_bytes
-from delta_ops.log.segment.log_segment import build_log_segment, list_log
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.snapshot.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
+from delta_ops.log import (
+    Snapshot,
+    build_log_segment,
+    large_state,
+    list_log,
+    load_snapshot,
+    needs_rebuild,
+    read_commit,
+    rebuild_snapshot,
+    rebuild_threshold_bytes,
+    stream_threshold_bytes,
+)
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumBackfillResult,

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.clock import Clock, start_time
-from delta_ops.log.files.last_checkpoint_file import advance_last_checkpoint
+from delta_ops.log import advance_last_checkpoint
 from delta_ops.maintenance.cleanup.cutoff import iso_utc
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
 from delta_ops.storage import Storage

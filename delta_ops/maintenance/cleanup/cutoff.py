@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from delta_ops.errors import RetentionError
-from delta_ops.log.segment.timestamps import IctEnablement, monotonize, read_in_commit_timestamp
+from delta_ops.log import IctEnablement, monotonize, read_in_commit_timestamp
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import FileInfo, Storage
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from delta_ops.log.files.checkpoint_files import SIDECARS
+from delta_ops.log import SIDECARS
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LAST_CHECKPOINT, LOG_DIR, LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage

@@ -15,20 +15,20 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.files.checkpoint_files import (
+from delta_ops.log import (
+    CheckpointFiles,
+    IctEnablement,
+    LogSegment,
+    build_log_segment,
     inspect_checkpoint,
+    read_last_checkpoint,
+    read_protocol_metadata,
     read_sidecar_references,
     verify_checkpoint,
 )
-from delta_ops.log.files.last_checkpoint_file import read_last_checkpoint
-from delta_ops.log.segment.log_segment import (
-    CheckpointFiles,
-    LogSegment,
-    _complete_checkpoints,
-    build_log_segment,
+from delta_ops.log import (
+    complete_checkpoints as _complete_checkpoints,
 )
-from delta_ops.log.segment.protocol_metadata import read_protocol_metadata
-from delta_ops.log.segment.timestamps import IctEnablement
 from delta_ops.maintenance.cleanup.cutoff import (
     DAY_MS,
     checked_retention,

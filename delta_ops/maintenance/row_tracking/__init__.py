@@ -44,8 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
-from delta_ops.log.replay.streamed_actions import stream_threshold_bytes
-from delta_ops.log.snapshot.loaded_snapshot import large_state
+from delta_ops.log import large_state, stream_threshold_bytes
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.maintenance.row_tracking.commits import DEFAULT_MAX_CONFLICTS
 from delta_ops.maintenance.row_tracking.loaded import backfill_loaded
@@ -94,8 +93,7 @@ def backfill_protocol_upgrade(
         UnsupportedFeatureError: The table has features the backfill cannot write (as
             `backfill_row_tracking` would raise).
     """
-    from delta_ops.log.segment.log_segment import build_log_segment
-    from delta_ops.log.segment.protocol_metadata import read_protocol_metadata
+    from delta_ops.log import build_log_segment, read_protocol_metadata
     from delta_ops.protocol.features import ensure_supported
 
     storage = Storage.of(table, storage_options)

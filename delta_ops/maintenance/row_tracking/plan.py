@@ -33,8 +33,7 @@ from delta_ops.commit.row_ids import (
     num_records_from_stats,
     row_id_problems,
 )
-from delta_ops.log.replay.streamed_actions import StreamedActions
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot
+from delta_ops.log import Snapshot, StreamedActions
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
 from delta_ops.protocol import features
 from delta_ops.protocol.upgrade import protocol_with_features

@@ -53,9 +53,7 @@ from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CommitConflictError
-from delta_ops.log.replay.full_replay import read_commit
-from delta_ops.log.segment.log_segment import list_log
-from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, list_log, load_snapshot, read_commit
 from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY
 from delta_ops.maintenance.row_tracking.commits import (
     Tally,

@@ -82,7 +82,7 @@ START/END commits), `apply` (deleting; `vacuum`, `describe`).
 
 from __future__ import annotations
 
-from delta_ops.log.replay.references import FileReferences, file_references
+from delta_ops.log import FileReferences, file_references
 from delta_ops.maintenance.vacuum.apply import VacuumResult, describe, vacuum
 from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.maintenance.vacuum.listing import CHANGE_DATA_DIR, is_hidden, partition_prefixes

@@ -36,13 +36,20 @@ from delta_ops.errors import (
     StorageError,
     UnsafeDeletionError,
 )
-from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.replay.reference_buckets import SpilledReferences, read_references
-from delta_ops.log.replay.references import FileReferences, read_deltas
-from delta_ops.log.replay.staged_commits import STAGED_DIR, staged_references
-from delta_ops.log.replay.vacuum_info import LiteWindow, expired_removed_keys, lite_window
-from delta_ops.log.segment.log_segment import LogSegment
-from delta_ops.log.segment.protocol_metadata import read_protocol_metadata
+from delta_ops.log import (
+    STAGED_DIR,
+    FileReferences,
+    LiteWindow,
+    LogSegment,
+    SpilledReferences,
+    expired_removed_keys,
+    lite_window,
+    read_deltas,
+    read_protocol_metadata,
+    read_references,
+    read_with_usable_checkpoint,
+    staged_references,
+)
 from delta_ops.maintenance.vacuum.aliases import reached_through_aliases
 from delta_ops.maintenance.vacuum.inventory import InventorySource, inventory_candidates
 from delta_ops.maintenance.vacuum.listing import (

@@ -40,11 +40,14 @@ from delta_ops.errors import (
     StorageError,
     UnsafeDeletionError,
 )
-from delta_ops.log.files.log_listing import list_log
-from delta_ops.log.replay.action_replay import read_log_files
-from delta_ops.log.replay.reference_buckets import SpilledReferences
-from delta_ops.log.replay.references import FileReferences
-from delta_ops.log.replay.staged_commits import STAGED_DIR, read_staged_commits
+from delta_ops.log import (
+    STAGED_DIR,
+    FileReferences,
+    SpilledReferences,
+    list_log,
+    read_log_files,
+    read_staged_commits,
+)
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.protocol.filenames import LogFileKind
