@@ -7,6 +7,7 @@ from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.maintenance.options import CheckpointKind
+from delta_ops.protocol.filenames import LOG_DIR
 
 
 def _non_negative(text: str) -> int:
@@ -89,7 +90,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]
     ]
     if result.rebuilt_buckets:
         lines.append(f"rebuilt     by bucket ({result.rebuilt_buckets} buckets)")
-    lines += [f"  _delta_log/{name}" for name in result.files]
+    lines += [f"  {LOG_DIR}/{name}" for name in result.files]
     return obj, "\n".join(lines), 0
 
 

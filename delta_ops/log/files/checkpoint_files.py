@@ -46,9 +46,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
+from delta_ops.log.files.checkpoint_reader import read_checkpoint
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.files.log_listing import CheckpointFiles
 from delta_ops.log.files.sidecars import SIDECARS, sidecar_file_path
-from delta_ops.log.replay.full_replay import parse_json_actions, read_checkpoint
-from delta_ops.log.segment.log_segment import CheckpointFiles
 from delta_ops.protocol.filenames import LogFile, LogFileKind
 from delta_ops.storage import FileInfo, Storage
 

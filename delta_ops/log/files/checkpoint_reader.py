@@ -25,8 +25,8 @@ from delta_ops.errors import (
     UnusableCheckpointError,
 )
 from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.files.log_listing import CheckpointFiles
 from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
-from delta_ops.log.segment.log_segment import CheckpointFiles
 from delta_ops.protocol.actions import (
     ADD_SCHEMA,
     ADD_TYPE,

@@ -296,7 +296,7 @@ def _take_first(t: pa.Table, columns: list[str], want: set[str], found: dict[str
     """The first non-null value of each of `columns` in `t`, into `found`."""
     import pyarrow.compute as pc
 
-    from delta_ops.log.replay.full_replay import _drop_nulls
+    from delta_ops.log.files.checkpoint_reader import _drop_nulls
 
     for name in columns:
         col = t.column(name)
