@@ -35,12 +35,12 @@ from delta_ops.log.files.checkpoint_files import (
     sidecar_file_path,
     verify_checkpoint,
 )
+from delta_ops.log.files.existing_checkpoints import find_existing
 from delta_ops.log.replay.full_replay import read_checkpoint
 from delta_ops.log.segment.log_segment import CheckpointFiles, list_log
 from delta_ops.log.segment.log_segment import complete_checkpoints as _complete_checkpoints
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
-from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata
 from delta_ops.storage import Storage

@@ -116,7 +116,7 @@ class TableRun:
             DeltaOpsError: the cheap reads of the table's size failed.
         """
         if self.engine_choice is None:
-            from delta_ops.maintenance.sizing import table_size
+            from delta_ops.log import table_size
 
             size = table_size(self.storage, inspect_log(self.storage)) if needs_size(
                 self.policy) else None

@@ -41,6 +41,7 @@ from delta_ops.log import (
     delta_lines_oldest_first,
     list_log,
     parse_json_actions,
+    read_checksum,
     read_commit,
     read_protocol,
 )
@@ -53,12 +54,11 @@ from delta_ops.log import (
 from delta_ops.maintenance.crosscheck import first_difference, readable_key
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import file_key
-from delta_ops.protocol.crc import InvalidChecksumError, parse_checksum
+from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.protocol.filenames import (
     LOG_DIR,
     LogFile,
     LogFileKind,
-    checksum_name,
     commit_name,
     compaction_name,
 )
@@ -277,14 +277,12 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
                 return p
     if start == 0:
         raise CorruptLogError("the log has no protocol action", table=storage.root, version=0)
-    crc_path = f"{LOG_DIR}/{checksum_name(start - 1)}"
-    if storage.exists(crc_path):
-        try:
-            recorded = parse_checksum(storage.read(crc_path))
-        except InvalidChecksumError:
-            recorded = None
-        if recorded is not None and recorded.protocol is not None:
-            return recorded.protocol
+    try:
+        recorded = read_checksum(storage, start - 1)
+    except InvalidChecksumError:
+        recorded = None
+    if recorded is not None and recorded.protocol is not None:
+        return recorded.protocol
     return read_protocol(storage, build_log_segment(storage, start - 1))
 
 

@@ -13,7 +13,8 @@ Storage has no compare-and-swap, so the guard is read, compare, write: a writer 
 publishes a newer hint in the instant between another's read and write is overwritten by the
 older hint. That cannot be prevented; it is repaired. A writer that wrote lists the log after
 its write and, when a complete checkpoint newer than the one it named is there, advances the
-hint to the newest such checkpoint (described by the caller's `describe`). A writer always
+hint to the newest such checkpoint (described from its files,
+`log.files.existing_checkpoints.describe_checkpoint`). A writer always
 publishes its checkpoint before its hint, so whatever hint the last write replaced names a
 checkpoint that listing sees: once every writer has returned, the hint names the newest
 complete checkpoint any of them published, and no writer returns leaving the hint older than
@@ -23,8 +24,6 @@ state.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import orjson
 
@@ -36,11 +35,6 @@ from delta_ops.protocol.last_checkpoint import LastCheckpoint, parse_last_checkp
 from delta_ops.storage import Storage
 
 PATH = f"{LOG_DIR}/{LAST_CHECKPOINT}"
-
-#: Describes the complete checkpoint at a version for `_last_checkpoint` (None when no
-#: checkpoint there reads): how a writer repairs a hint it may have moved backward.
-Describe = Callable[[Storage, int], LastCheckpoint | None]
-
 
 def read_last_checkpoint(storage: Storage) -> tuple[LastCheckpoint | None, str | None]:
     """Read `_last_checkpoint`; returns (hint, problem). A bad file is a problem, not an error.
@@ -70,7 +64,6 @@ def advance_last_checkpoint(
     lc: LastCheckpoint,
     *,
     replace_same_version: bool = True,
-    describe: Describe | None = None,
 ) -> bool:
     """Write `_last_checkpoint` unless it already names a newer version.
 
@@ -79,23 +72,21 @@ def advance_last_checkpoint(
     `lc` describes was just written), or when it is invalid or the checkpoint it describes
     is gone; one that is not JSON with a version is replaced.
 
-    After a write, with `describe`, the log is listed past `lc.version`: a complete
-    checkpoint there means a newer hint may just have been replaced (see the module
-    docstring), and the hint is advanced to the newest one `describe` can describe.
+    After a write, the log is listed past `lc.version`: a complete checkpoint there means a
+    newer hint may just have been replaced (see the module docstring), and the hint is
+    advanced to the newest one that reads.
 
     Args:
         storage: the table's storage.
         lc: the hint to publish; its checkpoint must be complete already.
         replace_same_version: see above.
-        describe: how to describe a checkpoint found newer than `lc` (no repair without).
 
     Returns:
         True when the file was written (with `lc`).
     """
     if not _write_if_newer(storage, lc, replace_same_version=replace_same_version):
         return False
-    if describe is not None:
-        _repair(storage, lc.version, describe)
+    _repair(storage, lc.version)
     return True
 
 
@@ -119,13 +110,17 @@ def _write_if_newer(storage: Storage, lc: LastCheckpoint, *, replace_same_versio
     return True
 
 
-def _repair(storage: Storage, written: int, describe: Describe) -> None:
+def _repair(storage: Storage, written: int) -> None:
     """Advance the hint just written at version `written` to the newest complete checkpoint
     listed after it, until none is newer than what this writer last wrote."""
+    # Here, not at the top: describing reads Parquet footers (pyarrow), which the readers
+    # of the hint (the log segment) do not need.
+    from delta_ops.log.files.existing_checkpoints import describe_checkpoint
+
     while True:
         newer = None
         for version in _complete_checkpoint_versions_after(storage, written):
-            newer = describe(storage, version)
+            newer = describe_checkpoint(storage, version)
             if newer is not None:
                 break
         if newer is None:
@@ -154,4 +149,4 @@ def _names_present_checkpoint(storage: Storage, lc: LastCheckpoint) -> bool:
     return storage.exists(f"{LOG_DIR}/{filenames.classic_checkpoint_name(v)}")
 
 
-__all__ = ["Describe", "PATH", "advance_last_checkpoint", "read_last_checkpoint"]
+__all__ = ["PATH", "advance_last_checkpoint", "read_last_checkpoint"]

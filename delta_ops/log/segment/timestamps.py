@@ -5,6 +5,9 @@ Spec sections: "In-Commit Timestamps" (enablement version and timestamp, monoton
 version's timestamp is its `inCommitTimestamp` when in-commit timestamps are enabled at
 that version, else the modification time of its commit file. Like Spark, file modification
 times are made monotonic (a commit never appears older than the one before it).
+
+The newest commit at or before a time is searched one way (`commit_at_or_before`), for time
+travel (`version_at_timestamp`) and for metadata cleanup's cutoff.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import orjson
 
 from delta_ops.errors import CorruptLogError, VersionNotFoundError
+from delta_ops.log.files.log_listing import list_log
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFileKind
@@ -78,12 +82,48 @@ def monotonize(mtimes: Sequence[int]) -> list[int]:
 
 def list_commits(storage: Storage) -> list[tuple[int, FileInfo]]:
     """Every commit file in the log, oldest first."""
-    out = []
-    for info in storage.list_dir(filenames.LOG_DIR):
-        lf = filenames.parse(info.path.rsplit("/", 1)[-1])
-        if lf is not None and lf.kind == LogFileKind.COMMIT:
-            out.append((lf.version, info))
-    return out
+    return [(lf.version, info) for lf, info in list_log(storage) if lf.kind == LogFileKind.COMMIT]
+
+
+def commit_at_or_before(
+    storage: Storage,
+    commits: Sequence[tuple[int, FileInfo]],
+    ict: IctEnablement,
+    timestamp_ms: int,
+) -> int | None:
+    """The newest commit whose timestamp is not after `timestamp_ms` (None when none is): the
+    one search of commit timestamps.
+
+    Commits before the in-commit-timestamp enablement version use their files'
+    modification times, made monotonic; later ones their `inCommitTimestamp` (monotonic
+    by the spec), found by binary search so only a few commits are read.
+
+    Args:
+        storage: The table's storage.
+        commits: (version, file) of the commits searched, oldest first.
+        ict: Whether and since when in-commit timestamps are enabled.
+        timestamp_ms: The time, milliseconds since the epoch.
+    """
+    versions = [v for v, _ in commits]
+    split = len(versions)
+    if ict.enabled:
+        split = bisect.bisect_left(versions, ict.version or 0)
+    if split < len(versions):
+        def ts(i: int) -> int:
+            return read_in_commit_timestamp(storage, versions[i])
+
+        if ts(split) <= timestamp_ms:
+            lo, hi = split, len(versions) - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if ts(mid) <= timestamp_ms:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return versions[lo]
+    times = monotonize([info.modification_time for _, info in commits[:split]])
+    idx = bisect.bisect_right(times, timestamp_ms) - 1
+    return versions[idx] if idx >= 0 else None
 
 
 def version_at_timestamp(
@@ -139,12 +179,6 @@ def version_at_timestamp(
                 table=table,
             )
         return versions[-1]
-    # Binary search for the last index with ts <= timestamp_ms (timestamps are monotonic).
-    lo, hi = 0, len(versions) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ts_of(mid) <= timestamp_ms:
-            lo = mid
-        else:
-            hi = mid - 1
-    return versions[lo]
+    found = commit_at_or_before(storage, commits, ict, timestamp_ms)
+    assert found is not None  # the first commit is not after `timestamp_ms`
+    return found

@@ -24,7 +24,7 @@ Safety, in the order things happen:
    references is harmless; a multi-part checkpoint is ignored by readers until its last
    part lands, and every part is verified before the first one is written.
 3. `_last_checkpoint` is written last and only ever moves to a newer version
-   (last_checkpoint.py).
+   (`delta_ops.log.advance_last_checkpoint`).
 
 A crash at any point leaves the table readable: readers find checkpoints by listing, and
 `_last_checkpoint` only names a checkpoint once it is complete.
@@ -47,11 +47,15 @@ from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
 from delta_ops.log import (
     Snapshot,
+    advance_last_checkpoint,
+    find_existing,
     large_state,
+    last_checkpoint_of,
     load_snapshot,
     needs_rebuild,
     rebuild_snapshot,
     rebuild_threshold_bytes,
+    schema_for_last_checkpoint,
     stream_threshold_bytes,
 )
 from delta_ops.maintenance.checkpoint import actions as act
@@ -62,12 +66,6 @@ from delta_ops.maintenance.checkpoint.common import (
     _parquet_bytes,
     _put_verified,
     _Written,
-)
-from delta_ops.maintenance.checkpoint.existing import find_existing
-from delta_ops.maintenance.checkpoint.last_checkpoint import (
-    advance_last_checkpoint,
-    last_checkpoint_of,
-    schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
 from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats

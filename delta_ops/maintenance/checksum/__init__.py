@@ -43,7 +43,7 @@ computations), `compare` and `operations`; every name is importable from here as
 from __future__ import annotations
 
 from delta_ops.errors import IncrementalChecksumUnavailableError
-from delta_ops.log import read_commit
+from delta_ops.log import read_checksum, read_commit
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_ALL_FILES_THRESHOLD,
     DEFAULT_POLICY,
@@ -56,7 +56,6 @@ from delta_ops.maintenance.checksum.base import (
     VerifyResult,
     action_dict,
     checksum_path,
-    read_checksum,
 )
 from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import (

@@ -22,6 +22,7 @@ from delta_ops.log import (
     list_log,
     load_snapshot,
     needs_rebuild,
+    read_checksum,
     read_commit,
     rebuild_snapshot,
     rebuild_threshold_bytes,
@@ -40,7 +41,6 @@ from delta_ops.maintenance.checksum.base import (
     _engine,
     _first_commit_info,
     checksum_path,
-    read_checksum,
 )
 from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import checksum_from_snapshot

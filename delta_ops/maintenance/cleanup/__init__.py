@@ -51,6 +51,7 @@ decisions from what the log reads), `apply` (`cleanup_metadata`, `apply_cleanup`
 
 from __future__ import annotations
 
+from delta_ops.log import is_writer_temp_file
 from delta_ops.maintenance.cleanup.apply import (
     CleanupResult,
     apply_cleanup,
@@ -63,7 +64,6 @@ from delta_ops.maintenance.cleanup.cutoff import (
     cutoff_commit,
     midnight_utc,
 )
-from delta_ops.maintenance.cleanup.listing import is_writer_temp_file
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
 
 __all__ = [

@@ -171,13 +171,10 @@ def apply_cleanup(storage: Storage, plan: CleanupPlan) -> bool:
     Returns:
         Whether `_last_checkpoint` was written.
     """
-    from delta_ops.maintenance.checkpoint.last_checkpoint import describe_checkpoint
-
     updated = False
     if plan.last_checkpoint is not None:
         updated = advance_last_checkpoint(
-            storage, plan.last_checkpoint, replace_same_version=False,
-            describe=describe_checkpoint,
+            storage, plan.last_checkpoint, replace_same_version=False
         )
     for path in plan.files:
         storage.delete(path)

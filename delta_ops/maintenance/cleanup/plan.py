@@ -18,9 +18,11 @@ from delta_ops.errors import CorruptLogError, DeltaOpsError
 from delta_ops.log import (
     CheckpointFiles,
     IctEnablement,
+    LogListing,
     LogSegment,
     build_log_segment,
     inspect_checkpoint,
+    list_log_dir,
     read_last_checkpoint,
     read_protocol_metadata,
     read_sidecar_references,
@@ -37,12 +39,7 @@ from delta_ops.maintenance.cleanup.cutoff import (
     midnight_utc,
     retention_to_ms,
 )
-from delta_ops.maintenance.cleanup.listing import (
-    LogListing,
-    deletion_order_key,
-    expired,
-    list_log_dir,
-)
+from delta_ops.maintenance.cleanup.listing import deletion_order_key, expired
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LogFileKind

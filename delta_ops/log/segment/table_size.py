@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from delta_ops.log import LogState, parse_json_actions
-from delta_ops.maintenance.checksum.base import read_checksum
+from delta_ops.log.files.crc_files import read_checksum
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.segment.log_state import LogState
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
 
