@@ -479,6 +479,24 @@ def _room_violations(name: str, rel: str, source: str) -> list[str]:
     return out
 
 
+def _environment_violations(rel: str, source: str) -> list[str]:
+    """A module of log/ reading the environment: only `ReadOptions.from_env` (in
+    `log/options.py`) may, and no module of log/ calls it (the edge does)."""
+    if not rel.startswith("delta_ops/log/"):
+        return []
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        text = ast.unparse(node) if isinstance(node, ast.Attribute | ast.Call) else ""
+        if rel != "delta_ops/log/options.py" and isinstance(node, ast.Attribute) and (
+            text in ("os.environ", "os.getenv", "os.environb")
+        ):
+            out.append(f"{rel}:{node.lineno} reads the environment: {text}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "from_env"):
+            out.append(f"{rel}:{node.lineno} calls {text}")
+    return out
+
+
 def _sources() -> list[tuple[str, str, str]]:
     return [(name, path.relative_to(REPO_ROOT).as_posix(), path.read_text(encoding="utf-8"))
             for name, path in _modules().items()]
@@ -518,6 +536,10 @@ def test_no_private_name_is_imported_across_packages():
     assert [v for name, rel, src in _sources() for v in _private_violations(name, rel, src)] == []
 
 
+def test_log_reads_no_environment_variable():
+    assert [v for _, rel, src in _sources() for v in _environment_violations(rel, src)] == []
+
+
 def test_log_rooms_import_only_earlier_rooms():
     assert [v for name, rel, src in _sources() for v in _room_violations(name, rel, src)] == []
 
@@ -555,6 +577,13 @@ def test_the_architecture_checks_find_planted_violations():
                                    "from delta_ops.maintenance.y import _hidden")
     assert not _private_violations("delta_ops.maintenance.x", outside,
                                    "from delta_ops.log import __doc__")
+
+    log_file = "delta_ops/log/replay/streamed_actions.py"
+    assert _environment_violations(log_file, "import os\nx = os.environ.get('X')")
+    assert _environment_violations(log_file, "import os\nx = os.getenv('X')")
+    assert _environment_violations(log_file, "def f(o):\n    return o.ReadOptions.from_env()")
+    assert not _environment_violations("delta_ops/maintenance/x.py", "x = os.environ['X']")
+    assert not _environment_violations("delta_ops/log/options.py", "x = os.environ")
 
     assert _room_violations("delta_ops.log.files.x", "delta_ops/log/files/x.py",
                             "from delta_ops.log.snapshot.loaded_snapshot import Snapshot")

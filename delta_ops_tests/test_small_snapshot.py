@@ -24,6 +24,7 @@ import pytest
 from delta_ops.cli import main
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.options import SMALL_LOG_BYTES_ENV, ReadOptions
 from delta_ops.log.replay.columnar_commits import CommitFile
 from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
 from delta_ops.log.replay.full_replay import _Reconciler
@@ -33,7 +34,6 @@ from delta_ops.log.snapshot.small_snapshot import (
     DEFAULT_SMALL_LOG_BYTES,
     DV_FIELDS,
     REMOVE_FIELDS,
-    SMALL_LOG_BYTES_ENV,
     SmallSnapshot,
     load_small_snapshot,
 )
@@ -234,12 +234,15 @@ def test_budget_compactions_and_switch(tmp_path, monkeypatch):
     assert isinstance(load_small_snapshot(storage, max_bytes=log_bytes), SmallSnapshot)
     assert load_small_snapshot(storage, max_bytes=log_bytes - 1) is None
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, "0")
-    assert load_small_snapshot(storage) is None
+    assert load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes) is None
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, str(log_bytes))
-    assert isinstance(load_small_snapshot(storage), SmallSnapshot)
+    assert isinstance(
+        load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes),
+        SmallSnapshot,
+    )
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, "lots")
     with pytest.raises(ValueError, match=SMALL_LOG_BYTES_ENV):
-        load_small_snapshot(storage)
+        load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes)
     monkeypatch.delenv(SMALL_LOG_BYTES_ENV)
     log = tmp_path / "t" / "_delta_log"
     shutil.copy(log / f"{1:020d}.json", log / f"{1:020d}.{2:020d}.compacted.json")

@@ -26,15 +26,14 @@ checkpoint's bytes (parts, and sidecars by their `sizeInBytes`: at least
 `CHECKPOINT_BYTES_PER_ACTION` bytes per action in any Parquet checkpoint seen, so the
 estimate errs high) plus the deltas' bytes (`DELTA_BYTES_PER_ACTION` per action). From
 `partition_threshold()` estimated actions on (default `DEFAULT_PARTITION_FILES`,
-`$DELTA_OPS_VACUUM_PARTITION_FILES` overrides, 0 partitions every table) the references
+`ReadOptions.vacuum_partition_files` overrides, 0 partitions every table) the references
 are spilled into `bucket_count(estimate)` buckets: one per `KEYS_PER_BUCKET` estimated
-actions, at least 1 and at most `MAX_BUCKETS` (`$DELTA_OPS_VACUUM_BUCKETS` overrides).
+actions, at least 1 and at most `MAX_BUCKETS` (`ReadOptions.vacuum_buckets` overrides).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -46,6 +45,7 @@ from delta_ops.engine.spill import BucketSpill, KeyBuckets
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.files.checkpoint_reader import _read_parquet_actions, read_json_part
 from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
+from delta_ops.log.options import DEFAULT_PARTITION_FILES, ReadOptions
 from delta_ops.log.replay.columnar_commits import REFERENCE_ADD_TYPE, REFERENCE_REMOVE_TYPE
 from delta_ops.log.replay.references import (
     FileReferences,
@@ -64,11 +64,9 @@ from delta_ops.protocol.arrays import from_numpy, string_array
 from delta_ops.storage import Storage
 
 __all__ = [
-    "BUCKETS_ENV",
     "DEFAULT_PARTITION_FILES",
     "KEYS_PER_BUCKET",
     "MAX_BUCKETS",
-    "THRESHOLD_ENV",
     "SpilledReferences",
     "bucket_count",
     "partition_threshold",
@@ -76,13 +74,6 @@ __all__ = [
     "spilled_file_references",
 ]
 
-#: Environment variable overriding `DEFAULT_PARTITION_FILES` (0 partitions every table).
-THRESHOLD_ENV = "DELTA_OPS_VACUUM_PARTITION_FILES"
-#: Environment variable fixing the bucket count of the partitioned path.
-BUCKETS_ENV = "DELTA_OPS_VACUUM_BUCKETS"
-#: Estimated file actions from which VACUUM partitions its references: about where the
-#: in-memory path's peak (0.75 KB per file at 1M) passes half a GB.
-DEFAULT_PARTITION_FILES = 500_000
 #: Estimated file actions per bucket: a bucket's keys and the hash set built over them
 #: (~150 B per key) take about 75 MB.
 KEYS_PER_BUCKET = 500_000
@@ -100,34 +91,20 @@ KEY_SCHEMA = pa.schema([("key", pa.string()), ("expired", pa.bool_())])
 WRITTEN_SCHEMA = pa.schema([("path", pa.string())])
 
 
-def env_count(name: str) -> int | None:
-    """A non-negative whole number from the environment variable `name` (None when unset
-    or empty)."""
-    text = os.environ.get(name)
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, not {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} cannot be negative ({value})")
-    return value
-
-
-def partition_threshold(value: int | None = None) -> int:
+def partition_threshold(value: int | None = None, options: ReadOptions | None = None) -> int:
     """Estimated file actions from which VACUUM partitions its references: `value` when
-    given, else `$DELTA_OPS_VACUUM_PARTITION_FILES`, else `DEFAULT_PARTITION_FILES`."""
+    given, else `options.vacuum_partition_files` (`DEFAULT_PARTITION_FILES` without)."""
     if value is not None:
         return int(value)
-    env = env_count(THRESHOLD_ENV)
-    return DEFAULT_PARTITION_FILES if env is None else env
+    return (options or ReadOptions()).vacuum_partition_files
 
 
-def bucket_count(estimated_actions: int, value: int | None = None) -> int:
+def bucket_count(
+    estimated_actions: int, value: int | None = None, options: ReadOptions | None = None
+) -> int:
     """Buckets for a table of `estimated_actions` file actions: `value` when given, else
-    `$DELTA_OPS_VACUUM_BUCKETS`, else one per `KEYS_PER_BUCKET` (1 to `MAX_BUCKETS`)."""
-    fixed = value if value is not None else env_count(BUCKETS_ENV)
+    `options.vacuum_buckets`, else one per `KEYS_PER_BUCKET` (1 to `MAX_BUCKETS`)."""
+    fixed = value if value is not None else (options or ReadOptions()).vacuum_buckets
     if fixed:
         return int(fixed)
     return max(1, min(MAX_BUCKETS, math.ceil(estimated_actions / KEYS_PER_BUCKET)))
@@ -427,10 +404,12 @@ def read_references(
     *,
     threshold: int | None = None,
     buckets: int | None = None,
+    options: ReadOptions | None = None,
 ) -> FileReferences | SpilledReferences:
     """What VACUUM protects at `segment.version`: in memory (`file_references`) for a
     table estimated below `partition_threshold(threshold)` file actions, else spilled into
-    `bucket_count(estimate, buckets)` buckets. Either has `keep_chunks`, `written_chunks`,
+    `bucket_count(estimate, buckets)` buckets (`options` gives what `threshold` and
+    `buckets` leave unset). Either has `keep_chunks`, `written_chunks`,
     `expired_keys` and `close`; close it when done.
 
     Raises:
@@ -438,11 +417,11 @@ def read_references(
     """
     if blobs is None:
         blobs = read_deltas(storage, segment)
-    limit = partition_threshold(threshold)
+    limit = partition_threshold(threshold, options)
     estimate, sources = _estimate(storage, segment, blobs)
     if estimate < limit:
         return file_references(storage, segment, blobs, delete_before)
     return spilled_file_references(
-        storage, segment, blobs, delete_before, buckets=bucket_count(estimate, buckets),
-        sources=sources,
+        storage, segment, blobs, delete_before, sources=sources,
+        buckets=bucket_count(estimate, buckets, options),
     )

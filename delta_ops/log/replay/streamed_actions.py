@@ -16,7 +16,6 @@ state (the checkpoint writer, the checksum) ask for one when the table is large
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
@@ -33,6 +32,8 @@ from delta_ops.log.files.checkpoint_reader import (
     _struct_array,
     read_json_part,
 )
+from delta_ops.log.options import DEFAULT_STREAM_THRESHOLD_BYTES as DEFAULT_STREAM_THRESHOLD_BYTES
+from delta_ops.log.options import ReadOptions
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, file_keys
 from delta_ops.storage import Storage
 
@@ -40,30 +41,17 @@ from delta_ops.storage import Storage
 BATCH_ROWS = 131_072
 #: Row groups read ahead of the one being consumed (each on its own thread).
 READ_AHEAD = 2
-#: Environment variable overriding `DEFAULT_STREAM_THRESHOLD_BYTES` (0 streams every table).
-THRESHOLD_ENV = "DELTA_OPS_STREAM_THRESHOLD_BYTES"
-#: Checkpoint bytes (parts, V2 top-level file and sidecars) from which maintenance streams
-#: the state instead of loading it: 16 MiB is about 500,000 live files with short
-#: statistics (30 to 60 bytes per file in a snappy checkpoint), whose loaded state takes
-#: about 400 MB; with wide statistics it is fewer files and the same memory.
-DEFAULT_STREAM_THRESHOLD_BYTES = 16 * 1024 * 1024
 
 #: A filter on a table of actions: the rows to keep.
 Predicate = Callable[[pa.Table], pa.Array]
 
 
-def stream_threshold_bytes(value: int | None = None) -> int:
+def stream_threshold_bytes(value: int | None = None, options: ReadOptions | None = None) -> int:
     """The checkpoint size from which the state is streamed: `value` when given, else
-    `$DELTA_OPS_STREAM_THRESHOLD_BYTES`, else the default."""
+    `options.stream_threshold_bytes` (`DEFAULT_STREAM_THRESHOLD_BYTES` without options)."""
     if value is not None:
         return int(value)
-    env = os.environ.get(THRESHOLD_ENV)
-    if env:
-        try:
-            return int(env)
-        except ValueError:
-            raise ValueError(f"{THRESHOLD_ENV} must be a number of bytes, not {env!r}") from None
-    return DEFAULT_STREAM_THRESHOLD_BYTES
+    return (options or ReadOptions()).stream_threshold_bytes
 
 
 class StreamedActions:
@@ -392,6 +380,5 @@ __all__ = [
     "BATCH_ROWS",
     "DEFAULT_STREAM_THRESHOLD_BYTES",
     "StreamedActions",
-    "THRESHOLD_ENV",
     "stream_threshold_bytes",
 ]

@@ -31,8 +31,8 @@ checkpoint writer writes it unchanged. Tombstones are kept expired or not, as
 
 Memory: one row group or one chunk of commits while spilling, one bucket while
 reconciling. B follows an estimate of the file actions from the bytes of the checkpoint
-and the commits (`bucket_count`); `$DELTA_OPS_REBUILD_BUCKETS` fixes it (tests use 1, 2
-and 7).
+and the commits (`bucket_count`); the `buckets` argument (`ReadOptions.rebuild_buckets`)
+fixes it (tests use 1, 2 and 7).
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ from delta_ops.errors import (
     VersionNotFoundError,
 )
 from delta_ops.log.files.checkpoint_reader import _struct_array, read_checkpoint
+from delta_ops.log.options import DEFAULT_REBUILD_THRESHOLD_BYTES, ReadOptions
 from delta_ops.log.replay.action_replay import ActionReconciler, NonFileState
 from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay.columnar_commits import CommitFile, reconcile
 from delta_ops.log.replay.delta_chunks import CHUNK_BYTES as DELTA_CHUNK_BYTES
 from delta_ops.log.replay.delta_chunks import DeltaPiece, delta_chunks
 from delta_ops.log.replay.full_replay import ReplayState, fill_from_checkpoint
-from delta_ops.log.replay.reference_buckets import env_count
 from delta_ops.log.replay.streamed_actions import BATCH_ROWS, Predicate, StreamedActions
 from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot.loaded_snapshot import Snapshot, snapshot_from_state
@@ -68,15 +68,6 @@ from delta_ops.protocol.actions import ADD_SCHEMA, ADD_TYPE, REMOVE_SCHEMA, REMO
 from delta_ops.protocol.arrays import empty_table, from_numpy, to_numpy
 from delta_ops.storage import Storage
 
-#: Environment variable overriding `DEFAULT_REBUILD_THRESHOLD_BYTES` (0: every checkpoint
-#: is rebuilt by bucket).
-THRESHOLD_ENV = "DELTA_OPS_REBUILD_THRESHOLD_BYTES"
-#: JSON bytes of the commits (with no usable checkpoint before them) from which a
-#: checkpoint is rebuilt by bucket instead of reconciled in memory: 64 MiB is about 200,000
-#: adds with statistics, whose in-memory reconciliation peaks near 400 MB.
-DEFAULT_REBUILD_THRESHOLD_BYTES = 64 * 1024 * 1024
-#: Environment variable fixing the bucket count (tests use it).
-BUCKETS_ENV = "DELTA_OPS_REBUILD_BUCKETS"
 #: Estimated file actions per bucket: a bucket of 250,000 actions with short statistics
 #: reconciles in about 150 MB, under what the streamed writer itself takes (~450 MB).
 ACTIONS_PER_BUCKET = 250_000
@@ -94,14 +85,13 @@ _KEY = "_key"
 _ORDER = "_order"
 
 
-def rebuild_threshold_bytes(value: int | None = None) -> int:
+def rebuild_threshold_bytes(value: int | None = None, options: ReadOptions | None = None) -> int:
     """The commits' JSON bytes from which a log without a usable checkpoint is rebuilt by
-    bucket: `value` when given, else `$DELTA_OPS_REBUILD_THRESHOLD_BYTES`, else the
-    default. 0 rebuilds every table, checkpoint or not."""
+    bucket: `value` when given, else `options.rebuild_threshold_bytes` (the default
+    without). 0 rebuilds every table, checkpoint or not."""
     if value is not None:
         return int(value)
-    env = env_count(THRESHOLD_ENV)
-    return DEFAULT_REBUILD_THRESHOLD_BYTES if env is None else env
+    return (options or ReadOptions()).rebuild_threshold_bytes
 
 
 def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -> bool:
@@ -124,15 +114,14 @@ def needs_rebuild(storage: Storage, version: int | None, threshold_bytes: int) -
 def bucket_count(
     segment: LogSegment, value: int | None = None, *, checkpoint_bytes: int | None = None
 ) -> int:
-    """Buckets for `segment`: `value` when given, else `$DELTA_OPS_REBUILD_BUCKETS`, else
+    """Buckets for `segment`: `value` when given (None or 0: estimated), else
     one per `ACTIONS_PER_BUCKET` file actions estimated from the bytes (1 to
     `MAX_BUCKETS`): the commits' at `COMMIT_BYTES_PER_ACTION`, the checkpoint's by the
     count `_last_checkpoint` gives for it, else at `CHECKPOINT_BYTES_PER_ACTION` of
     `checkpoint_bytes` (parts and sidecars, `CheckpointContent.source_bytes`; default: the
     parts' sizes)."""
-    fixed = value if value is not None else env_count(BUCKETS_ENV)
-    if fixed:
-        return int(fixed)
+    if value:
+        return int(value)
     estimate = sum(d.file.size for d in segment.deltas) // COMMIT_BYTES_PER_ACTION
     if segment.checkpoint is not None:
         hint = segment.last_checkpoint
@@ -572,9 +561,7 @@ def rebuild_snapshot(
 
 
 __all__ = [
-    "BUCKETS_ENV",
     "DEFAULT_REBUILD_THRESHOLD_BYTES",
-    "THRESHOLD_ENV",
     "BucketedActions",
     "RebuildSummary",
     "Rebuilt",

@@ -9,7 +9,8 @@ to) and keeps of each live file what a summary prints (path, size, deletion vect
 when:
 
 - the segment has no checkpoint and no compaction file (commits only), and
-- the commit files total at most `max_bytes` (`DELTA_OPS_SMALL_LOG_BYTES`, default
+- the commit files total at most `max_bytes` (`ReadOptions.small_log_bytes`, which
+  `delta-ops snapshot` reads from `$DELTA_OPS_SMALL_LOG_BYTES`; default
   `DEFAULT_SMALL_LOG_BYTES`; 0 turns this path off), and
 - every winning add and remove has the types the Arrow schema of file actions gives its
   fields (`ADD_FIELDS`, `REMOVE_FIELDS`): then converting them to Arrow would change
@@ -22,22 +23,14 @@ uses it; the operations, which work on Arrow tables anyway, do not.
 from __future__ import annotations
 
 import gc
-import os
 from dataclasses import dataclass
 
+from delta_ops.log.options import DEFAULT_SMALL_LOG_BYTES
 from delta_ops.log.replay.action_replay import ActionReconciler, read_log_files
 from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot.snapshot_base import SnapshotBase, check_readable
 from delta_ops.protocol.actions import CommitInfo, DomainMetadata, Metadata, Txn
 from delta_ops.storage import Storage
-
-#: Commit bytes up to which `delta-ops snapshot` reconciles in Python. On M-shaped logs
-#: (adds with statistics) this path took less time and memory than the Arrow one at every
-#: size measured, up to 120 MB of commits (0.86 s and 79 MB against 1.29 s and 431 MB, two
-#: cores): it keeps about 200 bytes per file key, Arrow keeps whole actions. The bound
-#: keeps logs beyond what was measured on the Arrow path.
-DEFAULT_SMALL_LOG_BYTES = 256 << 20
-SMALL_LOG_BYTES_ENV = "DELTA_OPS_SMALL_LOG_BYTES"
 
 _STR, _INT64, _INT32, _BOOL, _MAP, _DV = "string", "int64", "int32", "bool", "map", "dv"
 
@@ -100,17 +93,6 @@ class SmallSnapshot(SnapshotBase):
         return [(path, size, _dv_row(dv)) for path, size, dv in self.files]
 
 
-def small_log_bytes() -> int:
-    """The byte budget of a small log: `DELTA_OPS_SMALL_LOG_BYTES`, else the default."""
-    text = os.environ.get(SMALL_LOG_BYTES_ENV, "").strip()
-    if not text:
-        return DEFAULT_SMALL_LOG_BYTES
-    try:
-        return max(0, int(text))
-    except ValueError as exc:
-        raise ValueError(f"{SMALL_LOG_BYTES_ENV} must be a number of bytes, got {text!r}") from exc
-
-
 def load_small_snapshot(
     storage: Storage, version: int | None = None, *, max_bytes: int | None = None
 ) -> SmallSnapshot | None:
@@ -122,7 +104,7 @@ def load_small_snapshot(
         segment cannot be built, a commit does not parse, the state has no protocol or metadata,
         or the table cannot be read.
     """
-    budget = small_log_bytes() if max_bytes is None else max_bytes
+    budget = DEFAULT_SMALL_LOG_BYTES if max_bytes is None else max_bytes
     if budget <= 0:
         return None
     segment = build_log_segment(storage, version)

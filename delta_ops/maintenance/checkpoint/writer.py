@@ -46,6 +46,7 @@ from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
 from delta_ops.log import (
+    ReadOptions,
     Snapshot,
     advance_last_checkpoint,
     find_existing,
@@ -337,14 +338,17 @@ def write_checkpoint(
             table=storage.root,
             version=version,
         )
+    read_options = ReadOptions.from_env()  # what the caller leaves unset
     if rebuild is None:
         rebuild = not embedded_json and needs_rebuild(
-            storage, version, rebuild_threshold_bytes(rebuild_threshold)
+            storage, version, rebuild_threshold_bytes(rebuild_threshold, read_options)
         )
     stream = rebuild or (
-        large_state(storage, version, stream_threshold_bytes(stream_threshold))
+        large_state(storage, version, stream_threshold_bytes(stream_threshold, read_options))
         and not embedded_json
     )
+    if buckets is None:
+        buckets = read_options.rebuild_buckets
     options = _Options(version, kind, fmt, sidecar_actions, parts, started, rebuild, buckets)
     if stream and engine is not None and engine.distributed:
         # A large table on a distributed engine: the streamed writer runs in one worker

@@ -16,6 +16,7 @@ from delta_ops.errors import (
     VersionNotFoundError,
 )
 from delta_ops.log import (
+    ReadOptions,
     Snapshot,
     build_log_segment,
     large_state,
@@ -72,12 +73,15 @@ def _load(
     table: streamed when its checkpoint is large (`log.replay.streamed_actions`); rebuilt by bucket
     when it has no checkpoint and its commits are large (`log.snapshot.rebuild`: the commits read in
     chunks of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
-    spill in this process), its spill files removed when `stack` closes."""
+    spill in this process), its spill files removed when `stack` closes. The thresholds are
+    the environment's (`ReadOptions.from_env`)."""
+    read_options = ReadOptions.from_env()
     if not _engine(engine).distributed and needs_rebuild(
-        storage, version, rebuild_threshold_bytes()
+        storage, version, rebuild_threshold_bytes(None, read_options)
     ):
-        return stack.enter_context(rebuild_snapshot(storage, version)).snapshot
-    stream = large_state(storage, version, stream_threshold_bytes())
+        rebuilt = rebuild_snapshot(storage, version, buckets=read_options.rebuild_buckets)
+        return stack.enter_context(rebuilt).snapshot
+    stream = large_state(storage, version, stream_threshold_bytes(None, read_options))
     return load_snapshot(storage, version, stream=stream)
 
 

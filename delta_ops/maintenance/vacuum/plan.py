@@ -41,6 +41,7 @@ from delta_ops.log import (
     FileReferences,
     LiteWindow,
     LogSegment,
+    ReadOptions,
     SpilledReferences,
     expired_removed_keys,
     lite_window,
@@ -275,7 +276,8 @@ def plan_vacuum(
         delete_before = now_ms - retention_ms
         staged = _staged(storage, delete_before, segment.version)
         refs = read_references(
-            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets
+            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets,
+            options=ReadOptions.from_env(),
         )
         if len(staged.keep) or len(staged.written):
             if isinstance(refs, SpilledReferences):
