@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.options import REBUILD_THRESHOLD_ENV
+from delta_ops.log.read_options import REBUILD_THRESHOLD_ENV
 from delta_ops.log.replay.delta_chunks import delta_chunks, read_commit_info
 from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.log.snapshot import rebuild as rb

@@ -25,7 +25,7 @@ from delta_ops.errors import (
     InvalidCheckpointRequestError,
     RebuildCheckError,
 )
-from delta_ops.log.options import REBUILD_BUCKETS_ENV, REBUILD_THRESHOLD_ENV, ReadOptions
+from delta_ops.log.read_options import REBUILD_BUCKETS_ENV, REBUILD_THRESHOLD_ENV, ReadOptions
 from delta_ops.log.snapshot import rebuild as rb
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act

@@ -24,7 +24,7 @@ import pytest
 from delta_ops.cli import main
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.files.json_actions import parse_json_actions
-from delta_ops.log.options import SMALL_LOG_BYTES_ENV, ReadOptions
+from delta_ops.log.read_options import SMALL_LOG_BYTES_ENV, ReadOptions
 from delta_ops.log.replay.columnar_commits import CommitFile
 from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
 from delta_ops.log.replay.full_replay import _Reconciler

@@ -37,9 +37,9 @@ import delta_ops_tests.test_vacuum_paths_property as paths_property
 from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, DeltaOpsError, StorageError
-from delta_ops.log.options import VACUUM_BUCKETS_ENV as BUCKETS_ENV
-from delta_ops.log.options import VACUUM_PARTITION_FILES_ENV as THRESHOLD_ENV
-from delta_ops.log.options import ReadOptions
+from delta_ops.log.read_options import VACUUM_BUCKETS_ENV as BUCKETS_ENV
+from delta_ops.log.read_options import VACUUM_PARTITION_FILES_ENV as THRESHOLD_ENV
+from delta_ops.log.read_options import ReadOptions
 from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay.reference_buckets import (
     SpilledReferences,

@@ -28,7 +28,7 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
 - `snapshot/`: a version's state: loaded (`load_snapshot`), small (`load_small_snapshot`)
   or rebuilt by bucket (`rebuild_snapshot`).
 
-How the log reads is tuned by one value passed down, `ReadOptions` (`options.py`): the
+How the log reads is tuned by one value passed down, `ReadOptions` (`read_options.py`): the
 thresholds that pick streamed, rebuilt or small states and the bucket counts. Nothing in
 `log/` reads the environment; `ReadOptions.from_env` is called where a run starts.
 
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
         list_log_dir,
     )
     from delta_ops.log.files.log_listing import CheckpointFiles, complete_checkpoints, list_log
-    from delta_ops.log.options import ReadOptions
+    from delta_ops.log.read_options import ReadOptions
     from delta_ops.log.replay.action_replay import read_log_files
     from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
     from delta_ops.log.replay.delta_chunks import read_commit_info
@@ -207,7 +207,7 @@ _FACE: dict[str, str] = {
     "SmallSnapshot": "snapshot.small_snapshot",
     "load_small_snapshot": "snapshot.small_snapshot",
     # log/ itself
-    "ReadOptions": "options",
+    "ReadOptions": "read_options",
 }
 
 #: the same names as `_FACE` (a test checks it), written out for static tools

@@ -45,7 +45,7 @@ from delta_ops.engine.spill import BucketSpill, KeyBuckets
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.files.checkpoint_reader import _read_parquet_actions, read_json_part
 from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
-from delta_ops.log.options import DEFAULT_PARTITION_FILES, ReadOptions
+from delta_ops.log.read_options import DEFAULT_PARTITION_FILES, ReadOptions
 from delta_ops.log.replay.columnar_commits import REFERENCE_ADD_TYPE, REFERENCE_REMOVE_TYPE
 from delta_ops.log.replay.references import (
     FileReferences,

@@ -32,8 +32,10 @@ from delta_ops.log.files.checkpoint_reader import (
     _struct_array,
     read_json_part,
 )
-from delta_ops.log.options import DEFAULT_STREAM_THRESHOLD_BYTES as DEFAULT_STREAM_THRESHOLD_BYTES
-from delta_ops.log.options import ReadOptions
+from delta_ops.log.read_options import (
+    DEFAULT_STREAM_THRESHOLD_BYTES as DEFAULT_STREAM_THRESHOLD_BYTES,
+)
+from delta_ops.log.read_options import ReadOptions
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, file_keys
 from delta_ops.storage import Storage
 

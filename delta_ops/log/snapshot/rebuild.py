@@ -54,7 +54,7 @@ from delta_ops.errors import (
     VersionNotFoundError,
 )
 from delta_ops.log.files.checkpoint_reader import _struct_array, read_checkpoint
-from delta_ops.log.options import DEFAULT_REBUILD_THRESHOLD_BYTES, ReadOptions
+from delta_ops.log.read_options import DEFAULT_REBUILD_THRESHOLD_BYTES, ReadOptions
 from delta_ops.log.replay.action_replay import ActionReconciler, NonFileState
 from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay.columnar_commits import CommitFile, reconcile

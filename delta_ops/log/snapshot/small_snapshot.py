@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-from delta_ops.log.options import DEFAULT_SMALL_LOG_BYTES
+from delta_ops.log.read_options import DEFAULT_SMALL_LOG_BYTES
 from delta_ops.log.replay.action_replay import ActionReconciler, read_log_files
 from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
 from delta_ops.log.snapshot.snapshot_base import SnapshotBase, check_readable
