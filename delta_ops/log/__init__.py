@@ -2,10 +2,12 @@
 its face: code outside `log/` imports from `delta_ops.log` only, never from a room.
 
 The one way to get a snapshot is `load_snapshot(storage, version=None, *, timestamp=None,
-stream=False)`: the state of a version with its file actions in Arrow (`Snapshot`). The
-other states are for callers that chose them on purpose: `load_small_snapshot` (a small log
-reconciled in Python, for the CLI's `snapshot` summary), `rebuild_snapshot` (reconciled by
-bucket in bounded memory, for the checkpoint and checksum writers of large logs).
+stream=False)`: the state of a version with its file actions in Arrow (`Snapshot`), loaded
+in memory or streamed from its checkpoint. Whether a caller's state is loaded, streamed or
+rebuilt by bucket (`rebuild_snapshot`, bounded memory for the checkpoint and checksum
+writers of large logs) is chosen in one place, `choose_state`, from `ReadOptions`. The small
+state (`load_small_snapshot`, a small log reconciled in Python) is the CLI summary's, which
+tries it first.
 
 The map of the rooms (each room imports only the rooms above it in this list, plus
 `protocol/`, `storage/`, `engine/` and `errors`):
@@ -25,8 +27,9 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
   (`file_references`) and by bucket (`read_references`), the fallback past an unusable
   checkpoint (`read_with_usable_checkpoint`), bounded delta chunks, staged commits and
   VACUUM LITE's window.
-- `snapshot/`: a version's state: loaded (`load_snapshot`), small (`load_small_snapshot`)
-  or rebuilt by bucket (`rebuild_snapshot`).
+- `snapshot/`: a version's state: loaded or streamed (`load_snapshot`), small
+  (`load_small_snapshot`) or rebuilt by bucket (`rebuild_snapshot`), and which one a caller
+  reads (`choose_state`).
 
 How the log reads is tuned by one value passed down, `ReadOptions` (`read_options.py`): the
 thresholds that pick streamed, rebuilt or small states and the bucket counts. Nothing in
@@ -87,11 +90,7 @@ if TYPE_CHECKING:
         read_staged_commits,
         staged_references,
     )
-    from delta_ops.log.replay.streamed_actions import (
-        BATCH_ROWS,
-        StreamedActions,
-        stream_threshold_bytes,
-    )
+    from delta_ops.log.replay.streamed_actions import BATCH_ROWS, StreamedActions
     from delta_ops.log.replay.vacuum_info import (
         LiteWindow,
         expired_removed_keys,
@@ -115,19 +114,10 @@ if TYPE_CHECKING:
         commit_at_or_before,
         version_at_timestamp,
     )
-    from delta_ops.log.snapshot.loaded_snapshot import (
-        Snapshot,
-        large_state,
-        load_snapshot,
-        snapshot_from_state,
-    )
-    from delta_ops.log.snapshot.rebuild import (
-        MAX_BUCKETS,
-        needs_rebuild,
-        rebuild_snapshot,
-        rebuild_threshold_bytes,
-    )
+    from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot, snapshot_from_state
+    from delta_ops.log.snapshot.rebuild import MAX_BUCKETS, rebuild_snapshot
     from delta_ops.log.snapshot.small_snapshot import SmallSnapshot, load_small_snapshot
+    from delta_ops.log.snapshot.state_choice import StateKind, choose_state
 
 #: face name -> "room.module" (or "room.module:attribute" where the name differs)
 _FACE: dict[str, str] = {
@@ -189,7 +179,6 @@ _FACE: dict[str, str] = {
     "staged_references": "replay.staged_commits",
     "BATCH_ROWS": "replay.streamed_actions",
     "StreamedActions": "replay.streamed_actions",
-    "stream_threshold_bytes": "replay.streamed_actions",
     "LiteWindow": "replay.vacuum_info",
     "expired_removed_keys": "replay.vacuum_info",
     "lite_window": "replay.vacuum_info",
@@ -197,15 +186,14 @@ _FACE: dict[str, str] = {
     "write_last_vacuum_info": "replay.vacuum_info",
     # snapshot/
     "Snapshot": "snapshot.loaded_snapshot",
-    "large_state": "snapshot.loaded_snapshot",
     "load_snapshot": "snapshot.loaded_snapshot",
     "snapshot_from_state": "snapshot.loaded_snapshot",
     "MAX_BUCKETS": "snapshot.rebuild",
-    "needs_rebuild": "snapshot.rebuild",
     "rebuild_snapshot": "snapshot.rebuild",
-    "rebuild_threshold_bytes": "snapshot.rebuild",
     "SmallSnapshot": "snapshot.small_snapshot",
     "load_small_snapshot": "snapshot.small_snapshot",
+    "StateKind": "snapshot.state_choice",
+    "choose_state": "snapshot.state_choice",
     # log/ itself
     "ReadOptions": "read_options",
 }
@@ -232,11 +220,13 @@ __all__ = [
     "SmallSnapshot",
     "Snapshot",
     "SpilledReferences",
+    "StateKind",
     "StreamedActions",
     "TableSettings",
     "TableSize",
     "advance_last_checkpoint",
     "build_log_segment",
+    "choose_state",
     "commit_at_or_before",
     "complete_checkpoints",
     "delta_lines_oldest_first",
@@ -247,7 +237,6 @@ __all__ = [
     "inspect_checkpoint",
     "inspect_log",
     "is_writer_temp_file",
-    "large_state",
     "last_checkpoint_of",
     "list_log",
     "list_log_dir",
@@ -255,7 +244,6 @@ __all__ = [
     "load_small_snapshot",
     "load_snapshot",
     "log_problem",
-    "needs_rebuild",
     "parse_json_actions",
     "read_checkpoint",
     "read_checksum",
@@ -274,12 +262,10 @@ __all__ = [
     "read_staged_commits",
     "read_with_usable_checkpoint",
     "rebuild_snapshot",
-    "rebuild_threshold_bytes",
     "replay_segment",
     "schema_for_last_checkpoint",
     "snapshot_from_state",
     "staged_references",
-    "stream_threshold_bytes",
     "table_size",
     "verify_checkpoint",
     "version_at_timestamp",

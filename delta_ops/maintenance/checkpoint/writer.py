@@ -48,16 +48,14 @@ from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointReque
 from delta_ops.log import (
     ReadOptions,
     Snapshot,
+    StateKind,
     advance_last_checkpoint,
+    choose_state,
     find_existing,
-    large_state,
     last_checkpoint_of,
     load_snapshot,
-    needs_rebuild,
     rebuild_snapshot,
-    rebuild_threshold_bytes,
     schema_for_last_checkpoint,
-    stream_threshold_bytes,
 )
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
@@ -339,14 +337,13 @@ def write_checkpoint(
             version=version,
         )
     read_options = ReadOptions.from_env()  # what the caller leaves unset
-    if rebuild is None:
-        rebuild = not embedded_json and needs_rebuild(
-            storage, version, rebuild_threshold_bytes(rebuild_threshold, read_options)
-        )
-    stream = rebuild or (
-        large_state(storage, version, stream_threshold_bytes(stream_threshold, read_options))
-        and not embedded_json
+    state = choose_state(
+        storage, version, read_options, rebuild=rebuild, may_rebuild=not embedded_json,
+        may_stream=not embedded_json, rebuild_threshold=rebuild_threshold,
+        stream_threshold=stream_threshold,
     )
+    rebuild = state is StateKind.REBUILT
+    stream = state is not StateKind.LOADED
     if buckets is None:
         buckets = read_options.rebuild_buckets
     options = _Options(version, kind, fmt, sidecar_actions, parts, started, rebuild, buckets)

@@ -18,16 +18,14 @@ from delta_ops.errors import (
 from delta_ops.log import (
     ReadOptions,
     Snapshot,
+    StateKind,
     build_log_segment,
-    large_state,
+    choose_state,
     list_log,
     load_snapshot,
-    needs_rebuild,
     read_checksum,
     read_commit,
     rebuild_snapshot,
-    rebuild_threshold_bytes,
-    stream_threshold_bytes,
 )
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
@@ -76,13 +74,13 @@ def _load(
     spill in this process), its spill files removed when `stack` closes. The thresholds are
     the environment's (`ReadOptions.from_env`)."""
     read_options = ReadOptions.from_env()
-    if not _engine(engine).distributed and needs_rebuild(
-        storage, version, rebuild_threshold_bytes(None, read_options)
-    ):
+    state = choose_state(
+        storage, version, read_options, may_rebuild=not _engine(engine).distributed
+    )
+    if state is StateKind.REBUILT:
         rebuilt = rebuild_snapshot(storage, version, buckets=read_options.rebuild_buckets)
         return stack.enter_context(rebuilt).snapshot
-    stream = large_state(storage, version, stream_threshold_bytes(None, read_options))
-    return load_snapshot(storage, version, stream=stream)
+    return load_snapshot(storage, version, stream=state is StateKind.STREAMED)
 
 
 def _incremental_commit_too_large(storage: Storage, version: int) -> str | None:

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
-from delta_ops.log import ReadOptions, large_state, stream_threshold_bytes
+from delta_ops.log import ReadOptions, StateKind, choose_state
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.maintenance.row_tracking.commits import DEFAULT_MAX_CONFLICTS
 from delta_ops.maintenance.row_tracking.loaded import backfill_loaded
@@ -157,7 +157,10 @@ def backfill_row_tracking(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     storage = Storage.of(table, storage_options)
     common = {"engine": engine, "clock": clock, "max_retries": max_retries, "sleep": sleep}
-    if large_state(storage, None, stream_threshold_bytes(stream_threshold, ReadOptions.from_env())):
+    state = choose_state(
+        storage, None, ReadOptions.from_env(), may_rebuild=False, stream_threshold=stream_threshold
+    )
+    if state is StateKind.STREAMED:
         return backfill_streamed(
             storage,
             batch_size=batch_size,
