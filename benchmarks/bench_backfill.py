@@ -35,7 +35,7 @@ from benchmarks.harness import measure_process, print_rows
 _LOADED_ENV = "DELTA_OPS_STREAM_THRESHOLD_BYTES=1000000000000000"
 _CHECK = """
 import sys
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.row_tracking import plan_backfill
 from delta_ops.storage import Storage
 snap = load_snapshot(Storage.for_uri(sys.argv[1]), stream=True)

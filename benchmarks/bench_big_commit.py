@@ -101,7 +101,7 @@ def restore_ctas_log(root: Path, commits: int) -> None:
 
 _CHECK = """
 import json, sys
-from delta_ops.log.rebuild import rebuild_snapshot
+from delta_ops.log.snapshot.rebuild import rebuild_snapshot
 from delta_ops.storage import Storage
 root = sys.argv[1]
 with rebuild_snapshot(Storage.for_uri(root)) as rebuilt:

@@ -89,7 +89,7 @@ def bench_m(repeats: int) -> list[dict]:
     for _ in range(repeats):  # alternate, so machine drift hits both alike
         for label, root in tables:
             runs[label].append(measure(
-                "from delta_ops.log.snapshot import load_snapshot\n"
+                "from delta_ops.log.snapshot.loaded_snapshot import load_snapshot\n"
                 "from delta_ops.storage import Storage\n"
                 f"st = Storage.for_uri({str(root)!r})",
                 load,

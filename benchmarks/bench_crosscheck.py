@@ -88,7 +88,7 @@ def main(repeats: int = 3) -> list[dict]:
                 "r = write_checkpoint(p)\nassert not r.already_existed",
             ).seconds)
             alone.append(measure(
-                "from delta_ops.log.snapshot import load_snapshot\n"
+                "from delta_ops.log.snapshot.loaded_snapshot import load_snapshot\n"
                 "from delta_ops.maintenance.crosscheck import cross_check_snapshot\n"
                 "from delta_ops.storage import Storage\n"
                 f"snap = load_snapshot(Storage.for_uri({str(root)!r}))\n",

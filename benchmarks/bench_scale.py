@@ -16,7 +16,7 @@ For each size:
 - `crc compute --full` (the checksum of version 101 from the whole state); no deltalake
   counterpart.
 - `rebuild`: `checkpoint --rebuild` (the same version, its whole state reconciled by bucket
-  from the old checkpoint and the commits, `log.rebuild`) vs deltalake's
+  from the old checkpoint and the commits, `log.snapshot.rebuild`) vs deltalake's
   `create_checkpoint()`, alternating, the log restored before every process.
 - `json-first`: the first checkpoint of a log of commits only (`big_tables.json_table`: N
   adds with statistics over 100 JSON commits, about 330 bytes each, no checkpoint), which

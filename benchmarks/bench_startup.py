@@ -9,7 +9,7 @@ alternating in one run (`benchmarks.harness.compare_processes`).
 - `snapshot` of M (1,000 JSON commits) and L (1,000,000 adds in a checkpoint), the same
   programs. Goal <= 0.5.
 - The two JSON-only snapshots again with the small-log path off
-  (`DELTA_OPS_SMALL_LOG_BYTES=0`, `log.small_snapshot`): the Arrow path, for reference.
+  (`DELTA_OPS_SMALL_LOG_BYTES=0`, `log.snapshot.small_snapshot`): the Arrow path, for reference.
 - `checkpoint` of M (a fresh copy of the table before every process, untimed) vs
   `DeltaTable(p).create_checkpoint()`. Goal <= 0.5.
 - `vacuum --retention-hours 0 --force-retention --dry-run` of M with its data files vs

@@ -305,7 +305,7 @@ _CHECK = """
 import gc, json, random, sys
 import pyarrow as pa
 import pyarrow.compute as pc
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.storage import Storage
 from benchmarks.big_tables import COMMITS, PER_COMMIT, LATEST_VERSION, _path, removed_index
 root, n = sys.argv[1], int(sys.argv[2])

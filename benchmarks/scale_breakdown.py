@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
         root = big_table(n)
     s = Stages(trace)
     s.run("imports", lambda: __import__("delta_ops.maintenance.checkpoint.writer"))
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.maintenance.checkpoint import actions as act
     from delta_ops.maintenance.checkpoint import writer as w
     from delta_ops.maintenance.checkpoint.plan import plan_checkpoint

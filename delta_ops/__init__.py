@@ -32,7 +32,7 @@ _LAZY: dict[str, str] = {
     "DeltaTable": "delta_ops.table",
     "TableLike": "delta_ops.storage",
     "Storage": "delta_ops.storage",
-    "Snapshot": "delta_ops.log.snapshot",
+    "Snapshot": "delta_ops.log",
     "Retention": "delta_ops.protocol.retention",
     "MAX_RETENTION": "delta_ops.protocol.retention",
     "write_checkpoint": "delta_ops.maintenance.checkpoint",
@@ -83,7 +83,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from delta_ops.errors import *  # noqa: F403  (the exception tree, as _ERRORS lists it)
-    from delta_ops.log.snapshot import Snapshot as Snapshot
+    from delta_ops.log import Snapshot as Snapshot
     from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
     from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult
     from delta_ops.maintenance.checkpoint import write_checkpoint as write_checkpoint

@@ -42,6 +42,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops.protocol.filenames import LOG_DIR
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Environment variable naming another corpus directory (as for the tests).
 CORPUS_ENV = "DELTA_OPS_CORPUS"
@@ -110,7 +112,7 @@ def _remove(add: dict, deletion_ms: int) -> dict:
 
 def _date_commit_file(root: Path, version: int, when_ms: int) -> None:
     """Date commit `version` at `when_ms` (its timestamp: in-commit timestamps are off)."""
-    commit = root / "_delta_log" / f"{version:020d}.json"
+    commit = root / LOG_DIR / f"{version:020d}.json"
     os.utime(commit, (when_ms / 1000, when_ms / 1000))
 
 
@@ -226,7 +228,7 @@ def build_demo_tables(directory: Path, *, now_ms: int | None = None) -> dict[str
 
     now = int(time.time() * 1000) if now_ms is None else now_ms
     source = corpus_root() / DV_SOURCE
-    if not (source / "_delta_log").is_dir():
+    if not (source / LOG_DIR).is_dir():
         raise FileNotFoundError(
             f"demo table orders_dv: no corpus table at {source}: run the demo from a checkout "
             f"(its delta_ops_tests/data/corpus) or set {CORPUS_ENV}"
@@ -249,7 +251,7 @@ def build_demo_tables(directory: Path, *, now_ms: int | None = None) -> dict[str
     # Date its data files a month back, so the dry-run VACUUM finds the orphans.
     month_ago = (now - 30 * DAY_MS) / 1000
     for path in target.rglob("*"):
-        if path.is_file() and "_delta_log" not in path.parts:
+        if path.is_file() and LOG_DIR not in path.parts:
             os.utime(path, (month_ago, month_ago))
     built["orders_dv"] = f"copied from the corpus ({DV_SOURCE})"
     return built

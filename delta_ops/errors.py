@@ -207,7 +207,7 @@ class CheckpointVerificationError(CheckpointError):
 
 
 class RebuildCheckError(CheckpointVerificationError):
-    """A state reconciled by bucket (`log.rebuild`) failed its own check: a bucket's
+    """A state reconciled by bucket (`log.snapshot.rebuild`) failed its own check: a bucket's
     winners differ from the independent aggregation, or spilled actions were lost; nothing
     was published."""
 

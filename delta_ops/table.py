@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, load_snapshot
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:

@@ -42,9 +42,9 @@ from typing import Any
 import orjson
 
 from delta_ops.commit import Transaction, append_files
-from delta_ops.log.replay import replay
-from delta_ops.log.segment import LogSegment
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.replay.full_replay import replay
+from delta_ops.log.segment.log_segment import LogSegment
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     encode_uuid_path,

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
 from delta_ops.commit import CommitResult, Transaction, append_files, create_table
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     inline_descriptor,

@@ -27,7 +27,7 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.errors import DeltaOpsError, RetentionError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.cleanup import cleanup_metadata
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage

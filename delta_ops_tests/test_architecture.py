@@ -20,7 +20,7 @@ KNOWN_DEFERRED_CYCLES: list[set[str]] = []
 #: Exception classes that are private signals inside one module, never raised to a caller.
 EXCEPTIONS_OUTSIDE_ERRORS = {
     ("delta_ops/engine/spark/tasks.py", "_TaskError"),  # a task's error in transit
-    ("delta_ops/log/commits.py", "_StepAside"),
+    ("delta_ops/log/replay/columnar_commits.py", "_StepAside"),
 }
 
 
@@ -333,3 +333,260 @@ def test_operations_take_storage_options_and_a_clock_the_same_way():
     for op in timed:
         clock = inspect.signature(op).parameters["clock"]
         assert clock.kind is inspect.Parameter.KEYWORD_ONLY and clock.default is None, op
+
+
+# ---- the log's face and the import directions of ARCHITECTURE.md ---------------------------
+
+#: A room may import only the rooms before it. The one exception: the protocol/metadata light
+#: replay reads deltas in the order the replay's line rule gives (`delta_lines_oldest_first`,
+#: kept beside the replay's switch for compaction order until that switch leaves the product).
+LOG_ROOMS = ("files", "segment", "replay", "snapshot")
+KNOWN_ROOM_IMPORTS_UPWARD = {
+    ("delta_ops.log.segment.protocol_metadata", "delta_ops.log.replay.full_replay"),
+}
+#: Where dagster may be imported (the Dagster wing); the demo drives a Dagster instance.
+DAGSTER_ALLOWED = ("delta_ops/defs/", "delta_ops/location/", "delta_ops/definitions.py",
+                   "delta_ops/demo.py")
+PYSPARK_ALLOWED = ("delta_ops/engine/spark/",)
+#: Standard modules that do file I/O: `protocol/` imports none of them.
+IO_MODULES = {"os", "pathlib", "shutil", "tempfile", "glob", "io", "fsspec", "boto3",
+              "botocore", "s3fs", "pyarrow.fs", "pyarrow.parquet", "pyarrow.dataset"}
+
+
+def _face_names() -> set[str]:
+    """The names `delta_ops/log/__init__.py` exports (its `_FACE`), read without importing."""
+    tree = ast.parse((PACKAGE / "log" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "_FACE":
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("delta_ops/log/__init__.py has no _FACE")
+
+
+def _all_imports(tree: ast.AST) -> list[tuple[str, str | None, int]]:
+    """Every import of a module (deferred and TYPE_CHECKING ones included), as
+    (module, imported name or None for `import m`, line)."""
+    out: list[tuple[str, str | None, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, None, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out += [(node.module, alias.name, node.lineno) for alias in node.names]
+    return out
+
+
+def _face_violations(rel: str, source: str, face: set[str]) -> list[str]:
+    """Imports of `log/` from a module outside it that go past the face."""
+    if rel.startswith("delta_ops/log/"):
+        return []
+    out = []
+    for module, name, line in _all_imports(ast.parse(source)):
+        if module.startswith("delta_ops.log."):
+            out.append(f"{rel}:{line} imports {module}")
+        elif module == "delta_ops.log" and name is not None and name not in face:
+            out.append(f"{rel}:{line} imports {name} from delta_ops.log, not a face name")
+    return out
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    owners = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr)
+    }
+
+
+def _log_dir_violations(rel: str, source: str) -> list[str]:
+    """A module outside log/ that names `_delta_log` as a path (a string literal that is not
+    a docstring and holds no whitespace: prose in messages may say `_delta_log`) or lists the
+    log directory (a `list*` call whose arguments name `LOG_DIR` or `_delta_log`).
+    `protocol/filenames.py` defines the constant."""
+    if rel.startswith("delta_ops/log/") or rel == "delta_ops/protocol/filenames.py":
+        return []
+    tree = ast.parse(source)
+    docs = _docstring_nodes(tree)
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docs and "_delta_log" in node.value
+                and len(node.value.strip().split()) <= 1):
+            out.append(f"{rel}:{node.lineno} names {node.value!r}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("list")):
+            args = " ".join(ast.unparse(a) for a in [*node.args, *node.keywords])
+            if "LOG_DIR" in args or "_delta_log" in args:
+                out.append(f"{rel}:{node.lineno} lists the log: {ast.unparse(node)}")
+    return out
+
+
+def _direction_violations(rel: str, source: str) -> list[str]:
+    """The import directions ARCHITECTURE.md states: no I/O in `protocol/` (no I/O module,
+    no storage or engine import, no `open(...)`), dagster only in the Dagster wing, pyspark
+    only in `engine/spark/`."""
+    tree = ast.parse(source)
+    out = []
+    for module, name, line in _all_imports(tree):
+        top = module.split(".")[0]
+        full = {module, f"{module}.{name}" if name else module}
+        if (top == "dagster" or top.startswith("dagster_")) and not rel.startswith(
+                DAGSTER_ALLOWED):
+            out.append(f"{rel}:{line} imports {module}")
+        if top in ("pyspark", "py4j") and not rel.startswith(PYSPARK_ALLOWED):
+            out.append(f"{rel}:{line} imports {module}")
+        if rel.startswith("delta_ops/protocol/") and (
+            top in IO_MODULES or full & IO_MODULES
+            or module.startswith(("delta_ops.storage", "delta_ops.engine"))
+        ):
+            out.append(f"{rel}:{line} does I/O: imports {module}")
+    if rel.startswith("delta_ops/protocol/"):
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "open"):
+                out.append(f"{rel}:{node.lineno} opens a file")
+    return out
+
+
+def _package_of(module: str) -> str:
+    """`delta_ops.maintenance.vacuum.plan` -> `delta_ops.maintenance`; a top-level module is
+    its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def _private_violations(name: str, rel: str, source: str) -> list[str]:
+    """Private names (`_x`, not dunders) imported from another package of delta_ops."""
+    out = []
+    for module, imported, line in _all_imports(ast.parse(source)):
+        if not module.startswith("delta_ops.") or imported is None:
+            continue
+        private = imported.startswith("_") and not imported.startswith("__")
+        if private and _package_of(module) != _package_of(name):
+            out.append(f"{rel}:{line} imports {imported} from {module}")
+    return out
+
+
+def _room_violations(name: str, rel: str, source: str) -> list[str]:
+    """A log room importing a later room (files < segment < replay < snapshot)."""
+    parts = name.split(".")
+    if len(parts) < 4 or parts[:2] != ["delta_ops", "log"] or parts[2] not in LOG_ROOMS:
+        return []
+    out = []
+    for module, _, line in _all_imports(ast.parse(source)):
+        other = module.split(".")
+        if (module.startswith("delta_ops.log.") and other[2] in LOG_ROOMS
+                and LOG_ROOMS.index(other[2]) > LOG_ROOMS.index(parts[2])
+                and (name, module) not in KNOWN_ROOM_IMPORTS_UPWARD):
+            out.append(f"{rel}:{line} imports {module}")
+    return out
+
+
+def _environment_violations(rel: str, source: str) -> list[str]:
+    """A module of log/ reading the environment: only `ReadOptions.from_env` (in
+    `log/read_options.py`) may, and no module of log/ calls it (the edge does)."""
+    if not rel.startswith("delta_ops/log/"):
+        return []
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        text = ast.unparse(node) if isinstance(node, ast.Attribute | ast.Call) else ""
+        if rel != "delta_ops/log/read_options.py" and isinstance(node, ast.Attribute) and (
+            text in ("os.environ", "os.getenv", "os.environb")
+        ):
+            out.append(f"{rel}:{node.lineno} reads the environment: {text}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "from_env"):
+            out.append(f"{rel}:{node.lineno} calls {text}")
+    return out
+
+
+def _sources() -> list[tuple[str, str, str]]:
+    return [(name, path.relative_to(REPO_ROOT).as_posix(), path.read_text(encoding="utf-8"))
+            for name, path in _modules().items()]
+
+
+def test_code_outside_log_imports_only_its_face():
+    face = _face_names()
+    assert [v for _, rel, src in _sources() for v in _face_violations(rel, src, face)] == []
+
+
+def test_the_face_exports_its_names_lazily():
+    """`__all__` and `_FACE` agree, every face name resolves, and `import delta_ops.log`
+    imports no room (nor pyarrow)."""
+    import delta_ops.log as face
+
+    assert sorted(face.__all__) == sorted(_face_names())
+    for name in face.__all__:
+        assert getattr(face, name) is not None, name
+    code = ("import sys, delta_ops.log\n"
+            "print(repr(sorted(m for m in sys.modules if m.startswith('delta_ops.log.')"
+            " or m.split('.')[0] in ('pyarrow', 'numpy'))))\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=REPO_ROOT, env=env)
+    assert eval(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_nothing_outside_log_names_or_lists_the_log_directory():
+    assert [v for _, rel, src in _sources() for v in _log_dir_violations(rel, src)] == []
+
+
+def test_the_import_directions_hold():
+    assert [v for _, rel, src in _sources() for v in _direction_violations(rel, src)] == []
+
+
+def test_no_private_name_is_imported_across_packages():
+    assert [v for name, rel, src in _sources() for v in _private_violations(name, rel, src)] == []
+
+
+def test_log_reads_no_environment_variable():
+    assert [v for _, rel, src in _sources() for v in _environment_violations(rel, src)] == []
+
+
+def test_log_rooms_import_only_earlier_rooms():
+    assert [v for name, rel, src in _sources() for v in _room_violations(name, rel, src)] == []
+
+
+def test_the_architecture_checks_find_planted_violations():
+    face = {"load_snapshot"}
+    outside = "delta_ops/maintenance/x.py"
+    assert _face_violations(outside, "from delta_ops.log.snapshot.loaded_snapshot import S", face)
+    assert _face_violations(outside, "def f():\n    import delta_ops.log.replay.full_replay", face)
+    assert _face_violations(outside, "from delta_ops.log import replay", face)
+    assert not _face_violations(outside, "from delta_ops.log import load_snapshot", face)
+    assert not _face_violations("delta_ops/log/x.py", "from delta_ops.log.files import y", face)
+
+    assert _log_dir_violations(outside, "p = root + '/_delta_log/'")
+    assert _log_dir_violations(outside, "x = storage.list_dir(LOG_DIR)")
+    assert _log_dir_violations(outside, "x = s.list_from(f'{filenames.LOG_DIR}/0')")
+    assert not _log_dir_violations(outside, '"""A docstring about _delta_log/."""')
+    assert not _log_dir_violations(outside, "raise E('the _delta_log is missing')")
+    assert not _log_dir_violations("delta_ops/log/files/x.py", "x = s.list_dir(LOG_DIR)")
+
+    proto = "delta_ops/protocol/x.py"
+    assert _direction_violations(proto, "import os")
+    assert _direction_violations(proto, "from pathlib import Path")
+    assert _direction_violations(proto, "from delta_ops.storage import Storage")
+    assert _direction_violations(proto, "def f(p):\n    return open(p).read()")
+    assert _direction_violations(outside, "def f():\n    import dagster as dg")
+    assert _direction_violations("delta_ops/engine/local.py", "import pyspark.sql")
+    assert not _direction_violations("delta_ops/defs/x.py", "import dagster as dg")
+    assert not _direction_violations("delta_ops/engine/spark/x.py", "import pyspark.sql")
+    assert not _direction_violations(proto, "import orjson")
+
+    assert _private_violations("delta_ops.maintenance.x", outside,
+                               "from delta_ops.log.files.y import _hidden")
+    assert not _private_violations("delta_ops.maintenance.x", outside,
+                                   "from delta_ops.maintenance.y import _hidden")
+    assert not _private_violations("delta_ops.maintenance.x", outside,
+                                   "from delta_ops.log import __doc__")
+
+    log_file = "delta_ops/log/replay/streamed_actions.py"
+    assert _environment_violations(log_file, "import os\nx = os.environ.get('X')")
+    assert _environment_violations(log_file, "import os\nx = os.getenv('X')")
+    assert _environment_violations(log_file, "def f(o):\n    return o.ReadOptions.from_env()")
+    assert not _environment_violations("delta_ops/maintenance/x.py", "x = os.environ['X']")
+    assert not _environment_violations("delta_ops/log/read_options.py", "x = os.environ")
+
+    assert _room_violations("delta_ops.log.files.x", "delta_ops/log/files/x.py",
+                            "from delta_ops.log.snapshot.loaded_snapshot import Snapshot")
+    assert not _room_violations("delta_ops.log.snapshot.small_snapshot",
+                                "delta_ops/log/snapshot/small_snapshot.py",
+                                "from delta_ops.log.files.log_listing import list_log")

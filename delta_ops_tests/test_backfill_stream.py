@@ -29,7 +29,7 @@ import pytest
 from delta_ops.commit import Transaction, append_files
 from delta_ops.commit.row_ids import high_water_mark
 from delta_ops.engine.local import LocalEngine
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.row_tracking import (
     BackfillProgress,
     backfill_row_tracking,
@@ -417,7 +417,7 @@ def test_cli_streamed_backfill(name, checkpoint_every, tmp_path, monkeypatch):
     streamed, with stats or footers; without checkpoints it imports no pandas, Spark or
     Dagster. (`--checkpoint-every 2`: checkpointed; the checkpoint writer's read-back digest
     imports pandas, which this test does not judge.)"""
-    from delta_ops.log.stream import THRESHOLD_ENV
+    from delta_ops.log.read_options import STREAM_THRESHOLD_ENV as THRESHOLD_ENV
     from delta_ops_tests.test_startup import _run
 
     root = copy_corpus_table(name, tmp_path / "t")

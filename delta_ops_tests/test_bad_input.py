@@ -95,7 +95,7 @@ def test_far_version_is_a_gap_reported_at_once(table_copy, far, command):
 _SEGMENT_ERROR = """
 import json, sys
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.segment import build_log_segment
+from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.storage import Storage
 try:
     build_log_segment(Storage.for_uri(sys.argv[1]))

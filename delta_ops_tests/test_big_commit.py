@@ -18,10 +18,11 @@ import pytest
 from deltalake import DeltaTable
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log import rebuild as rb
-from delta_ops.log.delta_chunks import delta_chunks, read_commit_info
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.read_options import REBUILD_THRESHOLD_ENV
+from delta_ops.log.replay.delta_chunks import delta_chunks, read_commit_info
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot import rebuild as rb
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum
 from delta_ops.storage import Storage
@@ -224,7 +225,7 @@ def test_crc_of_a_big_commit_without_checkpoint_is_computed_from_the_rebuild(
 
     root = _ctas_table(tmp_path / "t")
     monkeypatch.setattr(rb, "CHUNK_BYTES", CHUNK)
-    monkeypatch.setenv(rb.THRESHOLD_ENV, str(10**15))
+    monkeypatch.setenv(REBUILD_THRESHOLD_ENV, str(10**15))
     in_memory = compute_version_checksum(str(root), method="full").checksum
     rebuilt: list[int] = []
     real = ops.rebuild_snapshot
@@ -234,7 +235,7 @@ def test_crc_of_a_big_commit_without_checkpoint_is_computed_from_the_rebuild(
         return real(storage, version, **kwargs)
 
     monkeypatch.setattr(ops, "rebuild_snapshot", spy)
-    monkeypatch.setenv(rb.THRESHOLD_ENV, "1")
+    monkeypatch.setenv(REBUILD_THRESHOLD_ENV, "1")
     chunked = compute_version_checksum(str(root), method="full").checksum
     assert rebuilt == [1]
     assert chunked.to_dict() == in_memory.to_dict()
@@ -274,7 +275,7 @@ def test_a_big_commit_after_a_checkpoint_is_rebuilt_in_chunks(tmp_path, monkeypa
     _write(log, 1, [{"commitInfo": {"timestamp": NOW + 1, "txnId": "big"}},
                     *(_add(i, 1) for i in range(50, 650))])
     monkeypatch.setattr(rb, "CHUNK_BYTES", CHUNK)
-    monkeypatch.setenv(rb.THRESHOLD_ENV, "1")
+    monkeypatch.setenv(REBUILD_THRESHOLD_ENV, "1")
     storage = Storage.for_uri(str(src))
     assert rb.needs_rebuild(storage, 1, 1)
     assert not rb.needs_rebuild(storage, 1, 10**12)

@@ -26,14 +26,14 @@ from hypothesis import strategies as st
 from delta_ops import cli
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import StorageError, UnsupportedFeatureError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.files.existing_checkpoints import find_existing
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import (
     CheckpointKind,
     CheckpointVerificationError,
     InvalidCheckpointRequestError,
     write_checkpoint,
 )
-from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import dv_unique_id

@@ -247,7 +247,7 @@ def test_publish_check_refuses_a_checkpoint_that_drops_statistics(tmp_path):
     them in some form."""
     root = tmp_path / "t"
     write_deltalake(str(root), _data())
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.maintenance.checkpoint.plan import plan_checkpoint
     from delta_ops.protocol.checkpoint_schema import classic_schema
 
@@ -291,7 +291,7 @@ def _storage(root: Path):
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "struct"])
 def test_streamed_publish_check_refuses_dropped_statistics(tmp_path, as_json):
     """The streamed read-back (digest) refuses a file whose adds lost statistics too."""
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.maintenance.checkpoint.digest import Digest, compare, read_back
     from delta_ops.maintenance.checkpoint.plan import plan_checkpoint
     from delta_ops.protocol.checkpoint_schema import classic_schema
@@ -331,7 +331,7 @@ def test_source_check_refuses_a_state_that_lost_the_checkpoints_statistics(tmp_p
     """Independently of the log reader: a loaded state whose files lack the statistics
     their checkpoint row holds (typed only here) is refused before anything is written;
     the state the writer uses (statistics filled from `stats_parsed`) passes."""
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats
 
     root = tmp_path / "t"

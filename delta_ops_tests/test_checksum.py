@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import delta_ops.cli as cli
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import ChecksumMismatchError, UnsupportedFeatureError, VersionNotFoundError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checksum import (
     ChecksumPolicy,
     IncrementalChecksumUnavailableError,

@@ -31,9 +31,10 @@ from deltalake import DeltaTable as RsTable
 from deltalake import write_deltalake
 
 from delta_ops.errors import CorruptLogError, RetentionError, UnsupportedFeatureError
-from delta_ops.log.replay import read_checkpoint
-from delta_ops.log.segment import _complete_checkpoints, list_log
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.replay.full_replay import read_checkpoint
+from delta_ops.log.segment.log_segment import complete_checkpoints as _complete_checkpoints
+from delta_ops.log.segment.log_segment import list_log
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.cleanup import (
     DAY_MS,

@@ -156,7 +156,7 @@ def test_parts_and_buckets_are_bounded(table_copy, argv, flag, bound):
 
 def test_the_bounds_are_the_ones_the_library_uses():
     from delta_ops.commands.checkpoint import MAX_PARTS
-    from delta_ops.log import rebuild
+    from delta_ops.log.snapshot import rebuild
 
     assert rebuild.MAX_BUCKETS == 1024  # the help text and the message say 1,024
     assert MAX_PARTS == 10_000

@@ -45,7 +45,7 @@ from delta_ops.errors import (
     CorruptLogError,
     UnsupportedFeatureError,
 )
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.row_tracking import verify_row_tracking
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import DomainMetadata

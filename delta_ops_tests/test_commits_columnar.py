@@ -1,4 +1,5 @@
-"""The columnar commit reconciliation (log/commits.py) equals the action-by-action one.
+"""The columnar commit reconciliation (log/replay/columnar_commits.py) equals the action-by-action
+one.
 
 Both run on the same commit files: every corpus table's commits, and generated commits
 whose partition values and tags hold everything JSON allows (null values, omitted keys,
@@ -16,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delta_ops.log import commits
-from delta_ops.log.replay import _Reconciler, parse_json_actions, read_log_files
-from delta_ops.log.segment import build_log_segment
+from delta_ops.log.replay import columnar_commits as commits
+from delta_ops.log.replay.full_replay import _Reconciler, parse_json_actions, read_log_files
+from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.storage import Storage
 from delta_ops_tests import s3_server as _s3
 from delta_ops_tests.conftest import all_corpus_tables, corpus_path
@@ -333,7 +334,7 @@ def test_s3_snapshot_of_multi_row_group_checkpoint_and_commits_matches_local(
 ):
     import pyarrow.parquet as pq
 
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.maintenance.checkpoint import actions as checkpoint_actions
     from delta_ops.maintenance.checkpoint import write_checkpoint
 

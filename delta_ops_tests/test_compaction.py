@@ -22,8 +22,8 @@ from delta_ops.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from delta_ops.log.segment import build_log_segment, list_log
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.segment.log_segment import build_log_segment, list_log
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.checksum import (
     compute_checksum,
     compute_version_checksum,
@@ -368,7 +368,7 @@ def _write_compaction(storage: Storage, start: int, end: int) -> None:
     try:
         compact_log(storage, start=start, end=end)
     except UnsupportedFeatureError:
-        from delta_ops.log.replay import read_commit
+        from delta_ops.log.replay.full_replay import read_commit
 
         actions = reconcile_actions(
             [read_commit(storage, v) for v in range(start, end + 1)], root=storage.root

@@ -22,12 +22,16 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
-import delta_ops.log.replay as replay_module
+import delta_ops.log.replay.full_replay as replay_module
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
-from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python, reference_rows
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.replay.references import (
+    _commit_rows_columnar,
+    _commit_rows_python,
+    reference_rows,
+)
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksum
 from delta_ops.maintenance.row_tracking import backfill_row_tracking
@@ -102,7 +106,7 @@ def test_vacuum_referenced_set_reads_like_the_commits(pair, monkeypatch, delete_
     _segment_uses_compactions(compacted)
     if reader == "python":
         # The action-by-action reconciler, as for logs Arrow's JSON reader refuses.
-        import delta_ops.log.references as vacuum_module
+        import delta_ops.log.replay.references as vacuum_module
 
         monkeypatch.setattr(vacuum_module, "_commit_rows_columnar", _commit_rows_python)
 
@@ -300,7 +304,7 @@ def test_sensor_settings_from_a_compaction_are_the_newest(pair):
     """The sensor caches protocol and configuration per version and, on the next tick,
     reads only the deltas after the cached version: through compaction 6..12 it must find
     v11's metaData (the first one in Databricks' file), not v8's (the last one)."""
-    from delta_ops.log.state import TableSettings, inspect_log, read_settings
+    from delta_ops.log.segment.log_state import TableSettings, inspect_log, read_settings
 
     commits, compacted = pair
     at5 = load_snapshot(commits, 5)

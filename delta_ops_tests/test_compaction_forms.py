@@ -17,12 +17,12 @@ import shutil
 import orjson
 import pytest
 
-import delta_ops.log.replay as replay_module
-from delta_ops.log.commits import CommitFile
-from delta_ops.log.commits import reconcile as reconcile_columnar
-from delta_ops.log.replay import delta_lines_oldest_first, parse_json_actions
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+import delta_ops.log.replay.full_replay as replay_module
+from delta_ops.log.replay.columnar_commits import CommitFile
+from delta_ops.log.replay.columnar_commits import reconcile as reconcile_columnar
+from delta_ops.log.replay.full_replay import delta_lines_oldest_first, parse_json_actions
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.compaction import reconcile_actions
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage

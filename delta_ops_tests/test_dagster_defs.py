@@ -59,7 +59,7 @@ from delta_ops.defs.registry import (
 )
 from delta_ops.defs.resources import SparkResource
 from delta_ops.defs.sensors import evaluate_watch, load_cursor
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import VacuumResult
 from delta_ops.protocol import features
 from delta_ops.storage import Storage

@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from delta_ops.defs.tables import INSTANCE_CONCURRENCY
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
 from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table

@@ -19,10 +19,10 @@ from delta_ops.defs import build_definitions
 from delta_ops.defs.engines import choose_engine, describe_engine, needs_size
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.resources import SparkResource
-from delta_ops.log.snapshot import load_snapshot
-from delta_ops.log.state import inspect_log
+from delta_ops.log.segment.log_state import inspect_log
+from delta_ops.log.segment.table_size import TableSize, table_size
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checksum.operations import write_checksums
-from delta_ops.maintenance.sizing import TableSize, table_size
 from delta_ops.storage import Storage
 from delta_ops_tests.conftest import copy_corpus_table
 from delta_ops_tests.corpus import corpus_path

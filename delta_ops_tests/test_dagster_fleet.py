@@ -37,7 +37,7 @@ from delta_ops.defs.watch_cursor import (
     dump_cursor,
     load_cursor,
 )
-from delta_ops.log.state import TableSettings
+from delta_ops.log.segment.log_state import TableSettings
 from delta_ops_tests import s3_server as s3_fixtures
 from delta_ops_tests.conftest import REPO_ROOT
 from delta_ops_tests.dg_project import new_project, write_component

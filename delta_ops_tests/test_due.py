@@ -1,5 +1,5 @@
-"""`delta_ops.maintenance.due` (what a table needs now) over `delta_ops.log.state` (the cheap
-log read), on corpus tables copied to tmp_path and on logs written here, and the CLI's
+"""`delta_ops.maintenance.due` (what a table needs now) over `delta_ops.log.segment.log_state` (the
+cheap log read), on corpus tables copied to tmp_path and on logs written here, and the CLI's
 `delta-ops due` (text and --json)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from delta_ops.cli import main
 from delta_ops.commit import Transaction
 from delta_ops.errors import NotATableError
-from delta_ops.log.state import inspect_log, read_settings
+from delta_ops.log.segment.log_state import inspect_log, read_settings
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.compaction import compact_by_policy
 from delta_ops.maintenance.due import (

@@ -41,7 +41,7 @@ from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.session import EngineError, SparkSessionConfig, make_engine
 from delta_ops.engine.spark import SparkEngine
 from delta_ops.errors import StorageError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum, write_checksum
 from delta_ops.maintenance.row_tracking import backfill_row_tracking

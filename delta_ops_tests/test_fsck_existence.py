@@ -14,8 +14,8 @@ import pytest
 from delta_ops.cli import main
 from delta_ops.engine.local import LocalEngine
 from delta_ops.errors import NotATableError
-from delta_ops.log.snapshot import load_snapshot
-from delta_ops.log.state import inspect_log, read_settings
+from delta_ops.log.segment.log_state import inspect_log, read_settings
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checkpoint.current import checkpoint_latest, current_checkpoint
 from delta_ops.maintenance.checksum.missing import missing_range, write_missing_checksums

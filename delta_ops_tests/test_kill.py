@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.row_tracking import verify_row_tracking
 from delta_ops.storage import Storage
 from delta_ops_tests.kill_tables import TableSpec, build_table, log_names

@@ -1,7 +1,7 @@
 """`_last_checkpoint` never moves backward when metadata cleanup and a checkpoint writer race.
 
-Storage has no compare-and-swap, so the forward-only writer (`log.last_checkpoint`) reads,
-compares and writes; a checkpoint writer that publishes a newer hint in the instant between
+Storage has no compare-and-swap, so the forward-only writer (`log.files.last_checkpoint_file`)
+reads, compares and writes; a checkpoint writer that publishes a newer hint in the instant between
 cleanup's read and cleanup's write is overwritten by cleanup's older hint, and the writer
 that wrote last repairs it by listing after its write. These tests run the real writer in
 exactly that window (cleanup's storage, the real local one, runs it just before cleanup's own

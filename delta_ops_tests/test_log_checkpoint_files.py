@@ -1,4 +1,4 @@
-"""The log's checkpoint-file inspector (`delta_ops.log.checkpoint_files`, issue 14).
+"""The log's checkpoint-file inspector (`delta_ops.log.files.checkpoint_files`, issue 14).
 
 - Every checkpoint in the corpus: shape, action and add counts and size agree with the
   `_last_checkpoint` Spark wrote for it, with deltalake's file count, and with a count
@@ -28,17 +28,18 @@ from deltalake import write_deltalake
 
 from delta_ops.clock import fixed_clock
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.checkpoint_files import (
+from delta_ops.log.files.checkpoint_files import (
     inspect_checkpoint,
     read_sidecar_references,
     sidecar_file_path,
     verify_checkpoint,
 )
-from delta_ops.log.replay import read_checkpoint
-from delta_ops.log.segment import CheckpointFiles, _complete_checkpoints, list_log
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.files.existing_checkpoints import find_existing
+from delta_ops.log.replay.full_replay import read_checkpoint
+from delta_ops.log.segment.log_segment import CheckpointFiles, list_log
+from delta_ops.log.segment.log_segment import complete_checkpoints as _complete_checkpoints
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
-from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata
 from delta_ops.storage import Storage

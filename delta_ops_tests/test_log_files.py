@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delta_ops.errors import CorruptLogError, NotATableError, VersionNotFoundError
-from delta_ops.log.segment import build_log_segment
+from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.protocol import filenames
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.protocol.last_checkpoint import (

@@ -1,4 +1,4 @@
-"""The log's light replay of protocol and metaData (`delta_ops.log.protocol_metadata`).
+"""The log's light replay of protocol and metaData (`delta_ops.log.segment.protocol_metadata`).
 
 What it must give: exactly what the full replay (`load_snapshot`) gives, at every version of
 every corpus table delta_ops reads, and what deltalake (an independent reader) reports for the
@@ -20,12 +20,12 @@ import pytest
 from deltalake import DeltaTable as RsTable
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.protocol_metadata import (
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.segment.protocol_metadata import (
     read_protocol,
     read_protocol_metadata,
 )
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.protocol.table_configuration import TableConfiguration

@@ -1,4 +1,4 @@
-"""The references-only replay (`log.references`) equals the full replay.
+"""The references-only replay (`log.replay.references`) equals the full replay.
 
 For every corpus table, for generated histories (the commit API's `histories`, and the raw
 generator's V1/V2 checkpoints with sidecars, multi-part checkpoints, absolute paths and
@@ -20,16 +20,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.references import (
+from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay.full_replay import replay
+from delta_ops.log.replay.references import (
     _commit_rows_columnar,
     _commit_rows_python,
     file_references,
     read_deltas,
     reference_rows,
 )
-from delta_ops.log.replay import replay
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol.actions import reader_key_array, relative_key
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
@@ -220,7 +220,7 @@ def test_unusable_checkpoint_is_left_out_as_the_snapshot_does(tmp_path):
 
 
 def test_missing_sidecar_without_fallback_names_table_version_and_file(tmp_path):
-    from delta_ops.log.replay import SidecarMissingError
+    from delta_ops.log.replay.full_replay import SidecarMissingError
 
     root = tmp_path / "t"
     shutil.copytree(corpus_path("kernel-defaults__kernel-pagination-v2-checkpoint-parquet"), root)

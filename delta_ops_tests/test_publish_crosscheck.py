@@ -2,8 +2,8 @@
 
 A Databricks-form log compaction file (unreconciled, newest commit first, repeated keys: the
 first line for a key wins) read with a deliberately wrong rule (the test-only switch
-`delta_ops.log.replay.TEST_COMPACTION_LAST_LINE_WINS`: last line wins) resurrects a removed
-file and an old transaction version. Every publishing operation (checkpoint of every kind,
+`delta_ops.log.replay.full_replay.TEST_COMPACTION_LAST_LINE_WINS`: last line wins) resurrects a
+removed file and an old transaction version. Every publishing operation (checkpoint of every kind,
 `.crc`, log compaction) must then refuse with CrossCheckError naming the table, the version,
 both counts and the first differing file, and leave `_delta_log` byte-for-byte unchanged.
 With the right rule they succeed, and deltalake reads the checkpoint as the commits.
@@ -19,9 +19,9 @@ import orjson
 import pytest
 from deltalake import DeltaTable as RsTable
 
-import delta_ops.log.replay as replay_mod
+import delta_ops.log.replay.full_replay as replay_mod
 from delta_ops.errors import CrossCheckError
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance import compaction as compaction_mod
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksum, write_checksums

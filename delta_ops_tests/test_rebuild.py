@@ -1,5 +1,5 @@
 """The full rebuild by bucket (issue 15): a state reconciled from scratch, its file actions
-spilled by key into B buckets and reconciled one bucket at a time (`log.rebuild`), gives
+spilled by key into B buckets and reconciled one bucket at a time (`log.snapshot.rebuild`), gives
 the checkpoint the in-memory path gives.
 
 Every test forces the rebuild (`write_checkpoint(rebuild=True)`, or the threshold at 0)
@@ -25,8 +25,9 @@ from delta_ops.errors import (
     InvalidCheckpointRequestError,
     RebuildCheckError,
 )
-from delta_ops.log import rebuild as rb
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.read_options import REBUILD_BUCKETS_ENV, REBUILD_THRESHOLD_ENV, ReadOptions
+from delta_ops.log.snapshot import rebuild as rb
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.protocol import features
@@ -175,7 +176,7 @@ def _json_only_table(root: Path, commits: int, per_commit: int, *, dv_repeats: b
 def test_a_large_json_only_log_is_rebuilt_by_default(tmp_path, monkeypatch):
     """No checkpoint and commits above the threshold: rebuilt by bucket automatically;
     below it, reconciled in memory. Same checkpoint either way."""
-    monkeypatch.setenv(rb.BUCKETS_ENV, "3")
+    monkeypatch.setenv(REBUILD_BUCKETS_ENV, "3")
     monkeypatch.setattr(rb, "CHUNK_BYTES", 2_000)  # several chunks of commits
     src = tmp_path / "src"
     _json_only_table(src, 30, 20)
@@ -184,7 +185,7 @@ def test_a_large_json_only_log_is_rebuilt_by_default(tmp_path, monkeypatch):
     for label, threshold in (("rebuilt", size // 2), ("loaded", size * 2)):
         root = tmp_path / label
         shutil.copytree(src, root)
-        monkeypatch.setenv(rb.THRESHOLD_ENV, str(threshold))
+        monkeypatch.setenv(REBUILD_THRESHOLD_ENV, str(threshold))
         result = write_checkpoint(str(root), now_ms=tc.NOW)
         assert result.rebuilt_buckets == (3 if label == "rebuilt" else 0)
         got[label] = _checkpoint_actions(root, result.files)
@@ -195,13 +196,13 @@ def test_a_log_with_a_checkpoint_streams_unless_asked(tmp_path, monkeypatch):
     src = tmp_path / "t"
     _json_only_table(src, 12, 5)
     write_checkpoint(str(src), version=6, now_ms=tc.NOW, rebuild=False)
-    monkeypatch.setenv(rb.THRESHOLD_ENV, "1")
+    monkeypatch.setenv(REBUILD_THRESHOLD_ENV, "1")
     assert write_checkpoint(str(src), now_ms=tc.NOW).rebuilt_buckets == 0
     assert write_checkpoint(str(src), now_ms=tc.NOW, rebuild=True).already_existed
 
 
 def test_bucket_count_follows_the_log_size(tmp_path, monkeypatch):
-    monkeypatch.delenv(rb.BUCKETS_ENV, raising=False)
+    monkeypatch.delenv(REBUILD_BUCKETS_ENV, raising=False)
     src = tmp_path / "t"
     _json_only_table(src, 10, 10)
     segment = load_snapshot(Storage.for_uri(str(src))).segment
@@ -217,11 +218,11 @@ def test_bucket_count_follows_the_log_size(tmp_path, monkeypatch):
     assert cp_segment.last_checkpoint is not None and cp_segment.last_checkpoint.size
     commits = sum(d.file.size for d in cp_segment.deltas) // rb.COMMIT_BYTES_PER_ACTION
     assert rb.bucket_count(cp_segment) == cp_segment.last_checkpoint.size + commits
-    monkeypatch.setenv(rb.BUCKETS_ENV, "4")
-    assert rb.bucket_count(segment) == 4
-    monkeypatch.setenv(rb.BUCKETS_ENV, "four")
-    with pytest.raises(ValueError, match=rb.BUCKETS_ENV):
-        rb.bucket_count(segment)
+    monkeypatch.setenv(REBUILD_BUCKETS_ENV, "4")
+    assert rb.bucket_count(segment, ReadOptions.from_env().rebuild_buckets) == 4
+    monkeypatch.setenv(REBUILD_BUCKETS_ENV, "four")
+    with pytest.raises(ValueError, match=REBUILD_BUCKETS_ENV):
+        rb.bucket_count(segment, ReadOptions.from_env().rebuild_buckets)
 
 
 def test_a_json_checkpoint_with_embedded_actions_is_not_rebuilt(tmp_path):

@@ -36,7 +36,7 @@ from delta_ops.commit.row_ids import (
     max_assigned_row_id,
 )
 from delta_ops.errors import CommitConflictError, StorageError, UnsupportedFeatureError
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.row_tracking import (
     BackfillProgress,
     backfill_row_tracking,

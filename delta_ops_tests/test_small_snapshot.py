@@ -1,5 +1,5 @@
 """`delta-ops snapshot` of a small log (issue 15, "no fixed cost on small ones"): the commits
-are reconciled action by action in Python (`log.small_snapshot`) without importing pyarrow,
+are reconciled action by action in Python (`log.snapshot.small_snapshot`) without importing pyarrow,
 and the command prints exactly what the Arrow path prints.
 
 Every corpus table whose log is commits only is read at every version both ways through the
@@ -23,17 +23,17 @@ import pytest
 
 from delta_ops.cli import main
 from delta_ops.errors import DeltaOpsError
-from delta_ops.log.commits import CommitFile
-from delta_ops.log.commits import reconcile as reconcile_commits
-from delta_ops.log.json_actions import parse_json_actions
-from delta_ops.log.replay import _Reconciler
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.small_snapshot import (
+from delta_ops.log.files.json_actions import parse_json_actions
+from delta_ops.log.read_options import SMALL_LOG_BYTES_ENV, ReadOptions
+from delta_ops.log.replay.columnar_commits import CommitFile
+from delta_ops.log.replay.columnar_commits import reconcile as reconcile_commits
+from delta_ops.log.replay.full_replay import _Reconciler
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.small_snapshot import (
     ADD_FIELDS,
     DEFAULT_SMALL_LOG_BYTES,
     DV_FIELDS,
     REMOVE_FIELDS,
-    SMALL_LOG_BYTES_ENV,
     SmallSnapshot,
     load_small_snapshot,
 )
@@ -234,12 +234,15 @@ def test_budget_compactions_and_switch(tmp_path, monkeypatch):
     assert isinstance(load_small_snapshot(storage, max_bytes=log_bytes), SmallSnapshot)
     assert load_small_snapshot(storage, max_bytes=log_bytes - 1) is None
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, "0")
-    assert load_small_snapshot(storage) is None
+    assert load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes) is None
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, str(log_bytes))
-    assert isinstance(load_small_snapshot(storage), SmallSnapshot)
+    assert isinstance(
+        load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes),
+        SmallSnapshot,
+    )
     monkeypatch.setenv(SMALL_LOG_BYTES_ENV, "lots")
     with pytest.raises(ValueError, match=SMALL_LOG_BYTES_ENV):
-        load_small_snapshot(storage)
+        load_small_snapshot(storage, max_bytes=ReadOptions.from_env().small_log_bytes)
     monkeypatch.delenv(SMALL_LOG_BYTES_ENV)
     log = tmp_path / "t" / "_delta_log"
     shutil.copy(log / f"{1:020d}.json", log / f"{1:020d}.{2:020d}.compacted.json")
@@ -304,10 +307,10 @@ def test_action_by_action_winners_come_in_the_columnar_order():
 
 
 def test_the_module_keeps_its_promise_of_no_arrow():
-    """`log.small_snapshot`, the snapshot command and what they import load without
+    """`log.snapshot.small_snapshot`, the snapshot command and what they import load without
     pyarrow or NumPy."""
     code = (
-        "import sys\nimport delta_ops.log.small_snapshot, delta_ops.commands.snapshot\n"
+        "import sys\nimport delta_ops.log.snapshot.small_snapshot, delta_ops.commands.snapshot\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'numpy')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from delta_ops.log.snapshot import load_snapshot
-from delta_ops.log.stream import THRESHOLD_ENV
+from delta_ops.log.read_options import STREAM_THRESHOLD_ENV as THRESHOLD_ENV
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.checksum.operations import compute_version_checksum
 from delta_ops.protocol.last_checkpoint import parse_last_checkpoint

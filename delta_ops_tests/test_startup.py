@@ -3,7 +3,7 @@ and looks at `sys.modules` afterwards.
 
 `import delta_ops` and building the whole `delta-ops` parser (every subcommand and its
 `--help`) import no pyarrow; `delta-ops snapshot` of a small table without a checkpoint
-reconciles its commits in Python (`log.small_snapshot`) and imports none of pyarrow, NumPy,
+reconciles its commits in Python (`log.snapshot.small_snapshot`) and imports none of pyarrow, NumPy,
 the Arrow log reader, pyspark, dagster, pandas, pydantic, the maintenance operations, the
 commit layer, the engines, nor the other subcommands.
 """
@@ -44,10 +44,10 @@ NOT_FOR_SNAPSHOT = (
     # A small log without a checkpoint is reconciled in Python: no Arrow at all.
     "pyarrow",
     "numpy",
-    "delta_ops.log.replay",
-    "delta_ops.log.commits",
-    "delta_ops.log.checkpoint_reader",
-    "delta_ops.log.snapshot",
+    "delta_ops.log.replay.full_replay",
+    "delta_ops.log.replay.columnar_commits",
+    "delta_ops.log.files.checkpoint_reader",
+    "delta_ops.log.snapshot.loaded_snapshot",
     "delta_ops.protocol.file_actions",
     "delta_ops.protocol.arrays",
     "delta_ops.table",
@@ -155,7 +155,7 @@ def test_snapshot_of_a_small_table_imports_only_what_it_reads():
         "with contextlib.redirect_stdout(buf):\n"
         "    code = main(['snapshot', sys.argv[1]])\n"
         "print(code, buf.getvalue().count('files       1 ('))\n"
-        "print('delta_ops.log.small_snapshot' in sys.modules)\n"
+        "print('delta_ops.log.snapshot.small_snapshot' in sys.modules)\n"
         "print(loaded(sys.argv[2:]))\n",
         str(root),
         *THIRD_PARTY,

@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.log.snapshot import load_snapshot
-from delta_ops.log.stream import THRESHOLD_ENV, StreamedActions
+from delta_ops.log.read_options import STREAM_THRESHOLD_ENV as THRESHOLD_ENV
+from delta_ops.log.replay.streamed_actions import StreamedActions
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed, writer
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint

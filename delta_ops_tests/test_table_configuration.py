@@ -17,10 +17,10 @@ from delta_ops.errors import (
     InvalidTablePropertyError,
     UnsupportedFeatureError,
 )
-from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
-from delta_ops.log.state import TableSettings
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.segment.log_state import TableSettings
+from delta_ops.log.segment.protocol_metadata import read_protocol_metadata
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol import features as F
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.checkpoint_kind import CheckpointKind
@@ -46,7 +46,7 @@ def _old_column_mapping_mode(configuration: dict) -> str:
 
 
 def _old_ict(configuration: dict) -> IctEnablement:
-    """`log.timestamps.IctEnablement.from_metadata` before it moved."""
+    """`log.segment.timestamps.IctEnablement.from_metadata` before it moved."""
     if configuration.get("delta.enableInCommitTimestamps", "false").lower() != "true":
         return IctEnablement(False)
     v = configuration.get("delta.inCommitTimestampEnablementVersion")
@@ -286,9 +286,9 @@ def test_a_snapshot_with_an_invalid_property_reads_and_its_questions_name_the_ve
 
 
 def test_one_checkpoint_kind():
-    import delta_ops.log.checkpoint_files as checkpoint_files
+    import delta_ops.log.files.checkpoint_files as checkpoint_files
     import delta_ops.maintenance.options as options
-    from delta_ops.log.checkpoint_files import inspect_checkpoint
+    from delta_ops.log.files.checkpoint_files import inspect_checkpoint
     from delta_ops.maintenance.checkpoint import CheckpointKind as writer_kind
 
     assert writer_kind is CheckpointKind

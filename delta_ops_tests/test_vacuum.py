@@ -633,7 +633,7 @@ def test_cli_vacuum_json(tmp_path, monkeypatch, capsys):
 
 
 def _segment_rows(root: Path):
-    from delta_ops.log.segment import build_log_segment
+    from delta_ops.log.segment.log_segment import build_log_segment
     from delta_ops.maintenance.vacuum import _read_deltas
 
     storage = Storage.for_uri(str(root))
@@ -645,7 +645,7 @@ def _segment_rows(root: Path):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=raw_specs())
 def test_arrow_and_orjson_commit_readers_agree(tmp_path_factory, spec):
-    from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python
+    from delta_ops.log.replay.references import _commit_rows_columnar, _commit_rows_python
 
     hist = build_raw(tmp_path_factory.mktemp("rows") / "t", {**spec, "outside": True})
     storage, segment, blobs = _segment_rows(hist.root)

@@ -1,7 +1,7 @@
 """VACUUM's partitioned path (issue 15) plans exactly what the in-memory path plans.
 
 With the threshold at 0 (`partition_files=0`, or `$DELTA_OPS_VACUUM_PARTITION_FILES=0`)
-every table goes through the spilled references (`log.reference_buckets`) and the
+every table goes through the spilled references (`log.replay.reference_buckets`) and the
 bucket-by-bucket anti-join of the listing (`engine.local.find_unreferenced_in_buckets`).
 Checked here, against the in-memory path as the reference:
 
@@ -37,18 +37,19 @@ import delta_ops_tests.test_vacuum_paths_property as paths_property
 from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, DeltaOpsError, StorageError
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.reference_buckets import (
-    BUCKETS_ENV,
-    THRESHOLD_ENV,
+from delta_ops.log.read_options import VACUUM_BUCKETS_ENV as BUCKETS_ENV
+from delta_ops.log.read_options import VACUUM_PARTITION_FILES_ENV as THRESHOLD_ENV
+from delta_ops.log.read_options import ReadOptions
+from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
+from delta_ops.log.replay.reference_buckets import (
     SpilledReferences,
     bucket_count,
     read_references,
     spilled_file_references,
 )
-from delta_ops.log.references import FileReferences, file_references, read_deltas
-from delta_ops.log.segment import build_log_segment
-from delta_ops.log.snapshot import load_snapshot
+from delta_ops.log.replay.references import FileReferences, file_references, read_deltas
+from delta_ops.log.segment.log_segment import build_log_segment
+from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import plan_vacuum, vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage, _LocalBackend
@@ -141,7 +142,7 @@ def test_bucket_count_rule(monkeypatch):
     assert bucket_count(10**12) == 256
     assert bucket_count(10**6, 5) == 5
     monkeypatch.setenv(BUCKETS_ENV, "3")
-    assert bucket_count(10**9) == 3
+    assert bucket_count(10**9, options=ReadOptions.from_env()) == 3
 
 
 # ---- the references -----------------------------------------------------------------------
@@ -187,11 +188,11 @@ def test_read_references_takes_the_partitioned_path_from_the_threshold(spill_dir
         assert isinstance(big, SpilledReferences) and big.buckets == 4
         _assert_same_references(small, big)
     monkeypatch.setenv(THRESHOLD_ENV, "0")
-    with read_references(storage, segment, blobs, 0) as by_env:
+    with read_references(storage, segment, blobs, 0, options=ReadOptions.from_env()) as by_env:
         assert isinstance(by_env, SpilledReferences)
     monkeypatch.setenv(THRESHOLD_ENV, "many")
     with pytest.raises(ValueError, match=THRESHOLD_ENV):
-        read_references(storage, segment, blobs, 0)
+        read_references(storage, segment, blobs, 0, options=ReadOptions.from_env())
     assert os.listdir(spill_dir) == []
 
 

@@ -34,7 +34,7 @@ from delta_ops.errors import (
     StorageError,
     UnsupportedFeatureError,
 )
-from delta_ops.log.vacuum_info import read_last_vacuum_info, write_last_vacuum_info
+from delta_ops.log.replay.vacuum_info import read_last_vacuum_info, write_last_vacuum_info
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage

@@ -26,7 +26,7 @@ import pytest
 
 import delta_ops.maintenance.vacuum.plan as vacuum_plan
 from delta_ops.errors import StorageError, UnsafeDeletionError
-from delta_ops.log.references import FileReferences
+from delta_ops.log.replay.references import FileReferences
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.path_identity import canonical_path, reader_keys

@@ -60,7 +60,7 @@ EXTRA_ROUNDS = 2
 def prepare(workdir: Path) -> Path:
     """Demo tables under `workdir/demo_tables`, the registry beside them; returns the
     registry's path."""
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
     from delta_ops.storage import Storage
 
     tables = workdir / "demo_tables"

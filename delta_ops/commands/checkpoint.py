@@ -7,6 +7,7 @@ from typing import Any
 
 from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.protocol.checkpoint_kind import CheckpointKind
+from delta_ops.protocol.filenames import LOG_DIR
 
 
 def _non_negative(text: str) -> int:
@@ -47,12 +48,12 @@ def _parts(text: str) -> int:
 
 
 def _buckets(text: str) -> int:
-    """A rebuild's bucket count: 1 to `log.rebuild.MAX_BUCKETS` (1,024), the most the
+    """A rebuild's bucket count: 1 to `log.snapshot.rebuild.MAX_BUCKETS` (1,024), the most the
     rebuild's own estimate picks (1,024 buckets of 250,000 actions hold 256 million file
     actions). Every bucket keeps two spill files open while the log is read (a descriptor
     each, and a write buffer of at least 64 KiB), so the bound also caps that at 2,048
     files and 128 MiB; a million buckets would ask for 128 GiB."""
-    from delta_ops.log.rebuild import MAX_BUCKETS  # at parse time: the handler needs it anyway
+    from delta_ops.log import MAX_BUCKETS
 
     value = _positive(text)
     if value > MAX_BUCKETS:
@@ -89,7 +90,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]
     ]
     if result.rebuilt_buckets:
         lines.append(f"rebuilt     by bucket ({result.rebuilt_buckets} buckets)")
-    lines += [f"  _delta_log/{name}" for name in result.files]
+    lines += [f"  {LOG_DIR}/{name}" for name in result.files]
     return obj, "\n".join(lines), 0
 
 

@@ -14,8 +14,7 @@ from delta_ops.commands.common import (
 from delta_ops.errors import CorruptLogError
 
 if TYPE_CHECKING:
-    from delta_ops.log.small_snapshot import SmallSnapshot
-    from delta_ops.log.snapshot import Snapshot
+    from delta_ops.log import SmallSnapshot, Snapshot
 
 
 def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False) -> dict[str, Any]:
@@ -70,13 +69,14 @@ def snapshot_summary(snap: Snapshot | SmallSnapshot, *, with_files: bool = False
 
 def _load(args: argparse.Namespace) -> Snapshot | SmallSnapshot:
     """The table's snapshot: reconciled in Python when its log is small (no pyarrow
-    imported, `log.small_snapshot`), else the Arrow `Snapshot`; both print the same."""
-    from delta_ops.log.small_snapshot import load_small_snapshot
+    imported, `log.snapshot.small_snapshot`), else the Arrow `Snapshot`; both print the same."""
+    from delta_ops.log import ReadOptions, load_small_snapshot
     from delta_ops.storage import Storage
 
     storage = Storage.for_uri(args.table, parse_storage_options(args.storage_option))
     if args.timestamp is None:
-        small = load_small_snapshot(storage, args.version)
+        budget = ReadOptions.from_env().small_log_bytes
+        small = load_small_snapshot(storage, args.version, max_bytes=budget)
         if small is not None:
             return small
     from delta_ops.table import DeltaTable

@@ -5,8 +5,8 @@ core's `replay`, replace the old state's actions with the same (path, DV) key), 
 Entries". Writers re-read the table before each commit of a long operation (the row-tracking
 backfill commits batch after batch); this keeps that cost proportional to what changed.
 
-It belongs with `log.snapshot` (as `Snapshot.refresh()`); it lives here until the core
-offers it.
+It belongs with `log.snapshot.loaded_snapshot` (as `Snapshot.refresh()`); it lives here until the
+core offers it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.log.replay import replay
-from delta_ops.log.segment import Delta, LogSegment, list_log
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Delta, LogSegment, Snapshot, list_log
+from delta_ops.log import replay_segment as replay
 from delta_ops.protocol.actions import file_keys
 from delta_ops.protocol.filenames import LogFileKind
 

@@ -61,8 +61,7 @@ from delta_ops.errors import (
     TableExistsError,
     UnsupportedFeatureError,
 )
-from delta_ops.log.replay import parse_json_actions
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, list_log, load_snapshot, parse_json_actions
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
@@ -492,9 +491,8 @@ class Transaction:
             self.sleep(wait_ms / 1000.0)
 
     def _ensure_no_table(self) -> None:
-        for info in self.storage.list_dir(LOG_DIR):
-            lf = filenames.parse(info.path.rsplit("/", 1)[-1])
-            if lf is not None and (lf.kind == LogFileKind.COMMIT or lf.is_checkpoint):
+        for lf, info in list_log(self.storage):
+            if lf.kind == LogFileKind.COMMIT or lf.is_checkpoint:
                 raise TableExistsError(
                     "a Delta table already exists here", table=self.table, file=info.path
                 )
@@ -512,9 +510,8 @@ class Transaction:
     def _winning_commits(self, start: int) -> list[tuple[int, FileInfo]]:
         """The commits from `start` on (at least `start` itself, which beat us)."""
         found: list[tuple[int, FileInfo]] = []
-        for info in self.storage.list_dir(LOG_DIR, start=filenames.commit_name(start)):
-            lf = filenames.parse(info.path.rsplit("/", 1)[-1])
-            if lf is not None and lf.kind == LogFileKind.COMMIT and lf.version >= start:
+        for lf, info in list_log(self.storage, start):
+            if lf.kind == LogFileKind.COMMIT and lf.version >= start:
                 found.append((lf.version, info))
         found.sort(key=lambda item: item[0])
         contiguous: list[tuple[int, FileInfo]] = []

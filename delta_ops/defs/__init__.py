@@ -12,7 +12,7 @@ Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`,
 `sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
 automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
-`delta_ops.log.state`, as the CLI's `delta-ops due` does. Loading the definitions reads
+`delta_ops.log.segment.log_state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
 started.
 """

@@ -59,7 +59,7 @@ from delta_ops.defs.metadata import (
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
-from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import (
     checkpoint_interval,
     checkpoint_need,
@@ -137,7 +137,7 @@ class TableRun:
             DeltaOpsError: the cheap reads of the table's size failed.
         """
         if self.engine_choice is None:
-            from delta_ops.maintenance.sizing import table_size
+            from delta_ops.log import table_size
 
             size = table_size(self.storage, self.log_state()) if needs_size(
                 self.policy) else None
@@ -230,7 +230,7 @@ def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
 
 def observe_log(run: TableRun) -> ObserveResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram."""
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
         snap, duration = _timed(lambda: load_snapshot(run.storage))
@@ -452,7 +452,7 @@ def run_row_tracking(
 ) -> dict[str, Any]:
     """Backfill row tracking (or, when the policy says no, report what is missing);
     returns materialization metadata. `log` receives one line per committed step."""
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log import load_snapshot
     from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
 
     policy = run.policy.row_tracking

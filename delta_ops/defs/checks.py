@@ -1,7 +1,7 @@
 """Asset checks per registered table.
 
 - `log_readable` on `[t, delta_log]`: the table exists, its log reads (`_last_checkpoint`,
-  checkpoint parts, each commit's JSON: `delta_ops.log.health`) and every maintenance
+  checkpoint parts, each commit's JSON: `delta_ops.log.segment.health`) and every maintenance
   operation may run on its protocol (spec "Protocol Evolution", "Table Features"; the
   `ensure_supported` gate). The watch sensor evaluates it from its own cheap look at each
   log (`log_readable_evaluation`), so a broken table fails it without any run.
@@ -12,7 +12,7 @@
   fsck --check-files`; files outside the table root are counted, not checked).
 - `checkpoint_fresh` on `[t, checkpoint]`: commits since the last checkpoint are within the
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
-  sensor does (`delta_ops.log.state`, `delta_ops.maintenance.due`).
+  sensor does (`delta_ops.log.segment.log_state`, `delta_ops.maintenance.due`).
 
 A table that does not exist yet fails `log_readable` (an error), and its other checks with a
 warning naming it; a table
@@ -48,8 +48,14 @@ from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.health import LogProblem, log_problem
-from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import (
+    LogProblem,
+    LogState,
+    TableSettings,
+    inspect_log,
+    log_problem,
+    read_settings,
+)
 from delta_ops.maintenance.due import checkpoint_interval
 from delta_ops.protocol import features
 
@@ -163,7 +169,7 @@ def log_readable_evaluation(name: str, outcome: dict[str, Any]) -> AssetCheckEva
 
 
 def log_readable_result(run: TableRun) -> AssetCheckResult:
-    """The table exists, its log reads (`delta_ops.log.health`) and its protocol allows
+    """The table exists, its log reads (`delta_ops.log.segment.health`) and its protocol allows
     every maintenance operation."""
     try:
         state = inspect_log(run.storage)

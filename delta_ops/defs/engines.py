@@ -1,7 +1,7 @@
 """Which engine runs a table's heavy work.
 
 A table whose policy says `engine: local` always runs on the local engine. With
-`engine: spark`, the table's size decides when the run starts (`delta_ops.maintenance.sizing`:
+`engine: spark`, the table's size decides when the run starts (`delta_ops.log.segment.table_size`:
 the newest `.crc` or `_last_checkpoint` and the commits after it, no replay): more live files
 than `spark_above_files` (100,000 by default) or more bytes than `spark_above_bytes` run on
 Spark, smaller tables on the local engine in the run's process, so a 66-file VACUUM does not
@@ -25,7 +25,7 @@ from delta_ops.defs.keys import CHECKPOINT, ROW_TRACKING, VACUUM, VERSION_CHECKS
 from delta_ops.defs.policy import Policy
 
 if TYPE_CHECKING:
-    from delta_ops.maintenance.sizing import TableSize
+    from delta_ops.log import TableSize
 
 #: Components whose work runs on the table's engine; the others only read and write log
 #: files from the run's process.

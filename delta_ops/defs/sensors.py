@@ -17,7 +17,7 @@ never lists a bucket. Tables it adds or removes change the assets at the next re
 the code location; its skip reason names them and says so (Dagster has no supported way
 for a sensor to reload its own code location).
 
-Protocol sections: see `delta_ops.log.state` and `delta_ops.maintenance.due`.
+Protocol sections: see `delta_ops.log.segment.log_state` and `delta_ops.maintenance.due`.
 """
 
 from typing import Any

@@ -53,6 +53,7 @@ from delta_ops.defs.secrets import (
     reject_literal_secrets,
 )
 from delta_ops.errors import EmptyPrefixError, RegistryError
+from delta_ops.protocol.filenames import LOG_DIR
 
 CACHE_FORMAT = 1
 #: Where the discovery cache lives, relative to the project root, unless configured.
@@ -187,7 +188,7 @@ def scan_prefix(spec: DiscoverySpec, base_dir: str) -> list[str]:
                 raise EmptyPrefixError(
                     f"{spec.prefix} lists nothing: it is missing, mistyped or empty"
                 )
-            if any(s.rsplit("/", 1)[-1] == "_delta_log" for s in subdirs):
+            if any(s.rsplit("/", 1)[-1] == LOG_DIR for s in subdirs):
                 if directory:
                     found.append(directory)
                 continue

@@ -2,9 +2,9 @@
 registered table.
 
 `delta_tables_watch` (stopped by default: turn it on in the UI's Automation tab) looks at
-each table cheaply, with no snapshot replay and no Spark (`delta_ops.log.state`:
+each table cheaply, with no snapshot replay and no Spark (`delta_ops.log.segment.log_state`:
 `_last_checkpoint`, a listing from the checkpoint it names, protocol and properties read
-from new commits only; `delta_ops.log.health`: the `_last_checkpoint` problem, missing
+from new commits only; `delta_ops.log.segment.health`: the `_last_checkpoint` problem, missing
 checkpoint parts, each new commit's JSON). A log it cannot read fails the table's
 `log_readable` check at once (an `AssetCheckEvaluation` the sensor reports, naming the
 file); `checkpoint_fresh` is reported when its result changes. When a table's version or
@@ -23,7 +23,7 @@ the newest `.crc` and the last check results, so a quiet table costs one small r
 short listing per tick. Each tick also reports the fleet overview
 (`delta_ops.defs.overview`) when it changed.
 
-Protocol sections: see `delta_ops.log.state`, `delta_ops.log.health` and
+Protocol sections: see `delta_ops.log.segment.log_state`, `delta_ops.log.segment.health` and
 `delta_ops.maintenance.due`.
 """
 
@@ -69,8 +69,14 @@ from delta_ops.defs.watch_cursor import (
     load_cursor_and_extra,
 )
 from delta_ops.errors import DeltaOpsError, NotATableError
-from delta_ops.log.health import LogProblem, log_problem
-from delta_ops.log.state import LogState, TableSettings, inspect_log, read_settings
+from delta_ops.log import (
+    LogProblem,
+    LogState,
+    TableSettings,
+    inspect_log,
+    log_problem,
+    read_settings,
+)
 from delta_ops.maintenance.due import due
 from delta_ops.protocol.filenames import LOG_DIR
 

@@ -4,7 +4,7 @@ packed small.
 Dagster stores a sensor's cursor with every tick, so its size is paid once a minute. Per
 table the sensor needs the version it last saw (to tell a moved table from a quiet one) and
 the protocol and table properties in force there (so the next tick reads only the commits
-after it, `delta_ops.log.state.read_settings`). Three things keep that small:
+after it, `delta_ops.log.segment.log_state.read_settings`). Three things keep that small:
 
 - of the table properties only those `delta_ops.maintenance.due` decides with are kept
   (`delta.checkpointInterval`, `delta.checkpointPolicy`, `delta.logCompactionInterval`);
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from delta_ops.errors import InvalidTablePropertyError
-from delta_ops.log.state import TableSettings
+from delta_ops.log import TableSettings
 
 #: The packed format (2); format 1 was plain JSON `{"format": 1, "tables": {...}}`.
 CURSOR_PREFIX = "z2:"

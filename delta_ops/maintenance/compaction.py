@@ -8,8 +8,8 @@ removes stay as tombstones, since an earlier checkpoint may still list the file)
 the same reason), and the latest `protocol` and `metaData` when the range has one. No
 `commitInfo`, no `cdc`: they are per-commit information, not state.
 
-Reading compactions is the log segment's job (`delta_ops.log.segment`); this module writes
-them. Before the file gets its name, its bytes are read back with the log reader and compared
+Reading compactions is the log segment's job (`delta_ops.log.segment.log_segment`); this module
+writes them. Before the file gets its name, its bytes are read back with the log reader and compared
 with the log reader's replay of the commits it covers (`_cross_check`; CrossCheckError and
 nothing written on a difference). The file appears atomically (put-if-absent) and an
 existing file under the same name is never replaced: it is an `already_existed` result, with
@@ -32,31 +32,33 @@ import orjson
 import pyarrow as pa
 
 from delta_ops.errors import CorruptLogError, CrossCheckError, VersionNotFoundError
-from delta_ops.log.protocol_metadata import read_protocol
-from delta_ops.log.replay import (
-    ReplayState,
-    delta_lines_oldest_first,
-    parse_json_actions,
-    read_commit,
-    replay,
-)
-from delta_ops.log.segment import (
+from delta_ops.log import (
     Delta,
     LogSegment,
-    _complete_checkpoints,
+    ReplayState,
+    Snapshot,
     build_log_segment,
+    delta_lines_oldest_first,
     list_log,
+    parse_json_actions,
+    read_checksum,
+    read_commit,
+    read_protocol,
 )
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import (
+    complete_checkpoints as _complete_checkpoints,
+)
+from delta_ops.log import (
+    replay_segment as replay,
+)
 from delta_ops.maintenance.crosscheck import first_difference, readable_key
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import file_key
-from delta_ops.protocol.crc import InvalidChecksumError, parse_checksum
+from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.protocol.filenames import (
     LOG_DIR,
     LogFile,
     LogFileKind,
-    checksum_name,
     commit_name,
     compaction_name,
 )
@@ -275,14 +277,12 @@ def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list
                 return p
     if start == 0:
         raise CorruptLogError("the log has no protocol action", table=storage.root, version=0)
-    crc_path = f"{LOG_DIR}/{checksum_name(start - 1)}"
-    if storage.exists(crc_path):
-        try:
-            recorded = parse_checksum(storage.read(crc_path))
-        except InvalidChecksumError:
-            recorded = None
-        if recorded is not None and recorded.protocol is not None:
-            return recorded.protocol
+    try:
+        recorded = read_checksum(storage, start - 1)
+    except InvalidChecksumError:
+        recorded = None
+    if recorded is not None and recorded.protocol is not None:
+        return recorded.protocol
     return read_protocol(storage, build_log_segment(storage, start - 1))
 
 
@@ -378,7 +378,7 @@ def compaction_plan(
 
     Args:
         snapshot_or_listing: the latest Snapshot, or a parsed `_delta_log` listing
-            (`delta_ops.log.segment.list_log`), which also shows existing compactions.
+            (`delta_ops.log.segment.log_segment.list_log`), which also shows existing compactions.
         interval: commits per compaction; None or < 2 plans nothing.
     """
     if interval is None or interval < 2:

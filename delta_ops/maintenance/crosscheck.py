@@ -43,10 +43,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLogError, CrossCheckError
-from delta_ops.log.replay import ReplayState, UnusableCheckpointError, replay
-from delta_ops.log.segment import LogSegment, build_log_segment
-from delta_ops.log.snapshot import Snapshot, _snapshot_from_state
+from delta_ops.errors import CorruptLogError, CrossCheckError, UnusableCheckpointError
+from delta_ops.log import LogSegment, ReplayState, Snapshot, build_log_segment
+from delta_ops.log import replay_segment as replay
+from delta_ops.log import snapshot_from_state as _snapshot_from_state
 from delta_ops.protocol import filenames
 from delta_ops.protocol.actions import file_keys
 

@@ -1,5 +1,5 @@
 """What a table needs now: a checkpoint, a version checksum, log compaction. Pure decisions
-over what the log says (`delta_ops.log.state`) and a policy; one answer for the CLI
+over what the log says (`delta_ops.log.segment.log_state`) and a policy; one answer for the CLI
 (`delta-ops due`), the Dagster assets and the Dagster sensor alike.
 
 Spec sections: "Checkpoints" (`delta.checkpointInterval`), "Version Checksum File", "Log
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
-from delta_ops.log.state import (
+from delta_ops.log import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogState,
     TableSettings,
@@ -278,7 +278,7 @@ def what_is_due(table_or_storage: TableLike, policy: DuePolicy | None = None) ->
         policy: what to ask for (default: follow the table's properties, checksums on).
 
     Raises:
-        NotATableError, CorruptLogError: see `delta_ops.log.state.inspect_log`.
+        NotATableError, CorruptLogError: see `delta_ops.log.segment.log_state.inspect_log`.
     """
     storage = Storage.of(table_or_storage)
     state = inspect_log(storage)

@@ -5,7 +5,7 @@ and "V1 Spec" (a classic-named checkpoint may follow either; multi-part ones fol
 UUID-named ones V2).
 
 One enum for the writer's request (`maintenance.checkpoint`, `delta-ops checkpoint --kind`)
-and for what an existing checkpoint is (`log.checkpoint_files.inspect_checkpoint`). The
+and for what an existing checkpoint is (`log.files.checkpoint_files.inspect_checkpoint`). The
 standard library only: the command line builds its parser from it without loading pyarrow.
 Pure: no I/O.
 """

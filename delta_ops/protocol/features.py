@@ -24,7 +24,7 @@ What each operation does with the newer features:
   versions are seen); metadata cleanup and VACUUM are refused unless the caller says the
   managing catalog permits them (`permitted=`; spec "Maintenance Operations on
   Catalog-managed Tables"), and VACUUM then also keeps every file any staged commit names
-  (`log.staged_commits`); commits (the row-tracking backfill) are refused, since writers
+  (`log.replay.staged_commits`); commits (the row-tracking backfill) are refused, since writers
   must commit through the catalog.
 * variantType, variantShredding, typeWidening (and their `-preview` spellings): every
   operation. They change data files and schemas, not the log's mechanics; the checkpoint

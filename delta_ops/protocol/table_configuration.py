@@ -12,7 +12,7 @@ property here: the reader and writer features, whether a feature is supported or
 the gate an operation passes (`ensure_supported`), the typed table properties, the schema,
 the column mapping mode, in-commit-timestamp enablement and the checkpoint kind the table
 asks for. Snapshots and the log's light replay carry one (`Snapshot.table_configuration`,
-`log.protocol_metadata.read_protocol_metadata`), so callers ask it instead of parsing the
+`log.segment.protocol_metadata.read_protocol_metadata`), so callers ask it instead of parsing the
 raw actions again.
 
 Building one reads nothing and raises nothing. Each part is parsed on the first question

@@ -6,8 +6,9 @@ Checkpoint Table Feature", "Sidecar File Information", "Checkpoint Metadata", "L
 Checkpoint File", "Checkpoint Schema" (appendix).
 
 Plan (pure, `plan.py`) from a Snapshot, build rows columnar (`actions.py`), write and read
-back (`writer.py`, `verify.py`), recognise checkpoints already there (`existing.py`), and
-move `_last_checkpoint` forward (`last_checkpoint.py`).
+back (`writer.py`, `verify.py`); checkpoints already there are recognised, and
+`_last_checkpoint` moved forward, by the log (`delta_ops.log.find_existing`,
+`delta_ops.log.advance_last_checkpoint`).
 
     >>> from delta_ops.maintenance.checkpoint import write_checkpoint
     >>> write_checkpoint("s3://bucket/table", kind="v2-uuid", sidecar_actions=50_000)
@@ -18,7 +19,7 @@ from delta_ops.errors import (
     CheckpointVerificationError,
     InvalidCheckpointRequestError,
 )
-from delta_ops.maintenance.checkpoint.last_checkpoint import advance_last_checkpoint
+from delta_ops.log import advance_last_checkpoint
 from delta_ops.maintenance.checkpoint.plan import (
     DEFAULT_PART_ACTIONS,
     DEFAULT_SIDECAR_ACTIONS,

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Snapshot
 from delta_ops.protocol.actions import conform
 from delta_ops.protocol.arrays import from_pylist
 from delta_ops.protocol.checkpoint_schema import (

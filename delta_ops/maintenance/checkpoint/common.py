@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from delta_ops.errors import CheckpointError
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.plan import CheckpointPlan
 from delta_ops.maintenance.checkpoint.verify import normalize

@@ -1,6 +1,7 @@
 """Checkpoint the latest version unless it already has the checkpoint the writer would
 write (spec "Checkpoints", "Last Checkpoint File"): the entry the Dagster checkpoint asset
-calls once the cheap log reads (`delta_ops.log.state`) say a checkpoint is due or forced.
+calls once the cheap log reads (`delta_ops.log.segment.log_state`) say a checkpoint is due or
+forced.
 
 A latest version whose checkpoint is already there and named by `_last_checkpoint`
 (`maintenance.due.checkpoint_current`) is reported from the listing and `_last_checkpoint`
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from delta_ops.log.state import LogState, TableSettings
+from delta_ops.log import LogState, TableSettings
 from delta_ops.maintenance.checkpoint.writer import CheckpointResult, write_checkpoint
 from delta_ops.maintenance.due import checkpoint_current, checkpoint_kind
 from delta_ops.storage import Storage

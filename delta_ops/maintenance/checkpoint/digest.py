@@ -1,8 +1,8 @@
 """Verify a streamed checkpoint file by digest: what was written, read back, is what was
 meant, without holding either in memory.
 
-A checkpoint written from a streamed state (`log.stream`) is too large to compare row by
-row in memory the way `verify.py` does. Instead both sides are reduced, one batch at a
+A checkpoint written from a streamed state (`log.replay.streamed_actions`) is too large to compare
+row by row in memory the way `verify.py` does. Instead both sides are reduced, one batch at a
 time, to a `Digest`: per action kind the number of actions and a SHA-256 of each field
 verification compares (add: path, size, deletion vector; remove: path, deletion vector),
 fed with the values in the order they were written (string lengths and bytes, integers as

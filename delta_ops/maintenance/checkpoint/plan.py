@@ -17,8 +17,7 @@ import pyarrow as pa
 from delta_ops.errors import CheckpointError as CheckpointError  # re-exported
 from delta_ops.errors import CheckpointVerificationError as CheckpointVerificationError
 from delta_ops.errors import CorruptLogError, InvalidCheckpointRequestError
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.log.stream import StreamedActions
+from delta_ops.log import Snapshot, StreamedActions
 from delta_ops.protocol.checkpoint_kind import CheckpointKind as CheckpointKind  # re-exported
 from delta_ops.protocol.checkpoint_schema import CheckpointLayout, checkpoint_layout
 

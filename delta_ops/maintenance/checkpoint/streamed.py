@@ -30,8 +30,7 @@ import pyarrow.parquet as pq
 
 from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.log.stream import StreamedActions
+from delta_ops.log import Snapshot, StreamedActions
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.digest import Digest, compare, read_back
 from delta_ops.maintenance.checkpoint.plan import CheckpointPlan

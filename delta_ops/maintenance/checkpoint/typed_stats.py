@@ -13,7 +13,7 @@ writes `stats` and/or `stats_parsed` from them as the table's properties ask.
 
 * A streamed state reads the typed statistics beside each checkpoint row
   (`StreamedActions.with_typed_stats`): memory stays bounded by a row group.
-* A state rebuilt by bucket (`log.rebuild`) fills them while it reads the checkpoint into
+* A state rebuilt by bucket (`log.snapshot.rebuild`) fills them while it reads the checkpoint into
   its spill files (`rebuild_snapshot(typed_stats=True)`).
 * A loaded state (small by definition) reads the checkpoint's `path`, `deletionVector` and
   `stats_parsed` again and fills, by file key, the adds that have no JSON statistics.
@@ -34,9 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CheckpointVerificationError
-from delta_ops.log.checkpoint_reader import read_checkpoint, read_parsed_stats
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.log.stream import StreamedActions
+from delta_ops.log import Snapshot, StreamedActions, read_checkpoint, read_parsed_stats
 from delta_ops.maintenance.checkpoint.verify import has_stats
 from delta_ops.protocol.file_actions import file_keys
 from delta_ops.protocol.stats_json import stats_json

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointError, CheckpointVerificationError, StorageError
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Snapshot, schema_for_last_checkpoint
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (
@@ -22,10 +22,6 @@ from delta_ops.maintenance.checkpoint.common import (
     _parquet_bytes,
     _put_verified,
     _Written,
-)
-from delta_ops.maintenance.checkpoint.last_checkpoint import (
-    LAST_CHECKPOINT_LIST_THRESHOLD,
-    schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
@@ -38,6 +34,9 @@ from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.last_checkpoint import build_last_checkpoint
 from delta_ops.storage import Storage
 
+#: Spark's defaults for the V2 details copied into `_last_checkpoint` (non-file actions and
+#: sidecar list are left out when longer).
+LAST_CHECKPOINT_LIST_THRESHOLD = 30
 #: Sidecars handed to the engine per call (bounds how many are in memory at once).
 SIDECARS_PER_ENGINE_CALL = 8
 

@@ -24,7 +24,7 @@ Safety, in the order things happen:
    references is harmless; a multi-part checkpoint is ignored by readers until its last
    part lands, and every part is verified before the first one is written.
 3. `_last_checkpoint` is written last and only ever moves to a newer version
-   (last_checkpoint.py).
+   (`delta_ops.log.advance_last_checkpoint`).
 
 A crash at any point leaves the table readable: readers find checkpoints by listing, and
 `_last_checkpoint` only names a checkpoint once it is complete.
@@ -45,9 +45,18 @@ import pyarrow as pa
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
-from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
-from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.log import (
+    ReadOptions,
+    Snapshot,
+    StateKind,
+    advance_last_checkpoint,
+    choose_state,
+    find_existing,
+    last_checkpoint_of,
+    load_snapshot,
+    rebuild_snapshot,
+    schema_for_last_checkpoint,
+)
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (
@@ -56,12 +65,6 @@ from delta_ops.maintenance.checkpoint.common import (
     _parquet_bytes,
     _put_verified,
     _Written,
-)
-from delta_ops.maintenance.checkpoint.existing import find_existing
-from delta_ops.maintenance.checkpoint.last_checkpoint import (
-    advance_last_checkpoint,
-    last_checkpoint_of,
-    schema_for_last_checkpoint,
 )
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind, CheckpointPlan, plan_checkpoint
 from delta_ops.maintenance.checkpoint.typed_stats import check_source_stats, with_source_stats
@@ -100,7 +103,7 @@ class CheckpointResult:
             through compaction files, the commits-only segment itself otherwise, or
             `unavailable (...)` when commits a compaction covers were cleaned up.
         rebuilt_buckets: the number of buckets the state was reconciled in when it was
-            rebuilt by bucket (`log.rebuild`), 0 when it was loaded or streamed.
+            rebuilt by bucket (`log.snapshot.rebuild`), 0 when it was loaded or streamed.
     """
 
     version: int
@@ -270,13 +273,14 @@ def write_checkpoint(
     """Write a checkpoint of the table at `version` (latest when None).
 
     A table whose checkpoint files hold at least `stream_threshold` bytes (default
-    `log.stream.DEFAULT_STREAM_THRESHOLD_BYTES`, or `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is
-    checkpointed from a streamed state (`streamed.py`): the same files, in memory that does
-    not grow with the table. A log with no usable checkpoint whose commits hold at least
+    `log.replay.streamed_actions.DEFAULT_STREAM_THRESHOLD_BYTES`, or
+    `$DELTA_OPS_STREAM_THRESHOLD_BYTES`) is checkpointed from a streamed state (`streamed.py`): the
+    same files, in memory that does not grow with the table. A log with no usable checkpoint whose
+    commits hold at least
     `rebuild_threshold` bytes of JSON (default
-    `log.rebuild.DEFAULT_REBUILD_THRESHOLD_BYTES`, 64 MiB, or
+    `log.snapshot.rebuild.DEFAULT_REBUILD_THRESHOLD_BYTES`, 64 MiB, or
     `$DELTA_OPS_REBUILD_THRESHOLD_BYTES`), or any table with `rebuild=True`, is rebuilt by
-    bucket (`log.rebuild`): every file action of the segment spilled by key to local
+    bucket (`log.snapshot.rebuild`): every file action of the segment spilled by key to local
     temporary files and reconciled one bucket at a time, then written by the streamed
     writer; memory follows a bucket, not the table.
 
@@ -332,14 +336,16 @@ def write_checkpoint(
             table=storage.root,
             version=version,
         )
-    if rebuild is None:
-        rebuild = not embedded_json and needs_rebuild(
-            storage, version, rebuild_threshold_bytes(rebuild_threshold)
-        )
-    stream = rebuild or (
-        large_state(storage, version, stream_threshold_bytes(stream_threshold))
-        and not embedded_json
+    read_options = ReadOptions.from_env()  # what the caller leaves unset
+    state = choose_state(
+        storage, version, read_options, rebuild=rebuild, may_rebuild=not embedded_json,
+        may_stream=not embedded_json, rebuild_threshold=rebuild_threshold,
+        stream_threshold=stream_threshold,
     )
+    rebuild = state is StateKind.REBUILT
+    stream = state is not StateKind.LOADED
+    if buckets is None:
+        buckets = read_options.rebuild_buckets
     options = _Options(version, kind, fmt, sidecar_actions, parts, started, rebuild, buckets)
     if stream and engine is not None and engine.distributed:
         # A large table on a distributed engine: the streamed writer runs in one worker

@@ -34,7 +34,7 @@ Verifying compares a recorded `.crc` with its version's state through one functi
 `compare.compare_with_state` (`crc verify` and the Dagster check `checksum_matches` alike):
 `allFiles` as a set keyed by file, statistics by meaning (JSON or a checkpoint's typed
 `stats_parsed`). A log whose commits are large (a commit of a million adds) is aggregated
-from the state rebuilt by bucket, its commits read in chunks (`log.rebuild`).
+from the state rebuilt by bucket, its commits read in chunks (`log.snapshot.rebuild`).
 
 Modules: `base` (policy, results, shared helpers), `full`, `incremental` (the two
 computations), `compare` and `operations`; every name is importable from here as before.
@@ -43,7 +43,7 @@ computations), `compare` and `operations`; every name is importable from here as
 from __future__ import annotations
 
 from delta_ops.errors import IncrementalChecksumUnavailableError
-from delta_ops.log.replay import read_commit
+from delta_ops.log import read_checksum, read_commit
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_ALL_FILES_THRESHOLD,
     DEFAULT_POLICY,
@@ -56,7 +56,6 @@ from delta_ops.maintenance.checksum.base import (
     VerifyResult,
     action_dict,
     checksum_path,
-    read_checksum,
 )
 from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import (

@@ -1,6 +1,6 @@
 """Version checksums: the policy (what optional content a `.crc` carries), the results the
 operations return, and the helpers computing, writing and verifying share (reading `N.crc`,
-the action dictionaries a checksum lists).
+which the log does: `delta_ops.log.read_checksum`; the action dictionaries a checksum lists).
 
 Spec section: "Version Checksum File" (its fields: `setTransactions`, `domainMetadata`,
 `allFiles`, in-commit timestamps). The object model lives in `delta_ops.protocol.crc`.
@@ -13,7 +13,6 @@ from typing import Any, Literal
 from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     ChecksumMismatchError,
-    StorageError,
 )
 from delta_ops.maintenance.options import (  # re-exported
     DEFAULT_ALL_FILES_THRESHOLD as DEFAULT_ALL_FILES_THRESHOLD,
@@ -22,13 +21,10 @@ from delta_ops.protocol.actions import ADD_TYPE
 from delta_ops.protocol.crc import (
     FILE_SIZE_BIN_BOUNDARIES,
     LEGACY_HISTOGRAM_FIELD,
-    InvalidChecksumError,
     VersionChecksum,
-    parse_checksum,
 )
 from delta_ops.protocol.filenames import LOG_DIR, checksum_name, commit_name
 from delta_ops.protocol.table_configuration import TableConfiguration
-from delta_ops.storage import Storage
 
 Method = Literal["auto", "full", "incremental"]
 
@@ -217,27 +213,6 @@ def checksum_path(version: int) -> str:
 
 def _commit_path(version: int) -> str:
     return f"{LOG_DIR}/{commit_name(version)}"
-
-
-def read_checksum(storage: Storage, version: int) -> VersionChecksum | None:
-    """The parsed `version.crc`, or None when there is none.
-
-    Raises:
-        InvalidChecksumError: the file exists but is not a valid checksum (names the file).
-    """
-    path = checksum_path(version)
-    try:
-        data = storage.read(path)
-    except StorageError:
-        if not storage.exists(path):
-            return None
-        raise
-    try:
-        return parse_checksum(data)
-    except InvalidChecksumError as exc:
-        raise InvalidChecksumError(
-            exc.reason, table=storage.root, version=version, file=path
-        ) from exc
 
 
 def _first_commit_info(actions: Sequence[Mapping[str, Any]]) -> dict | None:

@@ -32,8 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from delta_ops.engine.base import Engine
-from delta_ops.log.checkpoint_reader import read_parsed_stats
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Snapshot, read_parsed_stats
 from delta_ops.maintenance.checksum.base import (
     ChecksumPolicy,
     _sorted_txns,

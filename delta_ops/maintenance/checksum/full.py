@@ -20,9 +20,7 @@ from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     VersionNotFoundError,
 )
-from delta_ops.log.delta_chunks import read_commit_info
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.log.stream import BATCH_ROWS, StreamedActions
+from delta_ops.log import BATCH_ROWS, Snapshot, StreamedActions, read_commit_info
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumPolicy,

@@ -2,7 +2,7 @@
 and the writer of those: the entries the Dagster `version_checksum` asset and
 `checksum_matches` check call.
 
-From the cheap log reads (`delta_ops.log.state`: the `.crc` files listed from the
+From the cheap log reads (`delta_ops.log.segment.log_state`: the `.crc` files listed from the
 checkpoint on): the versions after the newest checksum up to the latest, each derived from
 the previous one (`write_checksums`); without any checksum there, the latest version alone.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from delta_ops.log.state import LogState
+from delta_ops.log import LogState
 from delta_ops.maintenance.checksum.operations import checksum_versions, write_checksums
 from delta_ops.storage import Storage
 

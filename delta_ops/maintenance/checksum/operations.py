@@ -17,11 +17,18 @@ from delta_ops.errors import (
     IncrementalChecksumUnavailableError,
     VersionNotFoundError,
 )
-from delta_ops.log.rebuild import needs_rebuild, rebuild_snapshot, rebuild_threshold_bytes
-from delta_ops.log.replay import read_commit
-from delta_ops.log.segment import build_log_segment, list_log
-from delta_ops.log.snapshot import Snapshot, large_state, load_snapshot
-from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.log import (
+    ReadOptions,
+    Snapshot,
+    StateKind,
+    build_log_segment,
+    choose_state,
+    list_log,
+    load_snapshot,
+    read_checksum,
+    read_commit,
+    rebuild_snapshot,
+)
 from delta_ops.maintenance.checksum.base import (
     DEFAULT_POLICY,
     ChecksumBackfillResult,
@@ -35,7 +42,6 @@ from delta_ops.maintenance.checksum.base import (
     _engine,
     _first_commit_info,
     checksum_path,
-    read_checksum,
 )
 from delta_ops.maintenance.checksum.compare import compare_with_state
 from delta_ops.maintenance.checksum.full import checksum_from_snapshot
@@ -65,16 +71,19 @@ def _load(
     storage: Storage, version: int | None, engine: Engine | None, stack: ExitStack
 ) -> Snapshot:
     """The snapshot a full computation aggregates, in memory that does not grow with the
-    table: streamed when its checkpoint is large (`log.stream`); rebuilt by bucket when it
-    has no checkpoint and its commits are large (`log.rebuild`: the commits read in chunks
-    of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
-    spill in this process), its spill files removed when `stack` closes."""
-    if not _engine(engine).distributed and needs_rebuild(
-        storage, version, rebuild_threshold_bytes()
-    ):
-        return stack.enter_context(rebuild_snapshot(storage, version)).snapshot
-    stream = large_state(storage, version, stream_threshold_bytes())
-    return load_snapshot(storage, version, stream=stream)
+    table: streamed when its checkpoint is large (`log.replay.streamed_actions`); rebuilt by bucket
+    when it has no checkpoint and its commits are large (`log.snapshot.rebuild`: the commits read in
+    chunks of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
+    spill in this process), its spill files removed when `stack` closes. The thresholds are
+    the environment's (`ReadOptions.from_env`)."""
+    read_options = ReadOptions.from_env()
+    state = choose_state(
+        storage, version, read_options, may_rebuild=not _engine(engine).distributed
+    )
+    if state is StateKind.REBUILT:
+        rebuilt = rebuild_snapshot(storage, version, buckets=read_options.rebuild_buckets)
+        return stack.enter_context(rebuilt).snapshot
+    return load_snapshot(storage, version, stream=state is StateKind.STREAMED)
 
 
 def _incremental_commit_too_large(storage: Storage, version: int) -> str | None:

@@ -39,9 +39,9 @@ temporary files go last. Every version from `cutOffCheckpoint` on stays readable
 step, and a re-run finishes an interrupted run.
 
 No full snapshot is built: a listing of `_delta_log`, the protocol and metadata (the log's
-light replay, `delta_ops.log.protocol_metadata`), the checkpoint kept (read in full) and the
+light replay, `delta_ops.log.segment.protocol_metadata`), the checkpoint kept (read in full) and the
 sidecar references of the other checkpoints that are kept (both through the log's
-checkpoint-file inspector, `delta_ops.log.checkpoint_files`).
+checkpoint-file inspector, `delta_ops.log.files.checkpoint_files`).
 
 Modules: `listing` (the `_delta_log` listing, expiry rule, deletion order, writers'
 temporary files), `cutoff` (retention and the cutoff commit), `plan` (`plan_cleanup`: pure
@@ -51,6 +51,7 @@ decisions from what the log reads), `apply` (`cleanup_metadata`, `apply_cleanup`
 
 from __future__ import annotations
 
+from delta_ops.log import is_writer_temp_file
 from delta_ops.maintenance.cleanup.apply import (
     CleanupResult,
     apply_cleanup,
@@ -63,7 +64,6 @@ from delta_ops.maintenance.cleanup.cutoff import (
     cutoff_commit,
     midnight_utc,
 )
-from delta_ops.maintenance.cleanup.listing import is_writer_temp_file
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
 
 __all__ = [

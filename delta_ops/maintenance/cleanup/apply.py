@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.clock import Clock, start_time
-from delta_ops.log.last_checkpoint import advance_last_checkpoint
+from delta_ops.log import advance_last_checkpoint
 from delta_ops.maintenance.cleanup.cutoff import iso_utc
 from delta_ops.maintenance.cleanup.plan import CleanupPlan, plan_cleanup
 from delta_ops.storage import Storage, TableLike
@@ -166,20 +166,17 @@ def cleanup_metadata(
 def apply_cleanup(storage: Storage, plan: CleanupPlan) -> bool:
     """Carry out a plan from `plan_cleanup`: move `_last_checkpoint` forward (never back:
     a newer one written since the plan is kept, and one a checkpoint writer published in the
-    instant between our read and write is put back; see `delta_ops.log.last_checkpoint`),
+    instant between our read and write is put back; see `delta_ops.log.files.last_checkpoint_file`),
     then delete `plan.files` one at a time in order (a crash leaves a prefix deleted and the
     rest in place), then the temporary files.
 
     Returns:
         Whether `_last_checkpoint` was written.
     """
-    from delta_ops.maintenance.checkpoint.last_checkpoint import describe_checkpoint
-
     updated = False
     if plan.last_checkpoint is not None:
         updated = advance_last_checkpoint(
-            storage, plan.last_checkpoint, replace_same_version=False,
-            describe=describe_checkpoint,
+            storage, plan.last_checkpoint, replace_same_version=False
         )
     for path in plan.files:
         storage.delete(path)

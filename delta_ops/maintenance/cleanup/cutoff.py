@@ -7,12 +7,11 @@ properties `delta.logRetentionDuration` and `delta.enableExpiredLogCleanup`.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from delta_ops.errors import RetentionError
-from delta_ops.log.timestamps import monotonize, read_in_commit_timestamp
+from delta_ops.log import commit_at_or_before
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.retention import check_retention
 from delta_ops.protocol.table_configuration import IctEnablement
@@ -36,11 +35,8 @@ def cutoff_commit(
     ict: IctEnablement,
     cutoff_ms: int,
 ) -> int | None:
-    """The newest commit whose timestamp is not after `cutoff_ms` (None when none is).
-
-    Commits before the in-commit-timestamp enablement version use their files'
-    modification times, made monotonic; later ones their `inCommitTimestamp` (monotonic
-    by the spec), found by binary search so only a few commits are read.
+    """The newest commit whose timestamp is not after `cutoff_ms` (None when none is): the
+    log's one search of commit timestamps (`delta_ops.log.commit_at_or_before`).
 
     Args:
         storage: The table's storage.
@@ -48,26 +44,7 @@ def cutoff_commit(
         ict: Whether and since when in-commit timestamps are enabled.
         cutoff_ms: The cutoff, milliseconds since the epoch.
     """
-    versions = [v for v, _ in commits]
-    split = len(versions)
-    if ict.enabled:
-        split = bisect.bisect_left(versions, ict.version or 0)
-    if split < len(versions):
-        def ts(i: int) -> int:
-            return read_in_commit_timestamp(storage, versions[i])
-
-        if ts(split) <= cutoff_ms:
-            lo, hi = split, len(versions) - 1
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if ts(mid) <= cutoff_ms:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            return versions[lo]
-    times = monotonize([info.modification_time for _, info in commits[:split]])
-    idx = bisect.bisect_right(times, cutoff_ms) - 1
-    return versions[idx] if idx >= 0 else None
+    return commit_at_or_before(storage, commits, ict, cutoff_ms)
 
 
 def retention_to_ms(retention: timedelta) -> int:

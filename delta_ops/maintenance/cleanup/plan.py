@@ -3,7 +3,7 @@
 Spec sections: "Metadata Cleanup" (steps 2-5), "Checkpoints" ("Metadata cleanup MUST
 provide a checkpoint for the oldest kept table version"), "Last Checkpoint File", "V2
 Checkpoint Table Feature" (sidecars). The checkpoints relied on are read through the log's
-checkpoint-file inspector (`delta_ops.log.checkpoint_files`): the kept one in full
+checkpoint-file inspector (`delta_ops.log.files.checkpoint_files`): the kept one in full
 (`verify_checkpoint`), the other kept ones for their sidecar references only.
 """
 
@@ -15,18 +15,20 @@ from datetime import timedelta
 from typing import Any
 
 from delta_ops.errors import CorruptLogError, DeltaOpsError
-from delta_ops.log.checkpoint_files import (
+from delta_ops.log import (
+    CheckpointFiles,
+    LogListing,
+    LogSegment,
+    build_log_segment,
     inspect_checkpoint,
+    list_log_dir,
+    read_last_checkpoint,
+    read_protocol_metadata,
     read_sidecar_references,
     verify_checkpoint,
 )
-from delta_ops.log.last_checkpoint import read_last_checkpoint
-from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.segment import (
-    CheckpointFiles,
-    LogSegment,
-    _complete_checkpoints,
-    build_log_segment,
+from delta_ops.log import (
+    complete_checkpoints as _complete_checkpoints,
 )
 from delta_ops.maintenance.cleanup.cutoff import (
     DAY_MS,
@@ -36,12 +38,7 @@ from delta_ops.maintenance.cleanup.cutoff import (
     midnight_utc,
     retention_to_ms,
 )
-from delta_ops.maintenance.cleanup.listing import (
-    LogListing,
-    deletion_order_key,
-    expired,
-    list_log_dir,
-)
+from delta_ops.maintenance.cleanup.listing import deletion_order_key, expired
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.protocol.last_checkpoint import LastCheckpoint, build_last_checkpoint
 from delta_ops.protocol.table_configuration import TableConfiguration

@@ -79,7 +79,7 @@ def check_files_exist(
         DeltaOpsError: the log cannot be read.
     """
     from delta_ops.engine.local import LocalEngine
-    from delta_ops.log.snapshot import load_snapshot
+    from delta_ops.log import load_snapshot
 
     storage = Storage.of(table_or_storage, storage_options)
     snap = snapshot if snapshot is not None else load_snapshot(storage)

@@ -22,10 +22,10 @@ Three steps, each its own commit(s) through `delta_ops.commit.Transaction`
 3. Set `delta.enableRowTracking=true` once no live file lacks row IDs.
 
 Two paths, with the same commits: a table whose checkpoint holds less than
-`log.stream.stream_threshold_bytes()` (16 MiB by default, `$DELTA_OPS_STREAM_THRESHOLD_BYTES`,
-the `stream_threshold` argument; 0 streams every table) is loaded and re-planned on a
-refreshed snapshot per batch (`loaded.py`); a larger one is streamed, its batches cut in one
-pass over the state, and checkpointed every `checkpoint_every` backfilled files
+`log.replay.streamed_actions.stream_threshold_bytes()` (16 MiB by default,
+`$DELTA_OPS_STREAM_THRESHOLD_BYTES`, the `stream_threshold` argument; 0 streams every table) is
+loaded and re-planned on a refreshed snapshot per batch (`loaded.py`); a larger one is streamed, its
+batches cut in one pass over the state, and checkpointed every `checkpoint_every` backfilled files
 (`streamed.py`), so memory does not grow with the table.
 
 Interrupted anywhere, a re-run picks up where the log says it stopped; on an enabled table
@@ -44,8 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
-from delta_ops.log.snapshot import large_state
-from delta_ops.log.stream import stream_threshold_bytes
+from delta_ops.log import ReadOptions, StateKind, choose_state
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.maintenance.row_tracking.commits import DEFAULT_MAX_CONFLICTS
 from delta_ops.maintenance.row_tracking.loaded import backfill_loaded
@@ -94,8 +93,7 @@ def backfill_protocol_upgrade(
         UnsupportedFeatureError: The table has features the backfill cannot write (as
             `backfill_row_tracking` would raise).
     """
-    from delta_ops.log.protocol_metadata import read_protocol_metadata
-    from delta_ops.log.segment import build_log_segment
+    from delta_ops.log import build_log_segment, read_protocol_metadata
 
     storage = Storage.of(table, storage_options)
     config = read_protocol_metadata(storage, build_log_segment(storage))
@@ -156,7 +154,10 @@ def backfill_row_tracking(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     storage = Storage.of(table, storage_options)
     common = {"engine": engine, "clock": clock, "max_retries": max_retries, "sleep": sleep}
-    if large_state(storage, None, stream_threshold_bytes(stream_threshold)):
+    state = choose_state(
+        storage, None, ReadOptions.from_env(), may_rebuild=False, stream_threshold=stream_threshold
+    )
+    if state is StateKind.STREAMED:
         return backfill_streamed(
             storage,
             batch_size=batch_size,

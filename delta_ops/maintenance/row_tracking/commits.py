@@ -21,7 +21,7 @@ from delta_ops.commit.row_ids import (
 )
 from delta_ops.commit.transaction import CommitResult, Transaction
 from delta_ops.errors import CommitConflictError
-from delta_ops.log.snapshot import Snapshot
+from delta_ops.log import Snapshot
 from delta_ops.maintenance.row_tracking.plan import (
     BackfillPlan,
     BackfillProgress,

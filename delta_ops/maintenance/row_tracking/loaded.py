@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.errors import CommitConflictError
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, load_snapshot
 from delta_ops.maintenance.row_tracking.commits import (
     Tally,
     commit_batch,

@@ -6,8 +6,8 @@ Spec section: "Row Tracking" (a file lacks row IDs when its add has no `baseRowI
 
 Order: the files lacking row IDs are taken in the order of the state (`Snapshot.files`:
 the checkpoint's rows as stored, then the commits' winners), not sorted by path. A streamed
-state (`log.stream.StreamedActions`) yields its rows in exactly that order, one row group at
-a time, so one pass over it cuts the same batches the loaded state does; sorting 10M paths
+state (`log.replay.streamed_actions.StreamedActions`) yields its rows in exactly that order, one row
+group at a time, so one pass over it cuts the same batches the loaded state does; sorting 10M paths
 would need them all at once. The loaded path re-plans on a refreshed snapshot after every
 batch, and a refresh keeps the untouched rows in their order (it only drops the keys a new
 commit touched and appends the new winners), so its next batch is the next `batch_size`
@@ -33,8 +33,7 @@ from delta_ops.commit.row_ids import (
     num_records_from_stats,
     row_id_problems,
 )
-from delta_ops.log.snapshot import Snapshot
-from delta_ops.log.stream import StreamedActions
+from delta_ops.log import Snapshot, StreamedActions
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
 from delta_ops.protocol.upgrade import protocol_with_features
 

@@ -1,7 +1,7 @@
 """The row-tracking backfill of a large table, from a streamed state (issue 15).
 
-A table whose checkpoint holds at least `log.stream.stream_threshold_bytes()` is never
-loaded whole: `load_snapshot(stream=True)` holds the protocol, metadata, domains and the
+A table whose checkpoint holds at least `log.replay.streamed_actions.stream_threshold_bytes()` is
+never loaded whole: `load_snapshot(stream=True)` holds the protocol, metadata, domains and the
 commits since the checkpoint, and its files are read again, one row group at a time, each
 time they are iterated. A round of the backfill is:
 
@@ -53,9 +53,7 @@ from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CommitConflictError
-from delta_ops.log.replay import read_commit
-from delta_ops.log.segment import list_log
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log import Snapshot, list_log, load_snapshot, read_commit
 from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY
 from delta_ops.maintenance.row_tracking.commits import (
     Tally,

@@ -17,7 +17,7 @@ What is kept (everything else old enough below the table root is deleted):
 * every DV file referenced by either (`u`: resolved against the root; `p`: as any path);
 * every path (and DV file) an add or a remove of any staged commit names
   (`_delta_log/_staged_commits/<v>.<uuid>.json`, spec "Catalog-managed tables": only the
-  catalog knows which it ratified and will publish; `log.staged_commits`), whatever its
+  catalog knows which it ratified and will publish; `log.replay.staged_commits`), whatever its
   version; a staged commit that cannot be read refuses the run. Commits a catalog holds
   inline are invisible here and protected only by the retention;
 * on local storage, a listed file a referenced path reaches through another spelling of
@@ -46,13 +46,14 @@ shorter than
 
 No full snapshot is built: VACUUM only needs, per logical file, whether its newest action is
 an add or a still-unexpired remove, and which DV file it names. That is the log's
-references-only replay (`delta_ops.log.references`): the same reconciler as the snapshot's
-(`log.commits` columnar, `log.replay` action by action and for checkpoints), reading only
+references-only replay (`delta_ops.log.replay.references`): the same reconciler as the snapshot's
+(`log.replay.columnar_commits` columnar, `log.replay.full_replay` action by action and for
+checkpoints), reading only
 `path`, `deletionVector` and `deletionTimestamp`. A checkpoint that cannot be read is left
-out as `load_snapshot` leaves it out (`log.checkpoint_fallback`).
+out as `load_snapshot` leaves it out (`log.replay.checkpoint_fallback`).
 
 A large table's references and listing never sit in memory whole (issue 15): from
-`log.reference_buckets.partition_threshold()` estimated file actions on, the references
+`log.replay.reference_buckets.partition_threshold()` estimated file actions on, the references
 are spilled by the bucket of their listing key (the one path identity, `reader_keys`) and
 the engine spills the listing by the same function and anti-joins bucket by bucket
 (`engine.local.find_unreferenced_in_buckets`); the proof reads every spilled reference
@@ -66,7 +67,7 @@ Where the files come from (every source goes through the same `_select` and proo
   outside-the-root inventories are refused;
 * lite mode, no listing at all: the files named by expired tombstones still in the log
   state and by the removes of every commit since the last VACUUM
-  (`log.vacuum_info.lite_window`, `_delta_log/_last_vacuum_info` as delta-spark keeps it),
+  (`log.replay.vacuum_info.lite_window`, `_delta_log/_last_vacuum_info` as delta-spark keeps it),
   with their DV files, each checked for existence and age. When the log no longer holds
   those commits, lite refuses (`LiteVacuumUnavailableError`) or, asked to, lists the table.
 
@@ -81,7 +82,7 @@ START/END commits), `apply` (deleting; `vacuum`, `describe`).
 
 from __future__ import annotations
 
-from delta_ops.log.references import FileReferences, file_references
+from delta_ops.log import FileReferences, file_references
 from delta_ops.maintenance.vacuum.apply import VacuumResult, describe, vacuum
 from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.maintenance.vacuum.listing import CHANGE_DATA_DIR, is_hidden, partition_prefixes

@@ -26,7 +26,7 @@ from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.engine.progress import DELETE, Progress
 from delta_ops.errors import CorruptLogError
-from delta_ops.log.vacuum_info import read_last_vacuum_info, write_last_vacuum_info
+from delta_ops.log import read_last_vacuum_info, write_last_vacuum_info
 from delta_ops.maintenance.vacuum.history import (
     record_vacuum_end,
     record_vacuum_start,

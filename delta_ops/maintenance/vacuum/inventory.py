@@ -60,8 +60,7 @@ import pyarrow.compute as pc
 from delta_ops.engine.base import LISTING_SCHEMA
 from delta_ops.engine.progress import INVENTORY, NO_PROGRESS, PROBE, Progress
 from delta_ops.errors import DeltaOpsError, InventoryError
-from delta_ops.log.reference_buckets import SpilledReferences
-from delta_ops.log.references import FileReferences
+from delta_ops.log import FileReferences, SpilledReferences, has_log
 from delta_ops.maintenance.vacuum.inventory_s3 import BAD_RELATIVE, _split, read_report
 from delta_ops.maintenance.vacuum.listing import is_hidden
 from delta_ops.protocol.arrays import string_array
@@ -207,8 +206,8 @@ def read_inventory(
 
 def _listing_files(store: Storage) -> list[FileInfo]:
     """The Parquet files of a directory inventory (or of a Delta table's live files)."""
-    if store.exists(f"{LOG_DIR}/00000000000000000000.json") or store.list_dir(LOG_DIR):
-        from delta_ops.log.snapshot import load_snapshot
+    if has_log(store):
+        from delta_ops.log import load_snapshot
         from delta_ops.protocol.path_identity import relative_key
 
         snap = load_snapshot(store)

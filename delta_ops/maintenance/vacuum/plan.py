@@ -6,9 +6,9 @@ after their `deletionTimestamp`), and the table properties
 `delta.deletedFileRetentionDuration` (default 1 week) and `delta.logRetentionDuration`.
 
 The log is read through `log/` only: the segment, protocol and metadata by
-`log.protocol_metadata`, the references by `log.references.file_references` (the
+`log.segment.protocol_metadata`, the references by `log.replay.references.file_references` (the
 references-only replay), and a checkpoint found unusable is left out by
-`log.checkpoint_fallback.read_with_usable_checkpoint`, as `load_snapshot` does. Retention
+`log.replay.checkpoint_fallback.read_with_usable_checkpoint`, as `load_snapshot` does. Retention
 is checked first. A full run lists the table (the engine's `find_unreferenced`); lite mode
 probes only the files expired tombstones name. Every file of the plan is then proven
 (`proof._prove_deletable`): a dry run and a real run share the plan.
@@ -34,13 +34,21 @@ from delta_ops.errors import (
     StorageError,
     UnsafeDeletionError,
 )
-from delta_ops.log.checkpoint_fallback import read_with_usable_checkpoint
-from delta_ops.log.protocol_metadata import read_protocol_metadata
-from delta_ops.log.reference_buckets import SpilledReferences, read_references
-from delta_ops.log.references import FileReferences, read_deltas
-from delta_ops.log.segment import LogSegment
-from delta_ops.log.staged_commits import STAGED_DIR, staged_references
-from delta_ops.log.vacuum_info import LiteWindow, expired_removed_keys, lite_window
+from delta_ops.log import (
+    STAGED_DIR,
+    FileReferences,
+    LiteWindow,
+    LogSegment,
+    ReadOptions,
+    SpilledReferences,
+    expired_removed_keys,
+    lite_window,
+    read_deltas,
+    read_protocol_metadata,
+    read_references,
+    read_with_usable_checkpoint,
+    staged_references,
+)
 from delta_ops.maintenance.vacuum.aliases import reached_through_aliases
 from delta_ops.maintenance.vacuum.inventory import InventorySource, inventory_candidates
 from delta_ops.maintenance.vacuum.listing import (
@@ -63,7 +71,7 @@ from delta_ops.storage import FileInfo, Storage
 HOUR_MS = 3_600_000
 _IO_THREADS = 16
 
-# The bytes of a segment's deltas, by path (`log.references.read_deltas`).
+# The bytes of a segment's deltas, by path (`log.replay.references.read_deltas`).
 _read_deltas = read_deltas
 
 
@@ -194,7 +202,7 @@ def plan_vacuum(
     Every file of the plan is proven deletable before the plan is returned (see
     `_prove_deletable`): a dry run and a real run share it. A large table's references
     are spilled by bucket and anti-joined with the listing bucket by bucket
-    (`log.reference_buckets`); the plan is the same as the in-memory path's.
+    (`log.replay.reference_buckets`); the plan is the same as the in-memory path's.
 
     Args:
         storage: The table's storage.
@@ -206,7 +214,7 @@ def plan_vacuum(
         engine: See `vacuum`.
         allow_catalog_managed: See `vacuum`.
         partition_files: Estimated file actions from which the references are spilled by
-            bucket (`log.reference_buckets.partition_threshold`: default 500,000,
+            bucket (`log.replay.reference_buckets.partition_threshold`: default 500,000,
             `$DELTA_OPS_VACUUM_PARTITION_FILES`; 0 spills every table's).
         buckets: The bucket count when spilled (default from the estimate,
             `$DELTA_OPS_VACUUM_BUCKETS`).
@@ -214,7 +222,7 @@ def plan_vacuum(
             (`inventory.py`); read after the protocol check, refused when stale, lacking
             fields or naming paths outside the root.
         lite_fallback: In lite mode, when the log no longer covers the window
-            (`log.vacuum_info.lite_window`), list the table instead of refusing (and say so).
+            (`log.replay.vacuum_info.lite_window`), list the table instead of refusing (and say so).
         progress: Hears of listing pages and probes (`engine.progress`).
 
     Raises:
@@ -252,7 +260,8 @@ def plan_vacuum(
         delete_before = now_ms - retention_ms
         staged = _staged(storage, delete_before, segment.version)
         refs = read_references(
-            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets
+            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets,
+            options=ReadOptions.from_env(),
         )
         if len(staged.keep) or len(staged.written):
             if isinstance(refs, SpilledReferences):
@@ -282,7 +291,7 @@ def plan_vacuum(
 
 
 def _staged(storage: Storage, delete_before: int, version: int) -> FileReferences:
-    """What the staged commits protect (`log.staged_commits`), or a refusal naming the
+    """What the staged commits protect (`log.replay.staged_commits`), or a refusal naming the
     file when one cannot be read: a catalog may still publish any of them."""
     try:
         return staged_references(storage, delete_before)

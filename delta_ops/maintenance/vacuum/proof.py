@@ -40,11 +40,14 @@ from delta_ops.errors import (
     StorageError,
     UnsafeDeletionError,
 )
-from delta_ops.log.action_replay import read_log_files
-from delta_ops.log.listing import list_log
-from delta_ops.log.reference_buckets import SpilledReferences
-from delta_ops.log.references import FileReferences
-from delta_ops.log.staged_commits import STAGED_DIR, read_staged_commits
+from delta_ops.log import (
+    STAGED_DIR,
+    FileReferences,
+    SpilledReferences,
+    list_log,
+    read_log_files,
+    read_staged_commits,
+)
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.protocol.filenames import LogFileKind
@@ -104,7 +107,7 @@ def _found_in(candidates: pa.Array, references: pa.Array) -> pa.Array:
 
 def _staged_written(storage: Storage, version: int) -> pa.Array:
     """Every path the staged commits' adds and removes name, and their DV files, read
-    here line by line (not through `log.staged_commits.staged_references`)."""
+    here line by line (not through `log.replay.staged_commits.staged_references`)."""
     table = storage.root
     try:
         commits = read_staged_commits(storage)
