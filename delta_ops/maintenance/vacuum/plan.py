@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -28,6 +27,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.engine.progress import LIST, PROBE, Progress
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import (
     CorruptLogError,
     DeltaOpsError,
@@ -66,7 +66,6 @@ HOUR_MS = 3_600_000
 # The longest retention accepted (100,000 years): beyond it, times in ms since the epoch
 # and `timedelta` stop being exact or overflow.
 _MAX_RETENTION_HOURS = 100_000 * 8766
-_IO_THREADS = 16
 
 # The bytes of a segment's deltas, by path (`log.references.read_deltas`).
 _read_deltas = read_deltas
@@ -486,8 +485,7 @@ def _plan_lite(
                 progress.advance(PROBE, files=1, bytes=0 if got is None else max(got.size, 0))
             return got
 
-        with ThreadPoolExecutor(min(_IO_THREADS, len(probes))) as pool:
-            infos = list(pool.map(probe, probes))
+        infos = io_map(probe, probes)
         if progress is not None:
             progress.end(PROBE)
     old = {
