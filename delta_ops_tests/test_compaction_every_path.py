@@ -22,7 +22,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
-import delta_ops.log.replay as replay_module
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
 from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python, reference_rows
@@ -45,6 +44,7 @@ from delta_ops_tests.compaction_fixtures import (
     write_databricks_compaction,
 )
 from delta_ops_tests.histories import START_MS
+from delta_ops_tests.support.compaction_rule import last_line_wins
 
 WINDOWS = [(1, 5), (6, 12)]
 LATEST = 12
@@ -77,7 +77,7 @@ def pair(template, tmp_path) -> tuple[Storage, Storage]:
 @pytest.fixture
 def wrong_rule(monkeypatch):
     def on() -> None:
-        monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", True)
+        last_line_wins(monkeypatch)
 
     return on
 
