@@ -29,13 +29,6 @@ Import `Storage` and `FileInfo` from here (`from delta_ops.storage import Storag
 
 from __future__ import annotations
 
-# The backend classes stay reachable here, for tests that tune them (class attributes such
-# as `_S3Backend.page_size`): they are the very classes the backends use.
-from delta_ops.storage.backend import _Backend as _Backend
 from delta_ops.storage.contract import FileInfo, Storage
-from delta_ops.storage.generic import _FsspecBackend as _FsspecBackend
-from delta_ops.storage.local import _LocalBackend as _LocalBackend
-from delta_ops.storage.memory import _MemoryBackend as _MemoryBackend
-from delta_ops.storage.s3 import _S3Backend as _S3Backend
 
 __all__ = ["FileInfo", "Storage"]
