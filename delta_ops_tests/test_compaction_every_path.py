@@ -25,13 +25,13 @@ from deltalake import DeltaTable as RsTable
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
 from delta_ops.log.references import _commit_rows_columnar, _commit_rows_python, reference_rows
+from delta_ops.log.references import read_deltas as _read_deltas
 from delta_ops.log.segment import build_log_segment
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksum
 from delta_ops.maintenance.row_tracking import backfill_row_tracking
 from delta_ops.maintenance.vacuum import (
-    _read_deltas,
     file_references,
     plan_vacuum,
 )

@@ -67,9 +67,6 @@ HOUR_MS = 3_600_000
 # and `timedelta` stop being exact or overflow.
 _MAX_RETENTION_HOURS = 100_000 * 8766
 
-# The bytes of a segment's deltas, by path (`log.references.read_deltas`).
-_read_deltas = read_deltas
-
 
 @dataclass(frozen=True)
 class VacuumPlan:
