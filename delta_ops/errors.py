@@ -46,10 +46,6 @@ class StorageError(DeltaOpsError):
     """A storage operation failed (I/O, permissions, unsupported scheme)."""
 
 
-class FileAlreadyExistsError(StorageError):
-    """Put-if-absent found the target already present."""
-
-
 class AtomicityUnsupportedError(StorageError):
     """The storage scheme has no atomic put-if-absent and the caller did not accept the risk."""
 

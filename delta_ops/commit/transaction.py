@@ -80,7 +80,6 @@ __all__ = [
 
 ENGINE_INFO = f"delta-ops/{__version__}"
 DEFAULT_MAX_RETRIES = 30
-ICT_ENABLE = "delta.enableInCommitTimestamps"
 ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
@@ -109,8 +108,6 @@ class CommitResult:
 
 
 _ALLOWED_ACTIONS = ("add", "remove", "txn", "cdc")
-
-
 
 
 class Transaction:

@@ -68,7 +68,6 @@ __all__ = [
 ]
 
 
-
 class CheckpointShape(str, enum.Enum):
     """A checkpoint's naming scheme and spec (the spec's allowed combinations)."""
 

@@ -91,8 +91,6 @@ def delta_lines_oldest_first(data: bytes, *, is_compaction: bool) -> bytes:
     return b"\n".join(lines)
 
 
-
-
 @dataclass
 class ReplayState:
     """Reconciled state of one version.

@@ -307,8 +307,6 @@ def unique_id_of(d: Mapping[str, Any] | None) -> str | None:
     return f"{storage_type}{path}" if offset is None else f"{storage_type}{path}@{offset}"
 
 
-
-
 # --------------------------------------------------------------------------------------
 # DV files and inline DVs
 # --------------------------------------------------------------------------------------

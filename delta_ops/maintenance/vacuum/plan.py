@@ -172,7 +172,6 @@ def retention_for(
     return retention
 
 
-
 @dataclass(frozen=True)
 class _LogRead:
     """What `plan_vacuum` reads from the log of one segment."""
