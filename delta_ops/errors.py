@@ -50,10 +50,6 @@ class MissingFileError(StorageError):
     """A file to read or open is not there (the store answered "not found")."""
 
 
-class FileAlreadyExistsError(StorageError):
-    """Put-if-absent found the target already present."""
-
-
 class AtomicityUnsupportedError(StorageError):
     """The storage scheme has no atomic put-if-absent and the caller did not accept the risk."""
 

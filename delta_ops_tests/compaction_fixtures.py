@@ -47,10 +47,7 @@ from delta_ops.log.segment.log_segment import LogSegment
 from delta_ops.log.snapshot.loaded_snapshot import Snapshot, load_snapshot
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
-    encode_uuid_path,
-    inline_descriptor,
     serialize_bitmap,
-    write_dv_file,
 )
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
@@ -61,6 +58,7 @@ from delta_ops_tests.histories import (
     write_compaction,
     write_data_file,
 )
+from delta_ops_tests.support.dv_writer import encode_uuid_path, inline_descriptor, write_dv_file
 
 __all__ = [
     "CompactionTable",

@@ -42,13 +42,13 @@ from delta_ops.commit import CommitResult, Transaction, append_files, create_tab
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
-    inline_descriptor,
     inline_dv_bitmap,
     read_dv_from_file_bytes,
 )
 from delta_ops.protocol.filenames import LOG_DIR, commit_name, compaction_name
 from delta_ops.protocol.schema import PrimitiveType, StructField, StructType
 from delta_ops.storage import Storage
+from delta_ops_tests.support.dv_writer import inline_descriptor
 
 __all__ = [
     "BuiltHistory",

@@ -189,7 +189,6 @@ def test_far_last_checkpoint_version_lists_instead(table_copy):
     assert "listing instead" in snap.segment.last_checkpoint_problem
 
 
-
 # ---- item 7: secrets are never echoed ------------------------------------------------------
 
 SECRET = "Sup3rS3cretValue-4a8f"

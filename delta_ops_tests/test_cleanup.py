@@ -30,11 +30,11 @@ from hypothesis import strategies as st
 from delta_ops.errors import StorageError, UnsupportedFeatureError
 from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata, midnight_utc
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE
-from delta_ops.protocol.deletion_vectors import encode_uuid_path
 from delta_ops.protocol.last_checkpoint import build_last_checkpoint, parse_last_checkpoint
 from delta_ops.storage import Storage
 from delta_ops.table import DeltaTable
 from delta_ops_tests.oracle import _abs_key
+from delta_ops_tests.support.dv_writer import encode_uuid_path
 
 HOUR_MS = 3_600_000
 BASE_MS = 1_700_000_000_000

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
-import delta_ops.log.replay.full_replay as replay_module
 from delta_ops.commit import Transaction
 from delta_ops.errors import CrossCheckError
 from delta_ops.log.replay.references import (
@@ -30,13 +29,13 @@ from delta_ops.log.replay.references import (
     _commit_rows_python,
     reference_rows,
 )
+from delta_ops.log.replay.references import read_deltas as _read_deltas
 from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import read_checksum, write_checksum
 from delta_ops.maintenance.row_tracking import backfill_row_tracking
 from delta_ops.maintenance.vacuum import (
-    _read_deltas,
     file_references,
     plan_vacuum,
 )
@@ -49,6 +48,7 @@ from delta_ops_tests.compaction_fixtures import (
     write_databricks_compaction,
 )
 from delta_ops_tests.histories import START_MS
+from delta_ops_tests.support.compaction_rule import last_line_wins
 
 WINDOWS = [(1, 5), (6, 12)]
 LATEST = 12
@@ -81,7 +81,7 @@ def pair(template, tmp_path) -> tuple[Storage, Storage]:
 @pytest.fixture
 def wrong_rule(monkeypatch):
     def on() -> None:
-        monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", True)
+        last_line_wins(monkeypatch)
 
     return on
 

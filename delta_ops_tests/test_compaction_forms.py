@@ -17,7 +17,6 @@ import shutil
 import orjson
 import pytest
 
-import delta_ops.log.replay.full_replay as replay_module
 from delta_ops.log.replay.columnar_commits import CommitFile
 from delta_ops.log.replay.columnar_commits import reconcile as reconcile_columnar
 from delta_ops.log.replay.full_replay import delta_lines_oldest_first, parse_json_actions
@@ -36,6 +35,7 @@ from delta_ops_tests.compaction_fixtures import (
     write_databricks_compaction,
     write_spec_compaction,
 )
+from delta_ops_tests.support.compaction_rule import last_line_wins
 
 WINDOWS = [(0, 5), (6, 11)]  # non-overlapping: their commits can be deleted
 OVERLAPPING = [(3, 9), (1, 12)]  # chosen at 9, 10 and 12 when the commits are kept
@@ -223,7 +223,7 @@ def test_last_line_wins_switch_reads_databricks_form_wrong(table, monkeypatch, p
             _force_action_by_action(table, written)
     _delete_commits(table, range(0, 12))
     right = {v: load_snapshot(storage, v) for v in (5, 11)}
-    monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", True)
+    last_line_wins(monkeypatch)
     wrong = {v: load_snapshot(storage, v) for v in (5, 11)}
     a, b, e = table.files["A"], table.files["B"], table.files["E"]
     # v5: B, C, D (removed by OPTIMIZE) and A with its first DV come back.
@@ -236,7 +236,7 @@ def test_last_line_wins_switch_reads_databricks_form_wrong(table, monkeypatch, p
     assert wrong[11].metadata.configuration.get("fixture.step") == "8"
     assert right[11].metadata.configuration.get("fixture.step") == "11"
     assert wrong[11].txns["app-1"].version == 2 and right[11].txns["app-1"].version == 3
-    monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", False)
+    last_line_wins(monkeypatch, on=False)
     assert snapshot_state(load_snapshot(storage, 11)) == table.reference[11]
 
 
@@ -245,7 +245,7 @@ def test_last_line_wins_switch_does_not_change_the_spec_form(table, monkeypatch)
     for start, end in WINDOWS:
         write_spec_compaction(table.storage, start, end)
     _delete_commits(table, range(0, 12))
-    monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", True)
+    last_line_wins(monkeypatch)
     for v in (5, 11, 12):
         assert snapshot_state(load_snapshot(table.storage, v)) == table.reference[v]
 
@@ -261,5 +261,5 @@ def test_delta_lines_oldest_first(monkeypatch):
     assert delta_lines_oldest_first(b"x\r\ny\n\nz", is_compaction=True) == b"z\n\ny\nx\n"
     assert delta_lines_oldest_first(b'{"a":1}', is_compaction=True) == b'{"a":1}'
     assert delta_lines_oldest_first(b"", is_compaction=True) == b""
-    monkeypatch.setattr(replay_module, "TEST_COMPACTION_LAST_LINE_WINS", True)
+    last_line_wins(monkeypatch)
     assert delta_lines_oldest_first(commit, is_compaction=True) is commit

@@ -45,17 +45,15 @@ from delta_ops.protocol.deletion_vectors import (
     RoaringBitmap64,
     decode_uuid_path,
     deserialize_bitmap,
-    encode_uuid_path,
-    inline_descriptor,
     inline_dv_bitmap,
     read_dv_from_file_bytes,
     serialize_bitmap,
     unique_id_of,
-    write_dv_file,
     z85_decode,
     z85_encode,
 )
 from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.support.dv_writer import encode_uuid_path, inline_descriptor, write_dv_file
 
 Z85_ALPHABET = (
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

@@ -1,9 +1,9 @@
 """No operation publishes a state it did not cross-check (issue 13, second acceptance point).
 
 A Databricks-form log compaction file (unreconciled, newest commit first, repeated keys: the
-first line for a key wins) read with a deliberately wrong rule (the test-only switch
-`delta_ops.log.replay.full_replay.TEST_COMPACTION_LAST_LINE_WINS`: last line wins) resurrects a
-removed file and an old transaction version. Every publishing operation (checkpoint of every kind,
+first line for a key wins) read with a deliberately wrong rule (injected by the tests,
+`delta_ops_tests.support.compaction_rule.last_line_wins`: last line wins) resurrects a removed
+file and an old transaction version. Every publishing operation (checkpoint of every kind,
 `.crc`, log compaction) must then refuse with CrossCheckError naming the table, the version,
 both counts and the first differing file, and leave `_delta_log` byte-for-byte unchanged.
 With the right rule they succeed, and deltalake reads the checkpoint as the commits.
@@ -19,7 +19,6 @@ import orjson
 import pytest
 from deltalake import DeltaTable as RsTable
 
-import delta_ops.log.replay.full_replay as replay_mod
 from delta_ops.errors import CrossCheckError
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance import compaction as compaction_mod
@@ -29,6 +28,7 @@ from delta_ops.maintenance.compaction import compact_log
 from delta_ops.maintenance.crosscheck import independent_path
 from delta_ops.protocol.filenames import commit_name, compaction_name
 from delta_ops.storage import Storage
+from delta_ops_tests.support.compaction_rule import last_line_wins
 
 NOW = 1_700_000_000_000
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -122,7 +122,7 @@ def wrong_rule(monkeypatch):
 
     def on(root: Path) -> None:
         assert live(root) == {"b.parquet"}
-        monkeypatch.setattr(replay_mod, "TEST_COMPACTION_LAST_LINE_WINS", True, raising=False)
+        last_line_wins(monkeypatch)
         assert live(root) == {"a.parquet", "b.parquet"}, "the test-only switch has no effect"
 
     return on
@@ -194,7 +194,7 @@ def test_checkpoint_below_the_compaction(tmp_path, monkeypatch):
         p.unlink()
     (root / "_delta_log" / "_last_checkpoint").unlink()
     assert live(root) == {"b.parquet"}
-    monkeypatch.setattr(replay_mod, "TEST_COMPACTION_LAST_LINE_WINS", True, raising=False)
+    last_line_wins(monkeypatch)
     assert live(root) == {"a.parquet", "b.parquet"}, "the test-only switch has no effect"
     before = listing(root)
     with pytest.raises(CrossCheckError, match=r"independent replay of checkpoint 0 \+ commits "
@@ -213,7 +213,7 @@ def test_wrong_transaction_version_alone_is_refused(tmp_path, monkeypatch):
     )
     assert {k: t.version for k, t in load_snapshot(Storage.for_uri(str(root)), 2).txns.items()} \
         == {"stream-1": 2}
-    monkeypatch.setattr(replay_mod, "TEST_COMPACTION_LAST_LINE_WINS", True, raising=False)
+    last_line_wins(monkeypatch)
     snap = load_snapshot(Storage.for_uri(str(root)), 2)
     assert snap.txns["stream-1"].version == 1, "the test-only switch has no effect"
     before = listing(root)

@@ -22,8 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops.errors import AtomicityUnsupportedError, StorageError
-from delta_ops.storage import FileInfo, Storage, _S3Backend
+from delta_ops.storage import FileInfo, Storage
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
+from delta_ops.storage.s3 import _S3Backend
 from delta_ops_tests import s3_server as s3_fixtures
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module

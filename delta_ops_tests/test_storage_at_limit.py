@@ -28,13 +28,14 @@ from hypothesis import strategies as st
 
 from delta_ops.engine.local import LocalEngine, range_specs
 from delta_ops.maintenance.vacuum import vacuum
-from delta_ops.storage import Storage, _S3Backend
+from delta_ops.storage import Storage
 from delta_ops.storage.parallel import (
     AdaptiveLimit,
     RequestPolicy,
     range_bounds,
     ranges_of,
 )
+from delta_ops.storage.s3 import _S3Backend
 from delta_ops_tests import s3_server as s3_fixtures
 from delta_ops_tests.s3_proxy import S3Proxy, request_kind
 
@@ -476,7 +477,7 @@ _KILLED_RUN = """
 import sys
 from delta_ops.engine.local import LocalEngine
 from delta_ops.maintenance.vacuum import vacuum
-from delta_ops.storage import _S3Backend
+from delta_ops.storage.s3 import _S3Backend
 from delta_ops.storage.parallel import RequestPolicy
 _S3Backend.delete_batch = 4
 endpoint = sys.argv[2]

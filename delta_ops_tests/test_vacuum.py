@@ -633,8 +633,8 @@ def test_cli_vacuum_json(tmp_path, monkeypatch, capsys):
 
 
 def _segment_rows(root: Path):
+    from delta_ops.log.replay.references import read_deltas as _read_deltas
     from delta_ops.log.segment.log_segment import build_log_segment
-    from delta_ops.maintenance.vacuum import _read_deltas
 
     storage = Storage.for_uri(str(root))
     segment = build_log_segment(storage)

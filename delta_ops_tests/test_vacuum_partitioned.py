@@ -52,7 +52,8 @@ from delta_ops.log.segment.log_segment import build_log_segment
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import plan_vacuum, vacuum
 from delta_ops.protocol.arrays import string_array
-from delta_ops.storage import Storage, _LocalBackend
+from delta_ops.storage import Storage
+from delta_ops.storage.local import _LocalBackend
 from delta_ops_tests import s3_server as s3_fixtures
 from delta_ops_tests.compaction_fixtures import (
     build_compaction_table,

@@ -30,8 +30,8 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.protocol.deletion_vectors import encode_uuid_path
 from delta_ops.storage import Storage
+from delta_ops_tests.support.dv_writer import encode_uuid_path
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000

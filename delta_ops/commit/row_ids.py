@@ -55,7 +55,6 @@ __all__ = [
     "names_clash",
     "num_records_from_stats",
     "parse_high_water_mark",
-    "paths_without_row_ids",
     "row_id_problems",
 ]
 
@@ -339,14 +338,6 @@ def row_id_problems(
         if b2 < e1:
             problems.append(f"{p1} [{b1}, {e1}) overlaps {p2} starting at {b2}")
     return problems[:limit]
-
-
-def paths_without_row_ids(files: pa.Table) -> pa.Array:
-    """Paths of `files` lacking `baseRowId` or `defaultRowCommitVersion`."""
-    mask = pc.or_(
-        pc.is_null(files.column("baseRowId")), pc.is_null(files.column("defaultRowCommitVersion"))
-    )
-    return files.column("path").filter(mask).combine_chunks()
 
 
 def column_names(schema: Any) -> set[str]:

@@ -108,8 +108,6 @@ class CommitResult:
 _ALLOWED_ACTIONS = ("add", "remove", "txn", "cdc")
 
 
-
-
 class Transaction:
     """One optimistic transaction on a table.
 

@@ -31,7 +31,6 @@ Protocol sections: see `delta_ops.log.segment.log_state`, `delta_ops.log.segment
 import hashlib
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +67,7 @@ from delta_ops.defs.watch_cursor import (
     dump_cursor,
     load_cursor_and_extra,
 )
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import DeltaOpsError, NotATableError
 from delta_ops.log import (
     LogProblem,
@@ -157,11 +157,6 @@ class WatchTick:
         return [*self.observations, *self.checks]
 
 
-#: Tables whose logs a tick reads at once when some are on an object store, where each
-#: table costs a few round trips (`_last_checkpoint`, a listing, new commits) that threads
-#: overlap. Local tables are read one after the other (threads only add contention there:
-#: 0.36 s vs 0.44 s for a quiet tick of 1,000 local tables).
-WATCH_THREADS = 8
 #: Seconds between two ticks of the watch (a quiet tick of 1,000 local tables takes about
 #: a second; runs finishing free room for new ones at the next tick).
 WATCH_INTERVAL_S = 30
@@ -271,8 +266,11 @@ def watch_tick(
 ) -> WatchTick:
     """One tick of the watch sensor. Never raises for one table's problem: a missing table,
     an invalid registry entry or a broken log is logged, reported by its `log_readable`
-    check and skipped. With tables on an object store, the logs of up to `WATCH_THREADS`
-    tables are read at once; decisions, log lines and requests follow the registry's order.
+    check and skipped. With tables on an object store, the logs are read side by side on
+    the process's I/O pool (`engine.threads`: each table costs a few round trips that threads
+    overlap); local tables are read one after the other (threads only add contention there:
+    0.36 s vs 0.44 s for a quiet tick of 1,000 local tables). Decisions, log lines and
+    requests follow the registry's order.
 
     Due work becomes runs of up to `tables_per_run` tables (the defaults' automation
     policy), a table with `own_run` (or, when null, big enough for Spark) in a run of its
@@ -295,8 +293,7 @@ def watch_tick(
         return _look(t, previous.get(t.name) or {})
 
     if remote and len(valid) > 1:
-        with ThreadPoolExecutor(min(WATCH_THREADS, len(valid))) as pool:
-            looks = dict(zip((t.name for t in valid), pool.map(look, valid), strict=True))
+        looks = dict(zip((t.name for t in valid), io_map(look, valid), strict=True))
     else:
         looks = {t.name: look(t) for t in valid}
     due_tables: list[_Due] = []

@@ -162,12 +162,6 @@ class BucketSpill:
         """Every row of bucket `b` as one table."""
         return pa.Table.from_batches(list(self.batches(b)), schema=self.schema)
 
-    def column_chunks(self, column: str) -> Iterator[pa.Array]:
-        """`column` of every row, bucket after bucket, batch by batch."""
-        for b in range(self.buckets):
-            for batch in self.batches(b):
-                yield batch.column(column)
-
     # ---- cleaning up ---------------------------------------------------------------------
 
     def close(self) -> None:

@@ -172,9 +172,6 @@ def _canonical_set(actions: Iterable[Mapping[str, Any]]) -> set[bytes]:
     return {orjson.dumps(a, option=orjson.OPT_SORT_KEYS) for a in actions}
 
 
-
-
-
 class _WithFile:
     """A Storage seen with one more file (the compaction about to be written): the log
     reader reads the bytes before they have a name. Everything else is the storage's."""

@@ -61,10 +61,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-FILE_ACTIONS = ("add", "remove")
-NON_FILE_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata", "commitInfo")
-
-
 @dataclass(frozen=True)
 class Metadata:
     """A `metaData` action. Only `id` is assumed present; everything else may be missing."""
@@ -177,8 +173,6 @@ __all__ = [
     "ADD_TYPE",
     "CANONICAL_PATTERN",
     "DELETION_VECTOR_TYPE",
-    "FILE_ACTIONS",
-    "NON_FILE_ACTIONS",
     "READER_PATTERN",
     "REMOVE_SCHEMA",
     "REMOVE_TYPE",

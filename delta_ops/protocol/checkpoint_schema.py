@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import ADD_TYPE, REMOVE_TYPE, STRING_MAP
@@ -432,14 +431,6 @@ def null_key_partition(num_parts: int) -> int:
     return SPARK_HASH_SEED % num_parts
 
 
-def file_action_keys(actions: pa.StructArray | pa.Table) -> pa.Array:
-    """The multi-part partitioning key of file actions: their `path` as written."""
-    if isinstance(actions, pa.Table):
-        col = actions.column("path")
-        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    return pc.struct_field(actions, "path")
-
-
 __all__ = [
     "ADD_BASE_FIELDS",
     "CHECKPOINT_METADATA_TYPE",
@@ -458,7 +449,6 @@ __all__ = [
     "add_type",
     "checkpoint_layout",
     "classic_schema",
-    "file_action_keys",
     "hash_partition",
     "null_key_partition",
     "sidecar_schema",

@@ -24,7 +24,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -70,9 +70,6 @@ _KNOWN = frozenset(_FIELD_ORDER) - {"<histogram>"} | {
 }
 
 
-
-
-
 @dataclass(frozen=True)
 class VersionChecksum:
     """The content of one `N.crc` file.
@@ -107,14 +104,6 @@ class VersionChecksum:
     @property
     def has_dv_metrics(self) -> bool:
         return self.num_deleted_records is not None and self.num_deletion_vectors is not None
-
-    def with_histogram_field(self, name: str) -> VersionChecksum:
-        if name not in (HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD):
-            raise ValueError(
-                f"the histogram field is {HISTOGRAM_FIELD!r} or {LEGACY_HISTOGRAM_FIELD!r}, "
-                f"not {name!r}"
-            )
-        return replace(self, histogram_field=name)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, in Spark's field order, absent optional fields left out."""

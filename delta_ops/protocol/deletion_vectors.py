@@ -36,13 +36,12 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from delta_ops.errors import DeletionVectorError
 from delta_ops.protocol.roaring import (
-    _MAGIC_BYTES,
     MAGIC_NUMBER,
     RoaringBitmap64,
     deserialize_bitmap,
@@ -56,13 +55,10 @@ __all__ = [
     "RoaringBitmap64",
     "decode_uuid_path",
     "deserialize_bitmap",
-    "encode_uuid_path",
-    "inline_descriptor",
     "inline_dv_bitmap",
     "read_dv_from_file_bytes",
     "serialize_bitmap",
     "unique_id_of",
-    "write_dv_file",
     "z85_decode",
     "z85_encode",
 ]
@@ -150,11 +146,6 @@ def decode_uuid_path(encoded: str) -> tuple[str, uuid.UUID]:
         )
     split = len(encoded) - _ENCODED_UUID_LENGTH
     return encoded[:split], uuid.UUID(bytes=z85_decode(encoded[split:]))
-
-
-def encode_uuid_path(u: uuid.UUID, prefix: str = "") -> str:
-    """Inverse of `decode_uuid_path`: `prefix + Z85(u.bytes)`."""
-    return prefix + z85_encode(u.bytes)
 
 
 # --------------------------------------------------------------------------------------
@@ -316,8 +307,6 @@ def unique_id_of(d: Mapping[str, Any] | None) -> str | None:
     return f"{storage_type}{path}" if offset is None else f"{storage_type}{path}@{offset}"
 
 
-
-
 # --------------------------------------------------------------------------------------
 # DV files and inline DVs
 # --------------------------------------------------------------------------------------
@@ -407,37 +396,6 @@ def read_dv_from_file_bytes(
     return bitmap
 
 
-def write_dv_file(
-    bitmaps: Sequence[bytes | RoaringBitmap64],
-) -> tuple[bytes, list[tuple[int, int]]]:
-    """Build a DV file holding the given bitmaps, in order.
-
-    Args:
-        bitmaps: serialized bitmaps (as from `serialize_bitmap`, magic included) or
-            `RoaringBitmap64` instances.
-
-    Returns:
-        `(file bytes, [(offset, size_in_bytes), ...])`, one pair per bitmap, ready for the
-        descriptors (`offset` points at the entry's `dataSize`).
-
-    Raises:
-        DeletionVectorError: a serialized bitmap without the magic number.
-    """
-    parts = [bytes([DV_FILE_FORMAT_VERSION])]
-    entries: list[tuple[int, int]] = []
-    position = 1
-    for item in bitmaps:
-        payload = item.serialize() if isinstance(item, RoaringBitmap64) else bytes(item)
-        if payload[:4] != _MAGIC_BYTES:
-            raise DeletionVectorError(
-                f"bitmap #{len(entries)} does not start with the deletion vector magic number"
-            )
-        parts += [_BE_U32.pack(len(payload)), payload, _BE_U32.pack(zlib.crc32(payload))]
-        entries.append((position, len(payload)))
-        position += 8 + len(payload)
-    return b"".join(parts), entries
-
-
 def _as_descriptor(
     descriptor: DeletionVectorDescriptor | Mapping[str, Any],
 ) -> DeletionVectorDescriptor:
@@ -474,11 +432,3 @@ def inline_dv_bitmap(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -
             f"{d.cardinality}"
         )
     return bitmap
-
-
-def inline_descriptor(rows: Iterable[int]) -> DeletionVectorDescriptor:
-    """Build an inline DV descriptor for the given row indexes (Delta's padding rules)."""
-    bitmap = RoaringBitmap64.from_ints(rows)
-    payload = serialize_bitmap(bitmap)
-    padded = payload + b"\x00" * (-len(payload) % 4)
-    return DeletionVectorDescriptor("i", z85_encode(padded), None, len(payload), len(bitmap))

@@ -19,7 +19,6 @@ STAGED_COMMITS_DIR = "_staged_commits"
 LAST_CHECKPOINT = "_last_checkpoint"
 #: delta-spark's record of the last VACUUM (`VacuumCommand`'s `LastVacuumInfo`).
 LAST_VACUUM_INFO = "_last_vacuum_info"
-VERSION_DIGITS = 20
 #: The largest table version: versions are Java longs in every writer (delta-spark,
 #: delta-kernel, delta-rs), so a 20-digit name above this was not written by one.
 MAX_VERSION = 2**63 - 1

@@ -30,14 +30,7 @@ Import `Storage`, `FileInfo` and `TableLike` (what operations accept as a table,
 
 from __future__ import annotations
 
-# The backend classes stay reachable here, for tests that tune them (class attributes such
-# as `_S3Backend.page_size`): they are the very classes the backends use.
-from delta_ops.storage.backend import _Backend as _Backend
 from delta_ops.storage.contract import FileInfo, Storage
-from delta_ops.storage.generic import _FsspecBackend as _FsspecBackend
-from delta_ops.storage.local import _LocalBackend as _LocalBackend
-from delta_ops.storage.memory import _MemoryBackend as _MemoryBackend
-from delta_ops.storage.s3 import _S3Backend as _S3Backend
 from delta_ops.storage.table_like import HasStorage, TableLike
 
 __all__ = ["FileInfo", "HasStorage", "Storage", "TableLike"]

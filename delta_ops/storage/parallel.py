@@ -159,11 +159,6 @@ def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def in_range(name: str, after: str | None, stop: str | None) -> bool:
-    """Whether `name` lies in the range ``(after, stop]``."""
-    return (after is None or name > after) and (stop is None or name <= stop)
-
-
 #: Bounds `extrapolated_bounds` proposes at once, and how many times a range split off
 #: one may split again.
 SPLIT_PARTS = 16

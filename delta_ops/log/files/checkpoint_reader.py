@@ -9,8 +9,6 @@ reconciles what this reads with the commits after it.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +17,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import (
     CorruptLogError,
     StorageError,
@@ -171,8 +170,7 @@ def read_checkpoint(
         parts: list[_ParquetActions] = []
     elif len(sidecar_paths) > 1:
         # Sidecars are independent files: decode them side by side (results in order).
-        with ThreadPoolExecutor(min(len(sidecar_paths), max(2, os.cpu_count() or 2))) as pool:
-            parts = list(pool.map(read_sidecar, sidecar_paths))
+        parts = io_map(read_sidecar, sidecar_paths)
     else:
         parts = [read_sidecar(p) for p in sidecar_paths]
     for part in parts:
@@ -340,8 +338,7 @@ def _read_parquet_actions(
 
         n = meta.num_row_groups
         if n > 1:
-            with ThreadPoolExecutor(min(n, max(2, os.cpu_count() or 2))) as pool:
-                groups = list(pool.map(read_group, range(n)))
+            groups = io_map(read_group, range(n))
         else:
             groups = [read_group(i) for i in range(n)]
         adds = _file_action_table(groups, "add", add_type)

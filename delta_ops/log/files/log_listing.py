@@ -31,14 +31,8 @@ class CheckpointFiles:
         return [lf.name for lf in self.log_files]
 
     @property
-    def may_be_v2(self) -> bool:
-        """UUID-named checkpoints are V2; a classic-named one may be either."""
-        return self.kind in (LogFileKind.CHECKPOINT_UUID, LogFileKind.CHECKPOINT_CLASSIC)
-
-    @property
     def identity(self) -> str:
         return self.log_files[0].name
-
 
 
 def list_log(storage: Storage, start_version: int | None = None) -> list[tuple[LogFile, FileInfo]]:

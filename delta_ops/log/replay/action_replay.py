@@ -27,8 +27,6 @@ from delta_ops.protocol.actions import (
 )
 from delta_ops.storage import Storage
 
-_IO_THREADS = 16
-
 
 @dataclass
 class NonFileState:
@@ -175,7 +173,6 @@ def read_log_files(storage: Storage, paths: list[str]) -> list[bytes]:
     less than handing it to a thread)."""
     if not storage.latency_bound or len(paths) <= 1:
         return [storage.read(p) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor  # only where reads wait on a network
+    from delta_ops.engine.threads import io_map  # only where reads wait on a network
 
-    with ThreadPoolExecutor(min(_IO_THREADS, len(paths))) as pool:
-        return list(pool.map(storage.read, paths))
+    return io_map(storage.read, paths)

@@ -56,17 +56,10 @@ from delta_ops.protocol.actions import (
 from delta_ops.protocol.arrays import empty_table, string_array
 from delta_ops.storage import Storage
 
-#: TEST-ONLY switch, never set it outside tests. True makes every reader of the log that goes
-#: through `delta_lines_oldest_first` (snapshot replay, columnar and action by action, and
-#: whatever else uses that helper) read compaction files with the old, wrong rule: lines as
-#: written, the last line for a key wins. Read at call time, so `monkeypatch.setattr` works;
-#: tests use it to prove that a wrong reading rule cannot reach a published file unseen.
-TEST_COMPACTION_LAST_LINE_WINS: bool = False
-
 
 def _reverses(is_compaction: bool) -> bool:
     """Whether a delta's lines are reversed to be read oldest first (the one rule)."""
-    return is_compaction and not TEST_COMPACTION_LAST_LINE_WINS
+    return is_compaction
 
 
 def delta_lines_oldest_first(data: bytes, *, is_compaction: bool) -> bytes:
@@ -96,8 +89,6 @@ def delta_lines_oldest_first(data: bytes, *, is_compaction: bool) -> bytes:
     lines.reverse()
     lines.append(b"")
     return b"\n".join(lines)
-
-
 
 
 @dataclass

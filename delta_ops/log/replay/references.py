@@ -23,15 +23,14 @@ checkpoint that cannot be read raises `UnusableCheckpointError`: read through
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import CorruptLogError, DeletionVectorError, DeltaOpsError
 from delta_ops.log.files.checkpoint_reader import read_json_part
 from delta_ops.log.files.sidecars import require_sidecar, sidecar_files
@@ -276,8 +275,7 @@ def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) ->
         return _read_parquet_refs(storage, path, checkpoint.version)
 
     if len(paths) > 1:
-        with ThreadPoolExecutor(min(len(paths), max(2, os.cpu_count() or 2))) as pool:
-            found_sidecars = list(pool.map(read_sidecar, paths))
+        found_sidecars = io_map(read_sidecar, paths)
     else:
         found_sidecars = [read_sidecar(p) for p in paths]
     for found in found_sidecars:

@@ -17,14 +17,14 @@ state (the checkpoint writer, the checksum) ask for one when the table is large
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import StorageError, UnusableCheckpointError
+from delta_ops.engine.threads import Task, io_submit
+from delta_ops.errors import UnusableCheckpointError
 from delta_ops.log.files.checkpoint_reader import (
     _action_columns,
     _columns_with_values,
@@ -361,21 +361,19 @@ def _parquet_groups(
                 file=path,
             )
     n = len(order)
-    with ThreadPoolExecutor(max(1, min(READ_AHEAD, n))) as pool:
-        pending: list[Future[list[pa.Table]]] = []
-        nxt = 0
+    pending: list[Task[list[pa.Table]]] = []
+    nxt = 0
+    try:
         while nxt < n or pending:
             while nxt < n and len(pending) < READ_AHEAD:
-                pending.append(pool.submit(read_group, order[nxt]))
+                pending.append(io_submit(read_group, order[nxt]))
                 nxt += 1
-            try:
-                tables = pending.pop(0).result()
-            except StorageError:
-                for f in pending:
-                    f.cancel()
-                raise
+            tables = pending.pop(0).result()
             yield from tables
             del tables
+    finally:
+        for f in pending:
+            f.cancel()
 
 
 __all__ = [

@@ -24,14 +24,12 @@ cleanup, VACUUM, log compaction, the sensor and the Dagster checks) reads them h
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import orjson
 
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.segment.log_segment import CheckpointFiles, Delta, LogSegment
 from delta_ops.protocol.actions import Metadata
@@ -51,29 +49,9 @@ METADATA = "metaData"
 # Deltas are read this many at a time (concurrently), newest batch first, until both
 # actions are found: most tables find them in the checkpoint or in the first few files.
 _READ_BATCH = 32
-_READ_THREADS = 16
-# One pool of reader threads for the process: a sensor tick reads the newest commits of
-# every table in turn, and starting threads per table cost more than the reads (1,000
-# small local tables: 4,700 threads started, 3 of the 4 seconds of a first tick).
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _read_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(_READ_THREADS, thread_name_prefix="delta_ops-log-read")
-        return _POOL
-
-
-def _forget_pool() -> None:
-    """A forked child has none of the parent's threads: it starts its own pool."""
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+# The reads run on the process's one I/O pool (`engine.threads`): a sensor tick reads the
+# newest commits of every table in turn, and starting threads per table cost more than the
+# reads (1,000 small local tables: 4,700 threads started, 3 of the 4 seconds of a first tick).
 
 
 def read_protocol_metadata(
@@ -177,7 +155,7 @@ def _scan_deltas(
         missing = [d.file.path for d in batch if blobs is None or d.file.path not in blobs]
         read: dict[str, bytes] = {}
         if len(missing) > 1:
-            read = dict(zip(missing, _read_pool().map(storage.read, missing), strict=True))
+            read = dict(zip(missing, io_map(storage.read, missing), strict=True))
         elif missing:
             read = {missing[0]: storage.read(missing[0])}
         for d in batch:

@@ -114,7 +114,6 @@ class Snapshot(SnapshotBase):
         return self.tombstones.filter(unexpired(self.tombstones))
 
 
-
 def load_snapshot(
     storage: Storage,
     version: int | None = None,

@@ -80,12 +80,6 @@ class CheckpointPlan:
     def uses_sidecars(self) -> bool:
         return self.kind.is_v2 and self.sidecar_actions > 0 and self.num_file_actions > 0
 
-    @property
-    def num_sidecars(self) -> int:
-        if not self.uses_sidecars:
-            return 0
-        return math.ceil(self.num_file_actions / self.sidecar_actions)
-
 
 def default_kind(snapshot: Snapshot) -> CheckpointKind:
     """The table's own choice: `delta.checkpointPolicy = v2` (with the `v2Checkpoint`

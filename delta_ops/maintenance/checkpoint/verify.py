@@ -16,9 +16,7 @@ a checkpoint that drops them would silently take data skipping away from every r
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.protocol.actions import DELETION_VECTOR_TYPE, conform
 from delta_ops.protocol.arrays import from_numpy, int_values
@@ -189,8 +188,7 @@ def _read_columns(source: Any, pf: pq.ParquetFile, columns: list[str]) -> pa.Tab
         reader = pq.ParquetFile(pa.BufferReader(source), metadata=meta)
         return reader.read_row_group(i, columns=columns, use_threads=False)
 
-    with ThreadPoolExecutor(min(n, max(2, os.cpu_count() or 2))) as pool:
-        return pa.concat_tables(list(pool.map(group, range(n))))
+    return pa.concat_tables(io_map(group, range(n)))
 
 
 def _read_parquet(source: Any) -> _ReadBack:

@@ -92,7 +92,6 @@ from delta_ops.maintenance.vacuum.plan import (
     plan_vacuum,
     retention_for,
 )
-from delta_ops.maintenance.vacuum.plan import _read_deltas as _read_deltas  # tests use it
 
 __all__ = [
     "CHANGE_DATA_DIR",

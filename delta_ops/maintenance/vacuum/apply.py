@@ -80,7 +80,6 @@ class VacuumResult:
         return out
 
 
-
 # With progress, files are deleted this many at a time (a report after each batch).
 _DELETE_BATCH = 10_000
 

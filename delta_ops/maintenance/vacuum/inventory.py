@@ -49,7 +49,6 @@ the current ones; so a plan only holds files that exist, and the proof
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -59,6 +58,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import LISTING_SCHEMA
 from delta_ops.engine.progress import INVENTORY, NO_PROGRESS, PROBE, Progress
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import DeltaOpsError, InventoryError
 from delta_ops.log import FileReferences, SpilledReferences, has_log
 from delta_ops.maintenance.vacuum.inventory_s3 import BAD_RELATIVE, _split, read_report
@@ -76,8 +76,6 @@ DELTA_INVENTORY_FIELDS: dict[str, pa.DataType] = {
     "isDir": pa.bool_(),
     "modificationTime": pa.int64(),
 }
-#: The S3 Inventory fields VACUUM needs, by their normalized names (lower case, no `_`).
-_IO_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -398,8 +396,7 @@ def find_unreferenced_in_inventory(
             progress.advance(PROBE, files=1, bytes=0 if got is None else max(got.size, 0))
             return got
 
-        with ThreadPoolExecutor(min(_IO_THREADS, len(candidates))) as pool:
-            found = list(pool.map(one, candidates))
+        found = io_map(one, candidates)
     progress.end(PROBE)
     gone = [p for p, f in zip(candidates, found, strict=True) if f is None]
     changed = [

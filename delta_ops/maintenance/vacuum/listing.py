@@ -87,7 +87,6 @@ def _has_directories(storage: Storage) -> bool:
     return storage.scheme == "file"
 
 
-
 def _ancestors(path: str) -> Iterable[str]:
     parts = path.split("/")[:-1]
     for i in range(len(parts), 0, -1):

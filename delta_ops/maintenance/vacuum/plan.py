@@ -16,7 +16,6 @@ probes only the files expired tombstones name. Every file of the plan is then pr
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.engine.progress import LIST, PROBE, Progress
+from delta_ops.engine.threads import io_map
 from delta_ops.errors import (
     CorruptLogError,
     DeltaOpsError,
@@ -69,8 +69,6 @@ from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import FileInfo, Storage
 
 HOUR_MS = 3_600_000
-_IO_THREADS = 16
-
 # The bytes of a segment's deltas, by path (`log.replay.references.read_deltas`).
 _read_deltas = read_deltas
 
@@ -166,7 +164,6 @@ def retention_for(
             table=table, version=version,
         )
     return retention
-
 
 
 @dataclass(frozen=True)
@@ -479,8 +476,7 @@ def _plan_lite(
                 progress.advance(PROBE, files=1, bytes=0 if got is None else max(got.size, 0))
             return got
 
-        with ThreadPoolExecutor(min(_IO_THREADS, len(probes))) as pool:
-            infos = list(pool.map(probe, probes))
+        infos = io_map(probe, probes)
         if progress is not None:
             progress.end(PROBE)
     old = {

@@ -1,0 +1,1 @@
+"""Helper code shared by the tests (imported by test modules, never a test module itself)."""
