@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from delta_ops_tests.corpus import (
+from delta_ops_tests.support.corpus import (
     CORPUS,
     REPO_ROOT,
     all_corpus_tables,

@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from delta_ops_tests.conftest import REPO_ROOT
-from delta_ops_tests.corpus import CORPUS_ENV, IN_REPO_CORPUS, corpus_root
+from delta_ops_tests.support.corpus import CORPUS_ENV, IN_REPO_CORPUS, REPO_ROOT, corpus_root
 
 PACKAGE = REPO_ROOT / "delta_ops"
 MAX_LINES = 600

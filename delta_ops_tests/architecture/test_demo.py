@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from delta_ops_tests.corpus import IN_REPO_CORPUS, REPO_ROOT
+from delta_ops_tests.support.corpus import IN_REPO_CORPUS, REPO_ROOT
 
 
 def test_the_demo_copies_its_deletion_vector_table_from_the_in_repo_corpus(monkeypatch):

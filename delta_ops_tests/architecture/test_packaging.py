@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from delta_ops_tests.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
 
 pytestmark = pytest.mark.slow
 

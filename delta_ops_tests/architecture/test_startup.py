@@ -20,7 +20,10 @@ import pytest
 
 from delta_ops.cli import _command_module, build_parser
 from delta_ops.commands import COMMAND_MODULES
-from delta_ops_tests.conftest import REPO_ROOT, corpus_path
+from delta_ops_tests.support.corpus import REPO_ROOT, corpus_path
+from delta_ops_tests.support.fresh_interpreter import (
+    _run,
+)
 
 #: Never imported by the command line's light paths (top-level package names).
 THIRD_PARTY = ("pyspark", "py4j", "dagster", "pandas", "pydantic", "yaml", "fsspec")
@@ -61,22 +64,6 @@ NOT_FOR_SNAPSHOT = (
     "delta_ops.commands.due",
     "delta_ops.commands.engine_args",
 )
-
-_REPORT = """
-import sys
-def loaded(names):
-    return sorted(m for m in sys.modules if m in names or m.split('.')[0] in names
-                  or any(m.startswith(n + '.') for n in names))
-"""
-
-
-def _run(code: str, *args: str) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _REPORT + code, *args],
-        capture_output=True, text=True, check=True, cwd=REPO_ROOT, env=env,
-    )
-    return proc.stdout.strip().splitlines()
 
 
 def test_import_delta_ops_imports_no_pyarrow():

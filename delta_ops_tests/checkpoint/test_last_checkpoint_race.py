@@ -20,7 +20,7 @@ from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.cleanup import apply_cleanup, plan_cleanup
 from delta_ops.protocol.last_checkpoint import build_last_checkpoint, parse_last_checkpoint
 from delta_ops.storage import Storage
-from delta_ops_tests.test_cleanup_safety import LOG, NOW, multipart_table, ours, theirs
+from delta_ops_tests.support.multipart_tables import LOG, NOW, multipart_table, ours, theirs
 
 HINT = f"{LOG}/_last_checkpoint"
 

@@ -7,50 +7,22 @@ found, and every recorded `.crc` of the corpus verifies except the listed true d
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from delta_ops.maintenance.checksum import verify_checksum, write_checksum
-from delta_ops_tests.conftest import CORPUS
-
-UTC = datetime.timezone.utc
+from delta_ops_tests.support.corpus import CORPUS
+from delta_ops_tests.support.typed_stats import (
+    _data,
+)
 
 #: Every recorded `.crc` of the corpus that truly differs from its version's state:
 #: (table relative to the corpus, version) -> the mismatching fields. None today.
 TRUE_DIFFERENCES: dict[tuple[str, int], list[str]] = {}
-
-
-def _data() -> pa.Table:
-    """Columns of most types statistics can hold (float widths, decimal scale, dates,
-    timestamps with a time zone, a nested struct, booleans, nulls)."""
-    return pa.table({
-        "i": pa.array([1, 2, None], pa.int32()),
-        "l": pa.array([10, 20, 30], pa.int64()),
-        "f": pa.array([0.1, 0.2, None], pa.float32()),
-        "d": pa.array([0.1, 2.5, -1.0], pa.float64()),
-        "dec": pa.array(
-            [decimal.Decimal("1.23"), decimal.Decimal("-4.50"), None], pa.decimal128(10, 2)
-        ),
-        "dt": pa.array([datetime.date(2020, 1, 1), datetime.date(2021, 5, 6), None]),
-        "ts": pa.array(
-            [
-                datetime.datetime(2020, 1, 1, 10, 0, 0, 123000, tzinfo=UTC),
-                datetime.datetime(2022, 1, 1, tzinfo=UTC),
-                None,
-            ],
-            pa.timestamp("us", tz="UTC"),
-        ),
-        "s": pa.array(["a", "zz", None]),
-        "b": pa.array([True, False, None]),
-        "nested": pa.array([{"x": 1}, {"x": 5}, None], pa.struct([("x", pa.int64())])),
-    })
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.cleanup import cleanup_metadata
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import CORPUS
+from delta_ops_tests.support.corpus import CORPUS
 
 DAY_MS = 86_400_000
 T0 = 1_700_000_000_000

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from delta_ops.cli import main
-from delta_ops_tests.conftest import corpus_path
-from delta_ops_tests.oracle import oracle_replay
+from delta_ops_tests.support.corpus import corpus_path
+from delta_ops_tests.support.oracle import oracle_replay
 
 KEYS = {
     "version",

@@ -26,8 +26,8 @@ from delta_ops.maintenance.due import (
 )
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import copy_corpus_table
-from delta_ops_tests.histories import HistorySpec, build_history
+from delta_ops_tests.support.corpus import copy_corpus_table
+from delta_ops_tests.support.histories import HistorySpec, build_history
 
 
 def _storage(root) -> Storage:

@@ -50,7 +50,7 @@ from delta_ops import cli
 from delta_ops.log.snapshot import Snapshot, load_snapshot
 from delta_ops.maintenance.row_tracking import verify_row_tracking
 from delta_ops.storage import Storage
-from delta_ops_tests.kill_tables import TableSpec, build_table, log_names
+from delta_ops_tests.support.kill_tables import TableSpec, build_table, log_names
 
 KILL_SEED = int(os.environ.get("DELTA_OPS_KILL_SEED", "20261124"))
 KILLS = max(20, int(os.environ.get("DELTA_OPS_KILLS", "20")))

@@ -50,8 +50,8 @@ from delta_ops.maintenance.row_tracking import verify_row_tracking
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import DomainMetadata
 from delta_ops.storage import Storage
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.histories import (
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.histories import (
     HistorySpec,
     StepClock,
     build_history,

@@ -40,10 +40,10 @@ from delta_ops.maintenance.compaction import (
 )
 from delta_ops.protocol.filenames import compaction_name
 from delta_ops.storage import Storage
-from delta_ops_tests import s3_server as _s3
-from delta_ops_tests.conftest import all_corpus_tables, corpus_path
-from delta_ops_tests.histories import COMPACTION_FORMS, write_compaction
-from delta_ops_tests.test_checksum import histories, write_history
+from delta_ops_tests.support import s3_server as _s3
+from delta_ops_tests.support.checksum_histories import histories, write_history
+from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
+from delta_ops_tests.support.histories import COMPACTION_FORMS, write_compaction
 
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 METADATA = {

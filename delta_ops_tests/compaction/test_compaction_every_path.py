@@ -38,13 +38,13 @@ from delta_ops.maintenance.vacuum import (
 )
 from delta_ops.protocol.filenames import commit_name, compaction_name
 from delta_ops.storage import Storage
-from delta_ops_tests.compaction_fixtures import (
+from delta_ops_tests.support.compaction_fixtures import (
     CompactionTable,
     build_compaction_table,
     snapshot_state,
     write_databricks_compaction,
 )
-from delta_ops_tests.histories import START_MS
+from delta_ops_tests.support.histories import START_MS
 
 WINDOWS = [(1, 5), (6, 12)]
 LATEST = 12

@@ -1,7 +1,7 @@
 """Log compaction files in both forms read exactly like the commits they cover.
 
 Spec section "Log Compaction Files"; the two forms are described in
-`delta_ops_tests.compaction_fixtures`: the spec's reconciled form (one line per key, any
+`delta_ops_tests.support.compaction_fixtures`: the spec's reconciled form (one line per key, any
 order) and Databricks' unreconciled form (newest commit first, several lines per key, the
 first line for a key wins). Every version of the generated table is read through the
 compaction files (with the covered commits kept, and deleted so that nothing else can be
@@ -26,7 +26,7 @@ from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.compaction import reconcile_actions
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
-from delta_ops_tests.compaction_fixtures import (
+from delta_ops_tests.support.compaction_fixtures import (
     CompactionTable,
     build_compaction_table,
     commit_lines,

@@ -27,8 +27,8 @@ from dagster import (
 
 from delta_ops.defs.overview import OVERVIEW_KEY
 from delta_ops.defs.sources import RegistrySource, assemble_registry, read_cache
-from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
-from delta_ops_tests.dg_project import new_project, write_component
+from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.dg_project import new_project, write_component
 
 DG = str(Path(sys.executable).parent / "dg")
 

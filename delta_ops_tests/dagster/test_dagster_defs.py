@@ -63,8 +63,8 @@ from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import VacuumResult
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
-from delta_ops_tests.spark_fixtures import LOCAL_IP, TEST_CONF
+from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.spark_fixtures import LOCAL_IP, TEST_CONF
 
 DAY = 86_400
 EDGES = {

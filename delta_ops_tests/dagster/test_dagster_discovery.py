@@ -9,7 +9,7 @@ import os
 import shutil
 
 from delta_ops.defs.sources import RegistrySource, discovered_tables, refresh_discovery
-from delta_ops_tests.conftest import copy_corpus_table
+from delta_ops_tests.support.corpus import copy_corpus_table
 
 
 def _source(tmp_path, prefix) -> RegistrySource:

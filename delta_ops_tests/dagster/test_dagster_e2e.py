@@ -24,7 +24,7 @@ holding one table at start. Over GraphQL, one `dagster dev` start:
 5. `row_tracking_backfill` on one partition.
 
 Process handling (its own process group, killed as a whole at the end) is in
-`delta_ops_tests.dagster_dev`.
+`delta_ops_tests.support.dagster_dev`.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ from delta_ops.defs.tables import INSTANCE_CONCURRENCY
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
-from delta_ops_tests.dagster_dev import (
+from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.dagster_dev import (
     Dagit,
     free_port,
     group_members,
     start_dagster_dev,
     stop_group,
 )
-from delta_ops_tests.dg_project import new_project, write_component
+from delta_ops_tests.support.dg_project import new_project, write_component
 
 pytestmark = pytest.mark.e2e
 

@@ -24,9 +24,8 @@ from delta_ops.log.state import inspect_log
 from delta_ops.maintenance.checksum.operations import write_checksums
 from delta_ops.maintenance.sizing import TableSize, table_size
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import copy_corpus_table
-from delta_ops_tests.corpus import corpus_path
-from delta_ops_tests.spark_fixtures import LOCAL_IP, TEST_CONF
+from delta_ops_tests.support.corpus import copy_corpus_table, corpus_path
+from delta_ops_tests.support.spark_fixtures import LOCAL_IP, TEST_CONF
 
 DAY = 86_400
 

@@ -38,10 +38,10 @@ from delta_ops.defs.watch_cursor import (
     load_cursor,
 )
 from delta_ops.log.state import TableSettings
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.conftest import REPO_ROOT
-from delta_ops_tests.dg_project import new_project, write_component
-from delta_ops_tests.fleet import fleet_configuration, fleet_path, write_fleet
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.corpus import REPO_ROOT
+from delta_ops_tests.support.dg_project import new_project, write_component
+from delta_ops_tests.support.fleet import fleet_configuration, fleet_path, write_fleet
 
 FLEET = 1000
 CURSOR_LIMIT = 20_000

@@ -19,7 +19,7 @@ from delta_ops.defs.assets import CheckpointConfig
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import copy_corpus_table
+from delta_ops_tests.support.corpus import copy_corpus_table
 
 LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
 

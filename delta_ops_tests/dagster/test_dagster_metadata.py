@@ -30,8 +30,7 @@ from delta_ops.defs.metadata import column_schema
 from delta_ops.defs.sources import RegistrySource, assemble_registry, refresh_discovery
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import copy_corpus_table
-from delta_ops_tests.corpus import corpus_path
+from delta_ops_tests.support.corpus import copy_corpus_table, corpus_path
 
 DAY = 86_400
 

@@ -21,8 +21,8 @@ from dagster._core.instance.ref import InstanceRef
 from delta_ops.defs import build_definitions
 from delta_ops.defs.keys import CHECKPOINT, asset_key
 from delta_ops.defs.tables import INSTANCE_CONCURRENCY, table_pool
-from delta_ops_tests.conftest import REPO_ROOT
-from delta_ops_tests.fleet import write_table
+from delta_ops_tests.support.corpus import REPO_ROOT
+from delta_ops_tests.support.fleet import write_table
 
 #: Commits per table: enough that a step (a `.crc` per version, then a checkpoint) lasts
 #: well beyond the few tenths of a second between two runs' starts.

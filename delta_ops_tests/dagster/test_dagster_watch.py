@@ -27,8 +27,8 @@ from delta_ops.defs.overview import OVERVIEW_KEY
 from delta_ops.defs.sensors import WATCH_SENSOR, runs_in_flight
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import copy_corpus_table
-from delta_ops_tests.fleet import write_table
+from delta_ops_tests.support.corpus import copy_corpus_table
+from delta_ops_tests.support.fleet import write_table
 
 DAY = 86_400
 

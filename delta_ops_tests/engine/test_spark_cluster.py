@@ -22,9 +22,8 @@ from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
-from delta_ops_tests import spark_fixtures as _spark
-from delta_ops_tests.spark_fixtures import spark_test_config
-from delta_ops_tests.test_engine_equivalence import (
+from delta_ops_tests.support import spark_fixtures as _spark
+from delta_ops_tests.support.engine_pairs import (
     BACKFILL_TABLES,
     NOW_MS,
     ROW_ID_COLUMNS,
@@ -38,6 +37,7 @@ from delta_ops_tests.test_engine_equivalence import (
     tree,
     without,
 )
+from delta_ops_tests.support.spark_fixtures import spark_test_config
 
 pytestmark = pytest.mark.spark
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from deltalake import DeltaTable as RsTable
 
 from delta_ops.table import DeltaTable
-from delta_ops_tests.conftest import all_corpus_tables, corpus_path
-from delta_ops_tests.oracle import _abs_key
-from delta_ops_tests.test_snapshot_corpus import BROKEN
+from delta_ops_tests.support.broken_tables import BROKEN
+from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
+from delta_ops_tests.support.oracle import _abs_key
 
 
 def _rs_files(root) -> set[str] | None:

@@ -43,7 +43,7 @@ from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.plan import CheckpointKind
 from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import all_corpus_tables, copy_corpus_table, corpus_path
+from delta_ops_tests.support.corpus import all_corpus_tables, copy_corpus_table, corpus_path
 
 LOG = "_delta_log"
 SIDECARS = f"{LOG}/_sidecars"

@@ -22,7 +22,7 @@ from delta_ops.protocol.last_checkpoint import (
 )
 from delta_ops.storage import Storage
 from delta_ops.table import DeltaTable
-from delta_ops_tests.conftest import CORPUS, corpus_path
+from delta_ops_tests.support.corpus import CORPUS, corpus_path
 
 SPEC_JSON = (
     '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '

@@ -30,8 +30,11 @@ from delta_ops.log.snapshot import load_snapshot
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
-from delta_ops_tests.compaction_fixtures import build_compaction_table, write_databricks_compaction
-from delta_ops_tests.conftest import all_corpus_tables, corpus_path
+from delta_ops_tests.support.compaction_fixtures import (
+    build_compaction_table,
+    write_databricks_compaction,
+)
+from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
 
 LOG = "_delta_log"
 # golden__checkpoint: commits 0..14, a classic checkpoint at 10; protocol and metaData only

@@ -34,19 +34,19 @@ from delta_ops.protocol.actions import reader_key_array, relative_key
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
-from delta_ops_tests.compaction_fixtures import (
+from delta_ops_tests.support.compaction_fixtures import (
     build_compaction_table,
     write_databricks_compaction,
     write_spec_compaction,
 )
-from delta_ops_tests.conftest import all_corpus_tables, corpus_path
-from delta_ops_tests.histories import (
+from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
+from delta_ops_tests.support.histories import (
     build_history,
     compaction_windows,
     histories,
     write_compaction,
 )
-from delta_ops_tests.test_cleanup import build_raw, raw_specs
+from delta_ops_tests.support.raw_histories import build_raw, raw_specs
 
 FAR_FUTURE = 1 << 60
 

@@ -31,10 +31,10 @@ from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests import test_checkpoint as tc
-from delta_ops_tests import test_replay_property as rp
-from delta_ops_tests.conftest import corpus_path
-from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+from delta_ops_tests.support import checkpoint_checks as tc
+from delta_ops_tests.support import replay_histories as rp
+from delta_ops_tests.support.corpus import corpus_path
+from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 LOG = "_delta_log"
 BUCKETS = [1, 2, 7]

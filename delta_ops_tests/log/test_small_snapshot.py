@@ -39,7 +39,7 @@ from delta_ops.log.small_snapshot import (
 )
 from delta_ops.protocol.actions import ADD_TYPE, DELETION_VECTOR_TYPE, REMOVE_TYPE
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import REPO_ROOT, all_corpus_tables, corpus_path
+from delta_ops_tests.support.corpus import REPO_ROOT, all_corpus_tables, corpus_path
 
 
 def _commits_only(name: str) -> bool:

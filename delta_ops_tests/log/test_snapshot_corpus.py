@@ -14,27 +14,11 @@ from delta_ops.errors import (
     VersionNotFoundError,
 )
 from delta_ops.table import DeltaTable
-from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
-from delta_ops_tests.oracle import _abs_key, _dv, oracle_replay
-
-# Tables a correct reader must refuse, with the error class and what the message says.
-BROKEN = {
-    "golden__deltalog-invalid-protocol-version": (UnsupportedFeatureError, "reader version 99"),
-    "golden__deltalog-state-reconstruction-without-metadata": (CorruptLogError, "no metaData"),
-    "golden__deltalog-state-reconstruction-without-protocol": (CorruptLogError, "no protocol"),
-    "golden__deltalog-state-reconstruction-from-checkpoint-missing-metadata": (
-        CorruptLogError,
-        "no metaData",
-    ),
-    "golden__deltalog-state-reconstruction-from-checkpoint-missing-protocol": (
-        CorruptLogError,
-        "no protocol",
-    ),
-    "golden__versions-not-contiguous": (CorruptLogError, "commit 1 is missing"),
-    # Its only commit has a protocol and an add but no metaData, which the spec requires in
-    # the first version.
-    "golden__data-reader-absolute-paths-escaped-chars": (CorruptLogError, "no metaData"),
-}
+from delta_ops_tests.support.broken_tables import (
+    BROKEN,
+)
+from delta_ops_tests.support.corpus import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.support.oracle import _abs_key, _dv, oracle_replay
 
 READABLE = [t for t in all_corpus_tables() if t not in BROKEN]
 

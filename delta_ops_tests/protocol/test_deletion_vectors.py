@@ -55,7 +55,7 @@ from delta_ops.protocol.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
-from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.support.corpus import CORPUS, all_corpus_tables, corpus_path
 
 Z85_ALPHABET = (
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

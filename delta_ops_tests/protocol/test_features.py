@@ -12,8 +12,7 @@ import pytest
 
 from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
 from delta_ops.protocol import features as F
-from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
-from delta_ops_tests.corpus import SPEC_DIR
+from delta_ops_tests.support.corpus import CORPUS, SPEC_DIR, all_corpus_tables, corpus_path
 
 SPEC = SPEC_DIR / "PROTOCOL.txt"
 SPEC_CURRENT = SPEC_DIR / "PROTOCOL-current.md"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError
 from delta_ops.protocol import properties as P
-from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.support.corpus import CORPUS, all_corpus_tables, corpus_path
 
 DAY = dt.timedelta(days=1)
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from delta_ops.errors import CorruptLogError
 from delta_ops.protocol import schema as S
 from delta_ops.protocol.properties import InvalidTablePropertyError
-from delta_ops_tests.conftest import CORPUS, all_corpus_tables, corpus_path
+from delta_ops_tests.support.corpus import CORPUS, all_corpus_tables, corpus_path
 
 COMMIT_RE = re.compile(r"^\d{20}\.json$")
 

@@ -38,12 +38,12 @@ from delta_ops.maintenance.row_tracking import (
 )
 from delta_ops.maintenance.row_tracking import streamed as streamed_module
 from delta_ops.storage import Storage
-from delta_ops_tests import spark_fixtures as _spark
-from delta_ops_tests import test_checkpoint as tc
-from delta_ops_tests.conftest import copy_corpus_table
-from delta_ops_tests.histories import HistorySpec, StepClock, build_history, write_data_file
-from delta_ops_tests.test_engine_equivalence import CountingEngine
-from delta_ops_tests.test_row_tracking import assert_backfilled, file_state
+from delta_ops_tests.support import checkpoint_checks as tc
+from delta_ops_tests.support import spark_fixtures as _spark
+from delta_ops_tests.support.corpus import copy_corpus_table
+from delta_ops_tests.support.engine_pairs import CountingEngine
+from delta_ops_tests.support.histories import HistorySpec, StepClock, build_history, write_data_file
+from delta_ops_tests.support.row_tracking_checks import assert_backfilled, file_state
 
 spark_engine = _spark.spark_engine  # module scope: one local[2] session for this module
 
@@ -418,7 +418,7 @@ def test_cli_streamed_backfill(name, checkpoint_every, tmp_path, monkeypatch):
     Dagster. (`--checkpoint-every 2`: checkpointed; the checkpoint writer's read-back digest
     imports pandas, which this test does not judge.)"""
     from delta_ops.log.stream import THRESHOLD_ENV
-    from delta_ops_tests.test_startup import _run
+    from delta_ops_tests.support.fresh_interpreter import _run
 
     root = copy_corpus_table(name, tmp_path / "t")
     monkeypatch.setenv(THRESHOLD_ENV, "0")

@@ -185,7 +185,7 @@ def test_a_table_that_supports_the_features_needs_no_confirmation(tmp_path):
 @pytest.mark.parametrize("flags", [(), ("--json",)])
 def test_a_table_the_backfill_refuses_asks_nothing(flags):
     """Unsupported features come first: no question about an upgrade that cannot run."""
-    from delta_ops_tests.conftest import corpus_path
+    from delta_ops_tests.support.corpus import corpus_path
 
     root = corpus_path("golden__collations-table")
     proc = _backfill(root, *flags)
@@ -232,7 +232,7 @@ def test_the_dagster_job_names_the_same_features_and_writers(tmp_path):
 
 
 def test_the_dagster_job_reports_a_refused_table_before_any_question(tmp_path):
-    from delta_ops_tests.conftest import copy_corpus_table
+    from delta_ops_tests.support.corpus import copy_corpus_table
 
     root = copy_corpus_table("golden__collations-table", tmp_path / "t")
     _, refused = _job_run(tmp_path, root, {})

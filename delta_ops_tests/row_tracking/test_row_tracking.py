@@ -31,30 +31,31 @@ from delta_ops.commit.row_ids import (
     MATERIALIZED_ROW_COMMIT_VERSION_COLUMN,
     MATERIALIZED_ROW_ID_COLUMN,
     ROW_TRACKING_DOMAIN,
-    column_names,
     high_water_mark,
-    max_assigned_row_id,
 )
 from delta_ops.errors import CommitConflictError, StorageError, UnsupportedFeatureError
-from delta_ops.log.snapshot import Snapshot, load_snapshot
+from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.row_tracking import (
     BackfillProgress,
     backfill_row_tracking,
     plan_backfill,
-    row_counts,
     verify_row_tracking,
 )
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.conftest import CORPUS
-from delta_ops_tests.histories import (
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.corpus import CORPUS
+from delta_ops_tests.support.histories import (
     HistorySpec,
     StepClock,
     build_history,
     histories,
     table_rows,
     write_data_file,
+)
+from delta_ops_tests.support.row_tracking_checks import (
+    assert_backfilled,
+    file_state,
 )
 
 NO_WAIT = {"sleep": lambda s: None}
@@ -81,30 +82,6 @@ CORPUS_TABLES = [
     ("golden__type-widening", "type widening (preview name), widened columns"),
     ("spark__variant-stats-no-checkpoint", "variant columns, variant statistics"),
 ]
-
-
-def file_state(snap: Snapshot) -> list[tuple]:
-    """What must not change: every live file's path, size, partition values and DV."""
-    rows = snap.files.select(["path", "size", "partitionValues", "deletionVector"]).to_pylist()
-    return sorted(
-        (r["path"], r["size"], sorted(r["partitionValues"] or []), json.dumps(r["deletionVector"]))
-        for r in rows
-    )
-
-
-def assert_backfilled(snap: Snapshot) -> None:
-    assert verify_row_tracking(snap) == []
-    counts = row_counts(snap)
-    assert high_water_mark(snap.domains) >= max_assigned_row_id(snap.files, counts=counts)
-    assert snap.files.column("baseRowId").null_count == 0
-    assert snap.files.column("defaultRowCommitVersion").null_count == 0
-    config = snap.metadata.configuration
-    assert config[ENABLE_ROW_TRACKING] == "true"
-    names = [config[MATERIALIZED_ROW_ID_COLUMN], config[MATERIALIZED_ROW_COMMIT_VERSION_COLUMN]]
-    assert len(set(names)) == 2
-    assert not {n.lower() for n in names} & {c.lower() for c in column_names(snap.schema)}
-    assert features.is_feature_enabled(snap.protocol, config, "rowTracking")
-    assert features.is_feature_supported(snap.protocol, "domainMetadata")
 
 
 def delta_rs_rows(root: Path) -> list[str]:

@@ -22,8 +22,8 @@ from delta_ops.commit.row_ids import stats_with_num_records
 from delta_ops.errors import DeltaOpsError
 from delta_ops.maintenance.row_tracking import backfill_row_tracking
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import all_corpus_tables, corpus_path
-from delta_ops_tests.oracle import _abs_key, oracle_replay
+from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
+from delta_ops_tests.support.oracle import _abs_key, oracle_replay
 
 NO_WAIT = {"sleep": lambda s: None}
 

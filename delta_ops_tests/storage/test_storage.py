@@ -24,7 +24,7 @@ import pytest
 from delta_ops.errors import AtomicityUnsupportedError, StorageError
 from delta_ops.storage import FileInfo, Storage, _S3Backend
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
-from delta_ops_tests import s3_server as s3_fixtures
+from delta_ops_tests.support import s3_server as s3_fixtures
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 

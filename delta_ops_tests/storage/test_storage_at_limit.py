@@ -35,8 +35,8 @@ from delta_ops.storage.parallel import (
     range_bounds,
     ranges_of,
 )
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.s3_proxy import S3Proxy, request_kind
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.s3_proxy import S3Proxy, request_kind
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 

@@ -54,7 +54,7 @@ from delta_ops.protocol.deletion_vectors import (
 )
 from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
-from delta_ops_tests.histories import (
+from delta_ops_tests.support.histories import (
     StepClock,
     databricks_compaction_bytes,
     new_table,

@@ -1,5 +1,5 @@
-"""The test corpus: where it lives and its tables by name; `conftest.py` re-exports these for
-the tests that import them there.
+"""The test corpus: where it lives and its tables by name. The tests import these from here;
+the root `conftest.py` builds its fixtures on them.
 
 The corpus is test data inside the repository, `delta_ops_tests/data/corpus/` (its README
 indexes the tables and names their origin and licenses), so a clone needs nothing beside it.
@@ -25,12 +25,14 @@ __all__ = [
     "corpus_root",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The tests' data folder, `delta_ops_tests/data`.
+DATA_DIR = REPO_ROOT / "delta_ops_tests" / "data"
 #: The corpus committed with the tests.
-IN_REPO_CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
+IN_REPO_CORPUS = DATA_DIR / "corpus"
 #: The Delta protocol specification the tests check the feature table against
 #: (`PROTOCOL.txt`, the text the project started from, and `PROTOCOL-current.md`).
-SPEC_DIR = Path(__file__).resolve().parent / "data" / "spec"
+SPEC_DIR = DATA_DIR / "spec"
 #: Environment variable naming another corpus directory; wins over the in-repo one.
 CORPUS_ENV = "DELTA_OPS_CORPUS"
 

@@ -2,7 +2,7 @@
 
 Use it from any test module::
 
-    from delta_ops_tests import s3_server as s3_fixtures
+    from delta_ops_tests.support import s3_server as s3_fixtures
 
     s3_server = s3_fixtures.s3_server  # makes the session fixture visible to the module
 

@@ -2,7 +2,7 @@
 
 Use from a test module::
 
-    from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+    from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
     @pytest.mark.spark
     def test_something(spark_engine):

@@ -32,8 +32,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import delta_ops_tests.test_vacuum as vacuum_tests
-import delta_ops_tests.test_vacuum_paths_property as paths_property
+import delta_ops_tests.support.awkward_paths as paths_property
+import delta_ops_tests.support.vacuum_checks as vacuum_tests
 from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, DeltaOpsError, StorageError
@@ -49,19 +49,20 @@ from delta_ops.log.reference_buckets import (
 from delta_ops.log.references import FileReferences, file_references, read_deltas
 from delta_ops.log.segment import build_log_segment
 from delta_ops.log.snapshot import load_snapshot
+from delta_ops.maintenance.cleanup import DAY_MS
 from delta_ops.maintenance.vacuum import plan_vacuum, vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage, _LocalBackend
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.compaction_fixtures import (
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.compaction_fixtures import (
     build_compaction_table,
     write_databricks_compaction,
     write_spec_compaction,
 )
-from delta_ops_tests.conftest import all_corpus_tables, copy_corpus_table, corpus_path
-from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
-from delta_ops_tests.test_cleanup import BASE_MS, DAY_MS, HOUR_MS, build_raw, raw_specs
-from delta_ops_tests.test_vacuum import JUNK, _add_junk, _age_table
+from delta_ops_tests.support.corpus import all_corpus_tables, copy_corpus_table, corpus_path
+from delta_ops_tests.support.raw_histories import BASE_MS, HOUR_MS, build_raw, raw_specs
+from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+from delta_ops_tests.support.vacuum_checks import JUNK, _add_junk, _age_table
 
 s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
@@ -314,24 +315,24 @@ def partitioned(monkeypatch):
 def test_safety_property_of_test_vacuum_through_the_partitioned_path(
     tmp_path_factory, partitioned
 ):
-    vacuum_tests.test_property_no_file_of_a_version_in_the_window_is_deleted(tmp_path_factory)
+    vacuum_tests.property_no_file_of_a_version_in_the_window_is_deleted(tmp_path_factory)
 
 
 def test_awkward_path_properties_through_the_partitioned_path(partitioned):
-    paths_property.test_vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root()
-    paths_property.test_files_deltalake_reads_survive_vacuum()
+    paths_property.vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root()
+    paths_property.files_deltalake_reads_survive_vacuum()
 
 
 def test_corpus_vacuum_matches_the_rules_through_the_partitioned_path(
     table_copy, partitioned, spill_dir
 ):
     for name in vacuum_tests.VACUUM_TABLES:
-        vacuum_tests.test_corpus_vacuum_matches_the_rules_file_for_file(table_copy, name)
+        vacuum_tests.corpus_vacuum_matches_the_rules_file_for_file(table_copy, name)
     assert os.listdir(spill_dir) == []
 
 
 def test_partitioned_dry_run_does_not_import_pandas(table_copy, partitioned):
-    vacuum_tests.test_vacuum_dry_run_does_not_import_pandas(table_copy)
+    vacuum_tests.vacuum_dry_run_does_not_import_pandas(table_copy)
 
 
 # ---- errors half-way leave nothing behind -------------------------------------------------

@@ -296,7 +296,7 @@ def test_a_name_that_is_not_utf8_is_left_and_reported(tmp_path):
 
 def test_missing_v2_sidecar_without_older_commits_names_the_sidecar(tmp_path):
     from delta_ops.errors import CorruptLogError
-    from delta_ops_tests.conftest import copy_corpus_table
+    from delta_ops_tests.support.corpus import copy_corpus_table
 
     root = copy_corpus_table(
         "kernel-defaults__kernel-pagination-v2-checkpoint-parquet", tmp_path / "t"

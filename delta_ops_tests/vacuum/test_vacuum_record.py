@@ -38,9 +38,9 @@ from delta_ops.log.vacuum_info import read_last_vacuum_info, write_last_vacuum_i
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
-from delta_ops_tests.conftest import REPO_ROOT, copy_corpus_table
-from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
-from delta_ops_tests.vacuum_tables import DAY_MS, generate, walk_local
+from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+from delta_ops_tests.support.vacuum_tables import DAY_MS, generate, walk_local
 
 NOW_MS = 1_750_000_000_000
 LOG = "_delta_log"
@@ -394,7 +394,7 @@ def test_cli_json_keeps_its_keys_and_shows_no_progress(tmp_path):
 
 
 def test_cli_inventory_and_lite_refusal(tmp_path):
-    from delta_ops_tests.vacuum_tables import spark_inventory, write_parquet
+    from delta_ops_tests.support.vacuum_tables import spark_inventory, write_parquet
 
     root, table = _table(tmp_path, seed=15, orphans=True)
     now_iso = "2099-01-01T00:00:00Z"
@@ -432,7 +432,7 @@ def test_an_unreadable_last_vacuum_info_stops_lite_only(tmp_path):
 def test_spark_engine_reports_progress_and_agrees_with_the_inventory(
     tmp_path, spark_engine  # noqa: F811
 ):
-    from delta_ops_tests.vacuum_tables import spark_inventory, write_parquet
+    from delta_ops_tests.support.vacuum_tables import spark_inventory, write_parquet
 
     root, table = _table(tmp_path, seed=17, orphans=True, partitioned=True)
     inv = write_parquet(spark_inventory(f"file:{root}", walk_local(root)),

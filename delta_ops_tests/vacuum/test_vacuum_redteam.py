@@ -50,9 +50,9 @@ from delta_ops.errors import UnsafeDeletionError
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol.deletion_vectors import encode_uuid_path
 from delta_ops.storage import Storage
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
-from delta_ops_tests.test_vacuum_staged_aliases import (
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+from delta_ops_tests.support.staged_tables import (
     CATALOG_PROTOCOL,
     NOW_MS,
     OLD_MS,

@@ -26,8 +26,8 @@ from delta_ops.errors import InventoryError
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.storage import Storage
-from delta_ops_tests import s3_server as s3_fixtures
-from delta_ops_tests.vacuum_tables import (
+from delta_ops_tests.support import s3_server as s3_fixtures
+from delta_ops_tests.support.vacuum_tables import (
     DAY_MS,
     HOUR_MS,
     GeneratedTable,
@@ -142,7 +142,7 @@ def test_files_not_in_the_inventory_or_newer_than_it_are_never_deleted(tmp_path)
     (root / gone).unlink()
     import pyarrow as pa
 
-    from delta_ops_tests.vacuum_tables import INVENTORY_SCHEMA
+    from delta_ops_tests.support.vacuum_tables import INVENTORY_SCHEMA
 
     path = write_parquet(pa.Table.from_pylist(rows, schema=INVENTORY_SCHEMA),
                          tmp_path / "inv" / "x.parquet")
@@ -204,7 +204,7 @@ def test_inventory_naming_paths_outside_the_root_is_refused(tmp_path):
     good = spark_inventory(f"file:{root}", listing).to_pylist()
     import pyarrow as pa
 
-    from delta_ops_tests.vacuum_tables import INVENTORY_SCHEMA
+    from delta_ops_tests.support.vacuum_tables import INVENTORY_SCHEMA
 
     cases = {
         "sibling": f"file:{root.parent}/other/part.parquet",
