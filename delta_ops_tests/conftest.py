@@ -40,6 +40,8 @@ SLOW_MODULES = frozenset({
     "test_dagster_fleet",
     "test_dagster_log_reads",
     "test_dagster_metadata",
+    "test_dagster_registry",
+    "test_dagster_sensors",
     "test_deltalake_crosscheck",
     "test_kill",
     "test_last_checkpoint_race",

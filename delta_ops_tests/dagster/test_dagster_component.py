@@ -33,13 +33,6 @@ from delta_ops_tests.support.dg_project import new_project, write_component
 DG = str(Path(sys.executable).parent / "dg")
 
 
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
 @pytest.fixture
 def make_project(monkeypatch):
     """Builds an empty dg project, importable in this process for the test's duration."""

@@ -21,19 +21,13 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from dagster import (
-    AssetCheckEvaluation,
     AssetKey,
-    AssetObservation,
     AssetsDefinition,
     AssetSelection,
     DagsterInstance,
     Definitions,
     Failure,
-    ScheduleDefinition,
-    SkipReason,
-    build_sensor_context,
     evaluate_automation_conditions,
     materialize,
 )
@@ -49,21 +43,21 @@ from delta_ops.defs.jobs import TABLE_PARTITIONS
 from delta_ops.defs.overview import OVERVIEW_KEY
 from delta_ops.defs.registry import (
     REGISTRY_ENV,
-    EnvRef,
-    MissingSecretError,
-    RegistryError,
-    cron_problem,
-    default_registry_path,
     load_registry,
     parse_registry,
 )
 from delta_ops.defs.resources import SparkResource
-from delta_ops.defs.sensors import evaluate_watch, load_cursor
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.maintenance.vacuum import VacuumResult
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.dagster_runs import (
+    age_files,
+    data_files,
+    md,
+    write_registry,
+)
 from delta_ops_tests.support.spark_fixtures import LOCAL_IP, TEST_CONF
 
 DAY = 86_400
@@ -75,237 +69,6 @@ EDGES = {
     ("row_tracking", "delta_log"),
     ("metadata_cleanup", "checkpoint"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    """Dagster must never touch a real DAGSTER_HOME from the tests."""
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
-def write_registry(directory: Path, data: dict) -> Path:
-    path = directory / "tables.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def age_files(root: Path, seconds_ago: float, *, log: bool = False) -> None:
-    """Set modification times `seconds_ago` back: data files, or (log=True) commit files."""
-    when = time.time() - seconds_ago
-    for path in root.rglob("*"):
-        if not path.is_file():
-            continue
-        in_log = "_delta_log" in path.parts
-        if (log and in_log and path.name.endswith(".json")) or (not log and not in_log):
-            os.utime(path, (when, when))
-
-
-def data_files(root: Path, *, side_files: bool = True) -> set[str]:
-    """Files outside `_delta_log`; `side_files=False` leaves out Hadoop `.x.crc` files."""
-    return {
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_file() and "_delta_log" not in p.parts
-        and (side_files or not p.name.startswith("."))
-    }
-
-
-def md(event) -> dict:
-    """Plain metadata of a materialization/observation event."""
-    data = event.event_specific_data
-    mat = getattr(data, "materialization", None) or getattr(data, "asset_observation", None)
-    return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-
-
-# ---- registry --------------------------------------------------------------------------------
-
-
-def test_shipped_registry_registers_the_demo_tables():
-    registry = load_registry(REPO_ROOT / "tables.yaml")
-    assert registry.names == ["events", "customers", "orders_dv"]
-    assert {t.policy.engine for t in registry.tables} == {"spark"}
-    by = registry.by_name
-    assert by["events"].uri == str(REPO_ROOT / "demo_tables" / "events")
-    assert by["events"].policy.cleanup.ensure_checkpoint is True
-    assert by["customers"].policy.compaction.interval == 5
-    assert by["customers"].policy.row_tracking.backfill is True
-    assert by["orders_dv"].policy.vacuum.dry_run is True
-    # Per-section overrides keep the other defaults of the section.
-    assert by["orders_dv"].policy.vacuum.cron == "0 3 * * 0"
-
-
-def test_policy_overrides_merge_field_by_field(tmp_path):
-    registry = parse_registry(
-        {
-            "defaults": {"engine": "local", "vacuum": {"retention": "10 days", "cron": None}},
-            "tables": [
-                {"name": "a", "uri": "data/a", "vacuum": {"dry_run": True}, "engine": "spark"},
-                {"name": "b", "uri": "s3://bucket/b", "group": "shared"},
-            ],
-        },
-        base_dir=tmp_path,
-    )
-    a, b = registry.tables
-    assert a.policy.engine == "spark" and b.policy.engine == "local"
-    assert a.policy.vacuum.retention == "10 days" and a.policy.vacuum.dry_run is True
-    assert a.policy.vacuum.retention_hours == 240
-    assert a.policy.vacuum.cron is None
-    assert b.policy.vacuum.dry_run is False
-    assert a.uri == str(tmp_path / "data" / "a") and b.uri == "s3://bucket/b"
-    assert a.group == "a" and b.group == "shared"
-    assert a.policy.checkpoint.interval is None  # None: the table's delta.checkpointInterval
-
-
-BAD_REGISTRIES = [
-    ({"tables": [{"name": "a", "uri": "x", "checkpont": {}}]},
-     r"tables\[0\]\.checkpont: unknown key 'checkpont'"),
-    ({"defaults": {"vacuum": {"retension": "7 days"}}},
-     r"defaults\.vacuum\.retension: unknown key"),
-    ({"tables": [{"name": "a", "uri": "x"}, {"name": "a", "uri": "y"}]},
-     r"tables\[1\]\.name: table name 'a' is already registered by tables\[0\]"),
-    ({"tables": [{"name": "a", "uri": "gs://bucket/t"}]},
-     r"tables\[0\]\.uri: 'gs://bucket/t' has an unsupported scheme 'gs'"),
-    ({"tables": [{"name": "a", "uri": "s3:///nobucket"}]},
-     r"tables\[0\]\.uri: .* not an S3 URI of the form s3://bucket/prefix"),
-    ({"tables": [{"name": "a", "uri": "x", "vacuum": {"cron": "61 * * * *"}}]},
-     r"tables\[0\]\.vacuum\.cron: '61 \* \* \* \*': '61' is out of range in the minute field"),
-    ({"defaults": {"cleanup": {"cron": "0 0 30 2 *"}}},
-     r"defaults\.cleanup\.cron: .* never fires: February has no day 30"),
-    ({"defaults": {"cleanup": {"cron": "every day"}}},
-     r"defaults\.cleanup\.cron: 'every day' is not a cron expression: expected 5 fields"),
-    ({"tables": [{"name": "a", "uri": "x", "storage_options": {"secret": "hunter2"}}]},
-     r"storage option 'secret' holds a secret: give it as an environment variable reference"),
-    ({"defaults": {"vacuum": {"retention": "soon"}}},
-     r"defaults\.vacuum\.retention: 'soon' is not a retention"),
-    ({"defaults": {"engine": "flink"}}, r"defaults\.engine: .*'spark' or 'local' \(got 'flink'\)"),
-    ({"tables": [{"name": "a", "uri": "x", "compaction": {"interval": 1}}]},
-     r"compaction covers at least 2 commits"),
-    ({"tables": [{"name": "9lives", "uri": "x"}]},
-     r"tables\[0\]\.name: '9lives' is not a valid name"),
-    ({"tables": [{"name": "a", "uri": "x", "storage_options": {"key": {"vault": "k"}}}]},
-     r"tables\[0\]\.storage_options\.key: a storage option is text, a number, a boolean or "),
-    ({"tables": [{"name": "a"}]}, r"tables\[0\]\.uri: required key is missing"),
-    (["a", "b"], r"must be a mapping with 'defaults' and 'tables'"),
-]
-
-
-@pytest.mark.parametrize(("data", "message"), BAD_REGISTRIES)
-def test_each_registry_mistake_gives_one_clear_error(data, message):
-    with pytest.raises(RegistryError, match=message) as info:
-        parse_registry(data, path="reg.yaml")
-    assert len(info.value.problems) == 1, info.value.problems
-    assert "hunter2" not in str(info.value)
-
-
-def test_every_problem_is_reported_at_once():
-    with pytest.raises(RegistryError) as info:
-        parse_registry({
-            "defaults": {"engine": "flink", "bogus": 1},
-            "tables": [
-                {"name": "a", "uri": "ftp://x/y", "vacuum": {"cron": "* * *"}},
-                {"name": "a", "uri": "x"},
-            ],
-        })
-    assert len(info.value.problems) == 5
-    assert str(info.value).count("\n") == 5  # a heading and one line per problem
-
-
-def test_yaml_syntax_and_missing_file_errors(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("tables:\n  - name: a\n   uri: x\n")
-    with pytest.raises(RegistryError, match=r"line 3, column 4: not valid YAML"):
-        load_registry(bad)
-    with pytest.raises(RegistryError, match=r"no registry file at .*nope\.yaml; create one or "
-                       f"point {REGISTRY_ENV} at it"):
-        load_registry(tmp_path / "nope.yaml")
-
-
-def test_default_registry_path(tmp_path, monkeypatch):
-    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "mine.yaml"))
-    assert default_registry_path() == tmp_path / "mine.yaml"
-    monkeypatch.delenv(REGISTRY_ENV)
-    monkeypatch.chdir(tmp_path)
-    assert default_registry_path() == REPO_ROOT / "tables.yaml"  # beside workspace.yaml
-    (tmp_path / "tables.yaml").write_text("tables: []\n")
-    assert default_registry_path() == tmp_path / "tables.yaml"
-
-
-@pytest.mark.parametrize(
-    "cron", ["0 3 * * 0", "*/15 * * * *", "0 0 * * mon-fri", "5,35 1-5/2 1 jan,jul *", "0 0 29 2 *"]
-)
-def test_accepted_crons_are_accepted_by_dagster(cron):
-    assert cron_problem(cron) is None
-    ScheduleDefinition(name="s", cron_schedule=cron, job_name="j")
-
-
-def test_secrets_come_from_the_environment_and_are_never_shown(tmp_path, monkeypatch):
-    registry = parse_registry({"tables": [{
-        "name": "t", "uri": str(tmp_path),
-        "storage_options": {"token": {"env": "DELTA_OPS_TEST_TOKEN"}, "region": "eu"},
-    }]})
-    table = registry.tables[0]
-    assert table.storage_options["token"] == EnvRef(env="DELTA_OPS_TEST_TOKEN")
-    assert table.redacted_storage_options() == {"token": "$DELTA_OPS_TEST_TOKEN", "region": "eu"}
-    monkeypatch.delenv("DELTA_OPS_TEST_TOKEN", raising=False)
-    with pytest.raises(MissingSecretError, match="environment variable DELTA_OPS_TEST_TOKEN"):
-        table.resolved_storage_options()
-    monkeypatch.setenv("DELTA_OPS_TEST_TOKEN", "s3cr3t-value")
-    assert table.resolved_storage_options() == {"token": "s3cr3t-value", "region": "eu"}
-
-
-def test_spark_section_configures_the_spark_resource(tmp_path, monkeypatch):
-    reg = write_registry(tmp_path, {
-        "spark": {"master": "spark://spark-master:7077",
-                  "conf": {"spark.executor.memory": "4g",
-                           "spark.hadoop.fs.s3a.secret.key": {"env": "DELTA_OPS_TEST_S3_SECRET"}}},
-        "tables": [{"name": "t", "uri": "t"}],
-    })
-    spark = build_definitions(reg).resources["spark"]
-    assert spark.master == "spark://spark-master:7077" and spark.remote is None
-    assert spark.conf == {"spark.executor.memory": "4g"}
-    assert spark.conf_from_env == {"spark.hadoop.fs.s3a.secret.key": "DELTA_OPS_TEST_S3_SECRET"}
-    monkeypatch.delenv("DELTA_OPS_TEST_S3_SECRET", raising=False)
-    with pytest.raises(MissingSecretError, match="DELTA_OPS_TEST_S3_SECRET, which is not set"):
-        spark.session_config()
-    monkeypatch.setenv("DELTA_OPS_TEST_S3_SECRET", "s3cr3t")
-    config = spark.session_config()
-    assert config.conf["spark.hadoop.fs.s3a.secret.key"] == "s3cr3t"
-    assert "s3cr3t" not in config.describe() and "s3cr3t" not in spark.describe()
-    with pytest.raises(RegistryError, match=r"spark: .*a Spark master .* or a Spark Connect "
-                       "remote .*, not both"):
-        parse_registry({"spark": {"master": "local[2]", "remote": "sc://h:15002"}})
-    with pytest.raises(RegistryError, match=r"spark\.conf: Spark conf "
-                       "'spark.hadoop.fs.s3a.secret.key' holds a secret"):
-        parse_registry({"spark": {"conf": {"spark.hadoop.fs.s3a.secret.key": "x"}}})
-    assert build_definitions(
-        write_registry(tmp_path, {"tables": []})).resources["spark"].master is None
-
-
-
-def test_spark_resource_builds_its_engines_through_make_engine_without_a_session():
-    from delta_ops.engine.local import LocalEngine
-    from delta_ops.engine.session import make_engine
-    from delta_ops.engine.spark import SparkEngine
-
-    spark = SparkResource(master="local[2]", app_name="delta-ops-test", python=sys.executable,
-                          local_ip=LOCAL_IP, conf={"spark.ui.enabled": "false"})
-    engine = spark.engine("spark")
-    # The whole session config reaches the engine (what make_engine builds from it), and
-    # building it started nothing: the session starts on first use inside a run.
-    expected = make_engine("spark", spark_config=spark.session_config())
-    assert isinstance(engine, SparkEngine) and engine.config == expected.config
-    assert engine.config.app_name == "delta-ops-test" and engine.config.local_ip == LOCAL_IP
-    assert not engine.started
-    assert spark.engine("spark") is engine  # one per name and run
-    assert isinstance(spark.engine("local"), LocalEngine)
-    with pytest.raises(ValueError, match="unknown engine 'gpu'"):
-        spark.engine("gpu")
-    with pytest.raises(ValueError, match="not both"):
-        make_engine("spark", spark_master="local[2]", spark_config=spark.session_config())
-    with pytest.raises(ValueError, match="spark_config only apply to the spark engine"):
-        make_engine("local", spark_config=spark.session_config())
 
 
 # ---- definitions -----------------------------------------------------------------------------
@@ -807,143 +570,6 @@ def test_checkpoint_fresh_and_protocol_checks_direct(tmp_path):
     assert not stale.passed and stale.severity.value == "WARN"
     assert "does not exist yet" in stale.description and "see log_readable" in stale.description
     assert log_readable_result(_run(reg, "loose")).passed
-
-
-# ---- sensors ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def watched(tmp_path):
-    tables = tmp_path / "tables"
-    roots = {
-        "ckpt": copy_corpus_table("golden__checkpoint", tables / "ckpt"),
-        "stats": copy_corpus_table(
-            "golden__data-skipping-change-stats-collected-across-versions", tables / "stats"),
-        "coll": copy_corpus_table("golden__collations-table", tables / "coll"),
-    }
-    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
-        {"name": "ckpt", "uri": "tables/ckpt", "checkpoint": {"interval": 3}},
-        {"name": "stats", "uri": "tables/stats", "compaction": {"interval": 2},
-         "checksum": {"enabled": False}},
-        {"name": "coll", "uri": "tables/coll", "checkpoint": {"interval": 1}},
-        {"name": "missing", "uri": "tables/missing"},
-    ]})
-    defs = build_definitions(reg)
-    return defs, roots, reg
-
-
-def _tick(defs, instance, cursor=None):
-    sensor = defs.resolve_sensor_def("delta_tables_watch")
-    ctx = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                               resources={"registry": defs.resources["registry"]})
-    return sensor(ctx)
-
-
-def test_watch_sensor_requests_what_each_table_needs(watched):
-    defs, roots, _ = watched
-    instance = DagsterInstance.ephemeral()
-    result = _tick(defs, instance)
-    # Several tables per run (issue 23), each with everything it needs (issue 16): one run
-    # here, whose steps are the two tables' maintenance steps.
-    (req,) = result.run_requests
-    assert req.asset_selection == [
-        # 4 commits since the checkpoint at 10, interval 3; and no .crc
-        AssetKey(["ckpt", "checkpoint"]), AssetKey(["ckpt", "version_checksum"]),
-        AssetKey(["stats", "log_compaction"]),  # version 4: windows [0,1], [2,3]; no checksums
-    ]
-    assert req.tags["delta_ops/tables"] == "2"
-    assert req.tags["delta_ops/components"] == "checkpoint,version_checksum,log_compaction"
-    assert req.run_key.startswith("watch:")
-    # The sensor observed each table's log: data version = table version.
-    observed = {tuple(e.asset_key.path): e for e in result.asset_events
-                if isinstance(e, AssetObservation) and e.asset_key != OVERVIEW_KEY}
-    assert set(observed) == {("ckpt", "delta_log"), ("stats", "delta_log"), ("coll", "delta_log")}
-    assert observed[("ckpt", "delta_log")].tags["dagster/data_version"] == "14"
-    assert observed[("ckpt", "delta_log")].metadata["commits_since_checkpoint"].value == 4
-    # ... and evaluated log_readable on each: the missing table fails it, as does the
-    # collations table (its features block the maintenance), without any run.
-    readable = {e.asset_key.path[0]: e for e in result.asset_events
-                if isinstance(e, AssetCheckEvaluation) and e.check_name == "log_readable"}
-    assert {n for n, e in readable.items() if e.passed} == {"ckpt", "stats"}
-    assert readable["missing"].description.startswith("missing does not exist: no Delta log")
-    assert "collations" in readable["coll"].description
-    cursor = load_cursor(result.cursor)
-    assert cursor["missing"]["status"] == "missing"
-    assert cursor["ckpt"]["version"] == 14 and cursor["ckpt"]["settings"]["protocol"]
-    assert cursor["ckpt"]["requested"] == 14 and "requested" not in cursor["coll"]
-    # The collations table needs a checkpoint, but delta_ops cannot write one: no request.
-    assert cursor["coll"]["status"] == "ok"
-    assert "coll" not in {k.path[0] for k in req.asset_selection}
-
-
-def test_watch_sensor_is_quiet_once_maintained(watched):
-    defs, roots, _ = watched
-    instance = DagsterInstance.ephemeral()
-    first = _tick(defs, instance)
-    selection = [AssetKey(["ckpt", "checkpoint"]), AssetKey(["ckpt", "version_checksum"]),
-                 AssetKey(["stats", "log_compaction"])]
-    run = defs.resolve_job_def("maintenance").execute_in_process(
-        instance=instance, asset_selection=selection)
-    assert run.success
-    second = _tick(defs, instance, first.cursor)
-    assert not second.run_requests
-    assert "0 with work due" in second.skip_reason.skip_message
-
-
-def test_watch_sensor_learns_new_commits_from_the_cursor(watched, tmp_path):
-    from delta_ops.commit import Transaction
-
-    defs, roots, _ = watched
-    instance = DagsterInstance.ephemeral()
-    first = _tick(defs, instance)
-    # Restart: a fresh context with the persisted cursor does not request the same work
-    # again (the cursor keeps the version each table was requested at).
-    again = _tick(defs, DagsterInstance.ephemeral(), first.cursor)
-    assert not again.run_requests
-    # A new commit on `stats` sets delta.checkpointInterval=5: read from that commit alone,
-    # it makes the 6 commits without a checkpoint due for one.
-    Transaction(str(roots["stats"])).update_configuration(
-        {"delta.checkpointInterval": "5"}).commit()
-    third = _tick(defs, instance, first.cursor)
-    assert [r.run_key for r in third.run_requests] == ["stats:5:checkpoint+log_compaction"]
-    assert load_cursor(third.cursor)["stats"]["settings"]["configuration"][
-        "delta.checkpointInterval"] == "5"
-    # A garbage cursor starts afresh rather than failing the tick.
-    assert _tick(defs, instance, "not json").run_requests
-
-
-def test_watch_sensor_reads_only_new_commits(watched):
-    defs, roots, reg = watched
-    registry = load_registry(reg)
-    lines: list[str] = []
-    _, cursor = evaluate_watch(registry, None, lines.append)
-    # Break the checkpoint's content: only a full read of it would notice.
-    (roots["ckpt"] / "_delta_log" / "00000000000000000010.checkpoint.parquet").write_bytes(b"x")
-    with open(roots["ckpt"] / "_delta_log" / "00000000000000000015.json", "wb") as fh:
-        fh.write(b'{"commitInfo":{"timestamp":1,"operation":"WRITE"}}\n')
-    requests, cursor2 = evaluate_watch(registry, cursor, lines.append)
-    assert "ckpt:15:checkpoint+version_checksum" in {r.run_key for r in requests}
-    assert load_cursor(cursor2)["ckpt"]["status"] == "ok"
-    # Without the cursor the broken checkpoint is read, and the tick reports it, not fails.
-    lines.clear()
-    requests, cursor3 = evaluate_watch(registry, None, lines.append)
-    assert load_cursor(cursor3)["ckpt"]["status"] == "error"
-    assert any(line.startswith("ckpt: cannot read the log") for line in lines)
-
-
-def test_partitions_sensor_keeps_partitions_equal_to_the_registry(watched):
-    defs, _, _ = watched
-    instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["retired", "ckpt"])
-    sensor = defs.resolve_sensor_def("delta_tables_partitions")
-    result = sensor(build_sensor_context(instance=instance, definitions=defs))
-    adds, deletes = result.dynamic_partitions_requests
-    assert adds.partition_keys == ["stats", "coll", "missing"]
-    assert deletes.partition_keys == ["retired"]
-    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, adds.partition_keys)
-    instance.delete_dynamic_partition(TABLE_PARTITIONS.name, "retired")
-    again = sensor(build_sensor_context(instance=instance, definitions=defs))
-    assert isinstance(again, SkipReason)
 
 
 # ---- automation (cron conditions instead of schedules) ---------------------------------------

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-import yaml
 from dagster import AssetKey, DagsterInstance
 
 from delta_ops.defs import build_definitions
@@ -25,22 +24,10 @@ from delta_ops.maintenance.checksum.operations import write_checksums
 from delta_ops.maintenance.sizing import TableSize, table_size
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table, corpus_path
+from delta_ops_tests.support.dagster_runs import write_registry
 from delta_ops_tests.support.spark_fixtures import LOCAL_IP, TEST_CONF
 
 DAY = 86_400
-
-
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
-def write_registry(directory, data):
-    path = directory / "tables.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def metadata_of(result, node: str) -> dict:

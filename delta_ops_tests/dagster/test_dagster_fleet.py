@@ -47,13 +47,6 @@ FLEET = 1000
 CURSOR_LIMIT = 20_000
 
 
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
 def _tick(defs: Definitions, instance: DagsterInstance, cursor: str | None):
     sensor = defs.resolve_sensor_def("delta_tables_watch")
     context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,

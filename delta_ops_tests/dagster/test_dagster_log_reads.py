@@ -57,13 +57,6 @@ class CountingStorage(Storage):
         return super().list_dir(directory, *args, **kwargs)
 
 
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
 def _materialize_checkpoint(tmp_path, monkeypatch, corpus_table: str, *, force: bool):
     """Copy `corpus_table`, checkpoint its latest version with the library, then run the
     Dagster checkpoint asset once through a counting storage: (metadata, calls, written)."""

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-import yaml
 from dagster import (
     AssetKey,
     AssetObservation,
@@ -31,21 +29,9 @@ from delta_ops.defs.sources import RegistrySource, assemble_registry, refresh_di
 from delta_ops.log.snapshot import load_snapshot
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table, corpus_path
+from delta_ops_tests.support.dagster_runs import write_registry
 
 DAY = 86_400
-
-
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-
-
-def write_registry(directory: Path, data: dict) -> Path:
-    path = directory / "tables.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def run_all(defs: Definitions, **kwargs):

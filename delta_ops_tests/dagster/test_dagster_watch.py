@@ -12,7 +12,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from dagster import (
     AssetCheckEvaluation,
@@ -31,13 +30,6 @@ from delta_ops_tests.support.corpus import copy_corpus_table
 from delta_ops_tests.support.fleet import write_table
 
 DAY = 86_400
-
-
-@pytest.fixture(autouse=True)
-def _dagster_home(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir(exist_ok=True)
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
 
 
 def registry(tmp_path: Path, tables: dict[str, Path], **defaults) -> Path:

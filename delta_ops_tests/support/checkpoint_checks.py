@@ -303,3 +303,15 @@ def _full_state(snap, *, stats: bool = True) -> dict:
         "txns": {a: (t.version, t.last_updated) for a, t in snap.txns.items()},
         "domains": {d: m.configuration for d, m in snap.domains.items()},
     }
+
+
+def _log_names(root: Path) -> set[str]:
+    log = root / LOG
+    names = {p.name for p in log.iterdir() if p.is_file()}
+    side = log / "_sidecars"
+    if side.is_dir():
+        names |= {f"_sidecars/{p.name}" for p in side.iterdir()}
+    return names
+
+
+UNSUPPORTED = [t for t in READABLE if t not in SUPPORTED]
