@@ -29,7 +29,6 @@ from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
 from delta_ops.maintenance.checksum.compare import _json_as_typed
 from delta_ops.protocol.crc import stats_meaning
 from delta_ops.protocol.stats_json import stats_json
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.support.typed_stats import _data
 
 NOW = 1_800_000_000_000

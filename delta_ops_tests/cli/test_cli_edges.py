@@ -21,10 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from delta_ops_tests.support import s3_server as _s3
-
 TABLE = "golden__basic-with-inserts-deletes-checkpoint"
-s3_server = _s3.s3_server  # the session fixture, made visible to this module
 
 
 def _cli(*argv: str, timeout: float = 60, env: dict | None = None,

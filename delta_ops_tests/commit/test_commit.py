@@ -50,7 +50,6 @@ from delta_ops.maintenance.row_tracking import verify_row_tracking
 from delta_ops.protocol import features
 from delta_ops.protocol.actions import DomainMetadata
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.histories import (
     HistorySpec,
     StepClock,
@@ -60,8 +59,6 @@ from delta_ops_tests.support.histories import (
     table_rows,
     write_data_file,
 )
-
-s3_server = s3_fixtures.s3_server
 
 ROOT = "file:///t"
 

@@ -40,7 +40,6 @@ from delta_ops.maintenance.compaction import (
 )
 from delta_ops.protocol.filenames import compaction_name
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as _s3
 from delta_ops_tests.support.checksum_histories import histories, write_history
 from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
 from delta_ops_tests.support.histories import COMPACTION_FORMS, write_compaction
@@ -462,7 +461,6 @@ def test_cli_compact(monkeypatch, capsys, tmp_path):
     assert code == 2 and "at least two commits" in captured.err
 
 
-s3_server = _s3.s3_server  # the session fixture, made visible to this module
 
 
 @pytest.mark.s3

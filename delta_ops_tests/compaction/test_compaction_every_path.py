@@ -40,7 +40,6 @@ from delta_ops.protocol.filenames import commit_name, compaction_name
 from delta_ops.storage import Storage
 from delta_ops_tests.support.compaction_fixtures import (
     CompactionTable,
-    build_compaction_table,
     snapshot_state,
     write_databricks_compaction,
 )
@@ -49,11 +48,6 @@ from delta_ops_tests.support.histories import START_MS
 WINDOWS = [(1, 5), (6, 12)]
 LATEST = 12
 FAR_FUTURE = START_MS + 10 * 365 * 86_400_000  # every tombstone and file is old by then
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> CompactionTable:
-    return build_compaction_table(tmp_path_factory.mktemp("every-path") / "t")
 
 
 def _copy(template: CompactionTable, dest: Path, *, compactions: bool) -> Storage:

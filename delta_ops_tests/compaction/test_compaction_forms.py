@@ -28,7 +28,6 @@ from delta_ops.protocol.filenames import commit_name
 from delta_ops.storage import Storage
 from delta_ops_tests.support.compaction_fixtures import (
     CompactionTable,
-    build_compaction_table,
     commit_lines,
     databricks_compaction_bytes,
     segment_state,
@@ -40,11 +39,6 @@ from delta_ops_tests.support.compaction_fixtures import (
 WINDOWS = [(0, 5), (6, 11)]  # non-overlapping: their commits can be deleted
 OVERLAPPING = [(3, 9), (1, 12)]  # chosen at 9, 10 and 12 when the commits are kept
 WRITERS = {"databricks": write_databricks_compaction, "spec": write_spec_compaction}
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> CompactionTable:
-    return build_compaction_table(tmp_path_factory.mktemp("compaction-forms") / "t")
 
 
 @pytest.fixture

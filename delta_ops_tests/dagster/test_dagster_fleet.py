@@ -282,7 +282,6 @@ def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path,
         assert at_exit["tracked_at_exit"] > 10_000, at_exit
 
 
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 
 @pytest.mark.s3

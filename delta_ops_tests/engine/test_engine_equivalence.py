@@ -43,8 +43,6 @@ from delta_ops.maintenance.checksum import compute_version_checksum, write_check
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol.crc import FILE_SIZE_BIN_BOUNDARIES
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as _s3
-from delta_ops_tests.support import spark_fixtures as _spark
 from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table, corpus_path
 from delta_ops_tests.support.engine_pairs import (
     BACKFILL_TABLES,
@@ -66,8 +64,6 @@ from delta_ops_tests.support.histories import HistorySpec, StepClock, build_hist
 from delta_ops_tests.support.spark_fixtures import spark_test_config
 
 # Fixtures shared with other modules (module scope: one Spark session per master).
-s3_server = _s3.s3_server
-spark_engine_each = _spark.spark_engine_each
 
 DAY_MS = 86_400_000
 

@@ -22,7 +22,6 @@ from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
-from delta_ops_tests.support import spark_fixtures as _spark
 from delta_ops_tests.support.engine_pairs import (
     BACKFILL_TABLES,
     NOW_MS,
@@ -42,8 +41,6 @@ from delta_ops_tests.support.spark_fixtures import spark_test_config
 pytestmark = pytest.mark.spark
 
 # Fixtures (module scope): the Connect server and the standalone cluster.
-connect_server = _spark.connect_server
-standalone_cluster = _spark.standalone_cluster
 
 VACUUM_TABLE = "golden__dv-partitioned-with-checkpoint"
 

@@ -19,7 +19,6 @@ from delta_ops.protocol.last_checkpoint import parse_last_checkpoint
 from delta_ops.storage import Storage
 from delta_ops_tests.support import checkpoint_checks as tc
 from delta_ops_tests.support.corpus import corpus_path
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.spark
 

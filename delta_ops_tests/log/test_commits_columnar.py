@@ -20,10 +20,7 @@ from delta_ops.log import commits
 from delta_ops.log.replay import _Reconciler, parse_json_actions, read_log_files
 from delta_ops.log.segment import build_log_segment
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as _s3
 from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
-
-s3_server = _s3.s3_server  # the session fixture, made visible to this module
 
 
 def _copies(files: list[commits.CommitFile]) -> list[commits.CommitFile]:

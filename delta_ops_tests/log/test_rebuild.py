@@ -34,7 +34,6 @@ from delta_ops.storage import Storage
 from delta_ops_tests.support import checkpoint_checks as tc
 from delta_ops_tests.support import replay_histories as rp
 from delta_ops_tests.support.corpus import corpus_path
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 LOG = "_delta_log"
 BUCKETS = [1, 2, 7]

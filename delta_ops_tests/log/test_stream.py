@@ -25,11 +25,9 @@ from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.checksum.operations import compute_version_checksum
 from delta_ops.storage import Storage
 from delta_ops_tests.support import checkpoint_checks as tc
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.corpus import corpus_path
 
 LOG = "_delta_log"
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 
 def _rows(actions) -> list[dict]:

@@ -39,13 +39,10 @@ from delta_ops.maintenance.row_tracking import (
 from delta_ops.maintenance.row_tracking import streamed as streamed_module
 from delta_ops.storage import Storage
 from delta_ops_tests.support import checkpoint_checks as tc
-from delta_ops_tests.support import spark_fixtures as _spark
 from delta_ops_tests.support.corpus import copy_corpus_table
 from delta_ops_tests.support.engine_pairs import CountingEngine
 from delta_ops_tests.support.histories import HistorySpec, StepClock, build_history, write_data_file
 from delta_ops_tests.support.row_tracking_checks import assert_backfilled, file_state
-
-spark_engine = _spark.spark_engine  # module scope: one local[2] session for this module
 
 LOG = "_delta_log"
 LOADED = 10**15  # a stream threshold no table reaches: the loaded path

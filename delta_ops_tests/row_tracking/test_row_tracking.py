@@ -43,7 +43,6 @@ from delta_ops.maintenance.row_tracking import (
 )
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.corpus import CORPUS
 from delta_ops_tests.support.histories import (
     HistorySpec,
@@ -59,7 +58,6 @@ from delta_ops_tests.support.row_tracking_checks import (
 )
 
 NO_WAIT = {"sleep": lambda s: None}
-s3_server = s3_fixtures.s3_server
 
 CORPUS_TABLES = [
     # (name, what it covers)

@@ -15,7 +15,6 @@ import pickle
 import shutil
 import threading
 import time
-import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,9 +23,6 @@ import pytest
 from delta_ops.errors import AtomicityUnsupportedError, StorageError
 from delta_ops.storage import FileInfo, Storage, _S3Backend
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
-from delta_ops_tests.support import s3_server as s3_fixtures
-
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 LOG = "_delta_log"
 
@@ -34,20 +30,6 @@ LOG = "_delta_log"
 def v(version: int) -> str:
     """20-digit zero-padded version, as in Delta log file names."""
     return f"{version:020d}"
-
-
-@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
-def storage(request, tmp_path):
-    """An empty storage root on each backend."""
-    if request.param == "local":
-        yield Storage.for_uri(str(tmp_path / "root"))
-    elif request.param == "memory":
-        st = Storage.for_uri(f"memory://delta-ops-test-{uuid.uuid4().hex}")
-        yield st
-        st.delete_many([f.path for f in st.walk()])
-    else:
-        server = request.getfixturevalue("s3_server")
-        yield Storage.for_uri(server.fresh_uri("contract"), server.storage_options)
 
 
 class TestStorageContract:

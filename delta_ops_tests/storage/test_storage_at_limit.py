@@ -35,25 +35,7 @@ from delta_ops.storage.parallel import (
     range_bounds,
     ranges_of,
 )
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.s3_proxy import S3Proxy, request_kind
-
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
-
-
-@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
-def storage(request, tmp_path):
-    """An empty storage root on each backend."""
-    if request.param == "local":
-        yield Storage.for_uri(str(tmp_path / "root"))
-    elif request.param == "memory":
-        st_ = Storage.for_uri(f"memory://at-limit-{uuid.uuid4().hex}")
-        yield st_
-        st_.delete_many([f.path for f in st_.walk()])
-    else:
-        server = request.getfixturevalue("s3_server")
-        yield Storage.for_uri(server.fresh_uri("at-limit"), server.storage_options)
-
 
 # ---- the ranges themselves ----------------------------------------------------------
 

@@ -1,10 +1,6 @@
 """A real S3 endpoint for tests: moto's server on 127.0.0.1, one per test session.
 
-Use it from any test module::
-
-    from delta_ops_tests.support import s3_server as s3_fixtures
-
-    s3_server = s3_fixtures.s3_server  # makes the session fixture visible to the module
+The root `conftest.py` makes the fixture visible to every test module::
 
     @pytest.mark.s3
     def test_something(s3_server):

@@ -1,8 +1,6 @@
 """Spark for tests: shared engines (one session per test module) and Spark processes.
 
-Use from a test module::
-
-    from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
+The root `conftest.py` makes the fixtures visible to every test module::
 
     @pytest.mark.spark
     def test_something(spark_engine):

@@ -53,7 +53,6 @@ from delta_ops.maintenance.cleanup import DAY_MS
 from delta_ops.maintenance.vacuum import plan_vacuum, vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.storage import Storage, _LocalBackend
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.compaction_fixtures import (
     build_compaction_table,
     write_databricks_compaction,
@@ -61,10 +60,7 @@ from delta_ops_tests.support.compaction_fixtures import (
 )
 from delta_ops_tests.support.corpus import all_corpus_tables, copy_corpus_table, corpus_path
 from delta_ops_tests.support.raw_histories import BASE_MS, HOUR_MS, build_raw, raw_specs
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.support.vacuum_checks import JUNK, _add_junk, _age_table
-
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 IN_MEMORY = 10**15  # a threshold no table reaches
 BUCKETS = (1, 2, 7)

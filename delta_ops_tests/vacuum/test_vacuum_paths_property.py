@@ -33,7 +33,6 @@ from delta_ops_tests.support.awkward_paths import (
     tables,
     vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root,
 )
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 
 
 def test_vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root():

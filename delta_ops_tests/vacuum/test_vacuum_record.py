@@ -39,7 +39,6 @@ from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.support.vacuum_tables import DAY_MS, generate, walk_local
 
 NOW_MS = 1_750_000_000_000

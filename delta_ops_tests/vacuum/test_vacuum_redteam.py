@@ -50,8 +50,6 @@ from delta_ops.errors import UnsafeDeletionError
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol.deletion_vectors import encode_uuid_path
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as s3_fixtures
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.support.staged_tables import (
     CATALOG_PROTOCOL,
     NOW_MS,
@@ -67,8 +65,6 @@ from delta_ops_tests.support.staged_tables import (
     _table,
     _write,
 )
-
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 DAY_MS = 86_400_000
 

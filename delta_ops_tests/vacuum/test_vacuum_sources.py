@@ -26,7 +26,6 @@ from delta_ops.errors import InventoryError
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.maintenance.vacuum.inventory import InventorySource
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as s3_fixtures
 from delta_ops_tests.support.vacuum_tables import (
     DAY_MS,
     HOUR_MS,
@@ -37,8 +36,6 @@ from delta_ops_tests.support.vacuum_tables import (
     write_parquet,
     write_s3_report,
 )
-
-s3_server = s3_fixtures.s3_server
 
 NOW_MS = 1_750_000_000_000
 SHAPES = [

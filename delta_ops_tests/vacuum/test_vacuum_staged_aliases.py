@@ -31,8 +31,6 @@ from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.path_identity import canonical_path, reader_keys
 from delta_ops.storage import Storage
-from delta_ops_tests.support import s3_server as s3_fixtures
-from delta_ops_tests.support.spark_fixtures import spark_engine  # noqa: F401  (the fixture)
 from delta_ops_tests.support.staged_tables import (
     CATALOG_PROTOCOL,
     DAY_MS,
@@ -50,8 +48,6 @@ from delta_ops_tests.support.staged_tables import (
     _table,
     _write,
 )
-
-s3_server = s3_fixtures.s3_server  # the session fixture, made visible to this module
 
 
 def _vacuum_both(root: Path | str, **kwargs) -> tuple[tuple[str, ...], tuple[str, ...]]:
