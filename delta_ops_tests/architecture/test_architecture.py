@@ -308,6 +308,84 @@ def test_the_product_does_not_look_for_test_data():
     assert offenders == []
 
 
+
+# ---- the tests' own shape -------------------------------------------------------------------
+
+TESTS = REPO_ROOT / "delta_ops_tests"
+#: No file of the tests is longer: split a longer one by topic.
+MAX_TEST_FILE_LINES = 800
+
+
+def _test_module_imports(root: Path) -> list[str]:
+    """`file -> module` for every import, in any module of the tests package at `root`, of a
+    test module (`test_*`): shared helpers belong in `support/` or in a conftest fixture."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent)
+        package = list(rel.parent.parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package[: len(package) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] == root.name and any(p.startswith("test_") for p in parts[1:]):
+                    found.append(f"{rel.as_posix()} -> {target}")
+                    break
+    return found
+
+
+def _long_test_files(root: Path) -> list[str]:
+    return [
+        f"{path.relative_to(root.parent).as_posix()}: {n} lines"
+        for path in sorted(root.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_TEST_FILE_LINES
+    ]
+
+
+def _planted_tests_package(tmp_path: Path) -> Path:
+    """A copy of the tests' package shape with one of each violation planted."""
+    root = tmp_path / "delta_ops_tests"
+    for folder in ("", "vacuum", "log", "support"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "log" / "test_replay.py").write_text("HELPER = 1\n")
+    (root / "vacuum" / "test_plain.py").write_text("import os\n")
+    (root / "vacuum" / "test_from.py").write_text("from delta_ops_tests.log.test_replay import X\n")
+    (root / "vacuum" / "test_package.py").write_text(
+        "from delta_ops_tests.log import test_replay\n")
+    (root / "vacuum" / "test_dotted.py").write_text("import delta_ops_tests.log.test_replay\n")
+    (root / "vacuum" / "test_relative.py").write_text("from ..log import test_replay\n")
+    (root / "support" / "helpers.py").write_text("from ..log.test_replay import HELPER\n")
+    (root / "vacuum" / "test_long.py").write_text("x = 1\n" * (MAX_TEST_FILE_LINES + 1))
+    (root / "vacuum" / "test_at_limit.py").write_text("x = 1\n" * MAX_TEST_FILE_LINES)
+    return root
+
+
+def test_no_test_module_imports_another(tmp_path):
+    planted = _test_module_imports(_planted_tests_package(tmp_path))
+    assert planted == [
+        "delta_ops_tests/support/helpers.py -> delta_ops_tests.log.test_replay",
+        "delta_ops_tests/vacuum/test_dotted.py -> delta_ops_tests.log.test_replay",
+        "delta_ops_tests/vacuum/test_from.py -> delta_ops_tests.log.test_replay",
+        "delta_ops_tests/vacuum/test_package.py -> delta_ops_tests.log.test_replay",
+        "delta_ops_tests/vacuum/test_relative.py -> delta_ops_tests.log.test_replay",
+    ]
+    assert _test_module_imports(TESTS) == []
+
+
+def test_no_test_file_is_over_800_lines(tmp_path):
+    planted = _long_test_files(_planted_tests_package(tmp_path))
+    assert planted == [f"delta_ops_tests/vacuum/test_long.py: {MAX_TEST_FILE_LINES + 1} lines"]
+    assert _long_test_files(TESTS) == []
+
 def test_operations_take_storage_options_and_a_clock_the_same_way():
     import inspect
 
