@@ -1,5 +1,6 @@
-"""Tables with multi-part checkpoints, and the two writers (ours, theirs) the cleanup-safety and
-_last_checkpoint race tests run."""
+"""Tables with multi-part checkpoints and aged logs, and the two readings of a table the
+cleanup-safety and `_last_checkpoint` race tests compare: `ours` (delta_ops) and `theirs`
+(deltalake)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Raw generated histories (commits, checkpoints, removes with their ages) for the cleanup, VACUUM
-and references tests, and the helpers that run cleanup on them."""
+"""Raw generated histories for the cleanup, VACUUM and references tests: a hypothesis strategy
+of specs (commits, checkpoints of every kind, compactions, deletion vectors, ages) and the
+writer that lays one out by hand; a storage that fails on demand, and the CLI run in-process."""
 
 from __future__ import annotations
 

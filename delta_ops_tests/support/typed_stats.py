@@ -1,5 +1,6 @@
-"""A table of every type with statistics, for the tests of typed statistics (checksum verify,
-checkpoints after stats_parsed-only ones)."""
+"""Columns of most types statistics can hold (float widths, decimal scale, dates, timestamps
+with a time zone, a nested struct, booleans, nulls), for the tests of typed statistics (`crc
+verify`, checkpoints after ones that kept only `stats_parsed`)."""
 
 from __future__ import annotations
 
