@@ -31,7 +31,6 @@ from delta_ops.maintenance.checkpoint import (
 )
 from delta_ops.maintenance.checkpoint.existing import find_existing
 from delta_ops.maintenance.checkpoint.verify import Expected, verify_file
-from delta_ops.protocol.actions import dv_unique_id
 from delta_ops.protocol.checkpoint_schema import (
     CHECKPOINT_REMOVE_TYPE,
     checkpoint_layout,
@@ -47,46 +46,21 @@ from delta_ops_tests.support.checkpoint_checks import (
     PATHS,
     SUPPORTED,
     _actions_of_files,
-    _allowed_kinds,
     _copy,
     _delete_checkpoints_at,
     _delete_commits_upto,
     _full_state,
     _log_names,
-    _md,
     _normalize_action,
     _rs_files,
+    _state,
     _write_history,
+    round_trip_corpus,
 )
 from delta_ops_tests.support.corpus import corpus_path
-from delta_ops_tests.support.oracle import _abs_key
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _key(path: str, dv: dict | None, root: Path) -> tuple[str, str | None]:
-    return (_abs_key(path, root), dv_unique_id(dv) if dv and dv.get("storageType") else None)
-
-
-def _state(snap, root: Path, now_ms: int = NOW) -> dict[str, Any]:
-    """Everything a checkpoint must preserve, keyed so that path spellings compare equal."""
-    files = {
-        _key(r["path"], r["deletionVector"], root): r["size"]
-        for r in snap.files.select(["path", "deletionVector", "size"]).to_pylist()
-    }
-    tombs = {
-        _key(r["path"], r["deletionVector"], root)
-        for r in snap.unexpired_tombstones(now_ms).select(["path", "deletionVector"]).to_pylist()
-    }
-    return {
-        "files": files,
-        "tombstones": tombs,
-        "protocol": {k: v for k, v in snap.protocol.items() if v is not None},
-        "metadata": _md(snap.metadata),
-        "txns": {a: t.version for a, t in snap.txns.items()},
-        "domains": {d: m.configuration for d, m in snap.domains.items()},
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,34 +140,7 @@ def test_layout_follows_table_properties_and_column_mapping():
 
 @pytest.mark.parametrize("name", SUPPORTED)
 def test_round_trip_corpus(name, tmp_path):
-    src = corpus_path(name)
-    base = DeltaTable(str(src)).snapshot()
-    theirs = _rs_files(src)
-    for i, kind in enumerate(_allowed_kinds(base)):
-        root = _copy(name, tmp_path / kind)
-        v = base.version
-        if (root / LOG / f"{v:020d}.json").exists():
-            _delete_checkpoints_at(root, v)  # so that ours is written, not found
-        before = DeltaTable(str(root)).snapshot()
-        expected = _state(before, root)
-        options: dict[str, Any] = {}
-        if kind == "v2-uuid":
-            options = {"fmt": "json", "sidecar_actions": 2} if i % 2 else {"sidecar_actions": 0}
-        result = write_checkpoint(str(root), kind=kind, now_ms=NOW, **options)
-        assert result.version == v and result.kind == kind and not result.already_existed
-        assert result.num_add_files == before.num_files
-        assert set(result.files) <= _log_names(root)
-        lc = parse_last_checkpoint((root / LOG / "_last_checkpoint").read_bytes())
-        assert lc.version == v and lc.checksum_valid is True
-        assert lc.num_of_add_files == before.num_files and lc.size == result.num_actions
-        assert lc.size_in_bytes == result.size_in_bytes
-        _delete_commits_upto(root, v)
-        after = DeltaTable(str(root)).snapshot()
-        assert after.version == v and after.checkpoint_version == v
-        assert set(after.segment.checkpoint.names) <= set(result.files)
-        assert _state(after, root) == expected, f"{name}: {kind}"
-        if theirs is not None:
-            assert _rs_files(root) == theirs, f"{name}: deltalake reads {kind} differently"
+    round_trip_corpus(name, tmp_path)
 
 
 def test_round_trip_covers_the_corpus():

@@ -78,7 +78,7 @@ def streamed_only(monkeypatch):
 def test_round_trip_corpus_streamed(name, tmp_path, streamed_only):
     """The corpus round trip of `test_checkpoint` (every kind the table allows, read back by
     delta_ops and by deltalake) with every checkpoint written from a streamed state."""
-    tc.test_round_trip_corpus(name, tmp_path)
+    tc.round_trip_corpus(name, tmp_path)
     assert streamed_only and all(s.streamed for s in streamed_only)
 
 
