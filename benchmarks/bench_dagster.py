@@ -2,7 +2,7 @@
 the definitions, one tick of the watch sensor, and a maintenance run of every table.
 
 `python -m benchmarks.bench_dagster [--tables 1000] [--repeats 3] [--no-run]` writes small
-generated Delta tables (`delta_ops_tests.fleet`: 12 commits each, no checkpoint, so every
+generated Delta tables (`delta_ops_tests.support.fleet`: 12 commits each, no checkpoint, so every
 table is due for a checkpoint and checksums) under `benchmarks/data/dagster_tables/lake`,
 a `dg` project beside them whose `defs.yaml` discovers them, scans the prefix once (what
 the discovery sensor does), then reports:
@@ -73,8 +73,8 @@ GNU_TIME = "/usr/bin/time"
 
 def write_project(root: Path, lake: Path) -> Path:
     """A dg project at `root` whose one component discovers the tables under `lake` (the
-    tests' project builder, `delta_ops_tests.dg_project`)."""
-    from delta_ops_tests.dg_project import new_project, write_component
+    tests' project builder, `delta_ops_tests.support.dg_project`)."""
+    from delta_ops_tests.support.dg_project import new_project, write_component
 
     new_project(root, PACKAGE)
     write_component(root, PACKAGE, {
@@ -214,7 +214,7 @@ def fleet_automation(base: Path, lake: Path, project: Path, paths: list[str], co
                      timeout: float) -> dict:
     """`dagster dev` on the project with checkout `code`; the watch sensor started; the
     lake polled until every table is maintained or `timeout` seconds pass."""
-    from delta_ops_tests.dagster_dev import Dagit, free_port, start_dagster_dev, stop_group
+    from delta_ops_tests.support.dagster_dev import Dagit, free_port, start_dagster_dev, stop_group
 
     (project / "workspace.yaml").write_text(
         "load_from:\n  - python_module:\n      module_name: "
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
 
     from delta_ops.defs.sources import RegistrySource, refresh_discovery
-    from delta_ops_tests.fleet import write_fleet
+    from delta_ops_tests.support.fleet import write_fleet
 
     base = HERE / "data" / "dagster_tables"
     shutil.rmtree(base, ignore_errors=True)

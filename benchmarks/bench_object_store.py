@@ -1,6 +1,6 @@
 """VACUUM and snapshots on an object store at its request limit (issue 24): delta_ops and
 deltalake as whole processes, alternated, against the same moto server behind
-`delta_ops_tests.s3_proxy.S3Proxy` (each request held `latency` seconds; requests counted
+`delta_ops_tests.support.s3_proxy.S3Proxy` (each request held `latency` seconds; requests counted
 by kind).
 
 moto runs in its own process (`benchmarks.moto_store`, tables loaded directly, every object
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from benchmarks import s3_tables
 from benchmarks.harness import Measurement, measure_process, print_rows
-from delta_ops_tests.s3_proxy import S3Proxy
+from delta_ops_tests.support.s3_proxy import S3Proxy
 
 PY = sys.executable
 #: delta_ops' requests in flight (`RequestPolicy().concurrency`).

@@ -35,7 +35,7 @@ import sys
 
 from benchmarks.datasets import DATA, table_l, table_m
 from benchmarks.harness import compare_processes, print_rows
-from delta_ops_tests.corpus import corpus_root
+from delta_ops_tests.support.corpus import corpus_root
 
 ONE_FILE_TABLE = "delta/golden__hive__deltatbl-map-types-correctly"
 SMALL_GOAL = 1.0

@@ -1,4 +1,7 @@
-"""Shared fixtures: where the corpus lives, and copying tables before anything writes."""
+"""Fixtures every wing shares: copying corpus tables before anything writes, the S3 server
+(one per session) and the Spark engines and processes (one per module). Each wing's folder has
+its own `conftest.py` for what only it uses; helpers that are not fixtures live in
+`delta_ops_tests/support/`."""
 
 from __future__ import annotations
 
@@ -6,12 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from delta_ops_tests.corpus import (
+from delta_ops_tests.support.corpus import (
     CORPUS,
     REPO_ROOT,
     all_corpus_tables,
     copy_corpus_table,
     corpus_path,
+)
+from delta_ops_tests.support.s3_server import s3_server  # noqa: F401  (a fixture)
+from delta_ops_tests.support.spark_fixtures import (  # noqa: F401  (fixtures)
+    connect_server,
+    spark_engine,
+    spark_engine_each,
+    standalone_cluster,
 )
 
 __all__ = ["CORPUS", "REPO_ROOT", "all_corpus_tables", "copy_corpus_table", "corpus_path"]
@@ -40,6 +50,8 @@ SLOW_MODULES = frozenset({
     "test_dagster_fleet",
     "test_dagster_log_reads",
     "test_dagster_metadata",
+    "test_dagster_registry",
+    "test_dagster_sensors",
     "test_deltalake_crosscheck",
     "test_kill",
     "test_last_checkpoint_race",

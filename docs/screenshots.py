@@ -38,7 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from delta_ops_tests.dagster_dev import (  # noqa: E402 - after the path set-up
+from delta_ops_tests.support.dagster_dev import (  # noqa: E402 - after the path set-up
     Dagit,
     free_port,
     start_dagster_dev,

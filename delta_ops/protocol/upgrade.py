@@ -150,8 +150,8 @@ class KnownWriter:
 #: table listing any one of these writer features, and refuses ("Unsupported table features
 #: required: [...]") one listing any other (rowTracking, domainMetadata, inCommitTimestamp,
 #: identityColumns, typeWidening, clustering, collations, ...; catalogManaged tables it does
-#: not even load). `delta_ops_tests/test_protocol_upgrade_confirm.py` checks every feature
-#: against the installed deltalake.
+#: not even load). `delta_ops_tests/row_tracking/test_protocol_upgrade_confirm.py` checks
+#: every feature against the installed deltalake.
 KNOWN_WRITERS: tuple[KnownWriter, ...] = (
     KnownWriter(
         name="delta-rs / the deltalake Python package",

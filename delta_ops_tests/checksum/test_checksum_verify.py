@@ -1,0 +1,160 @@
+"""`crc verify` compares `allFiles` as a set keyed by file and statistics by meaning:
+a checkpoint that keeps only typed statistics (`stats_parsed`, as delta-rs/kernel and
+delta-kernel-rs write with `delta.checkpoint.writeStatsAsJson` off) verifies against a
+`.crc` recorded from the JSON commits, a real difference in those statistics is still
+found, and every recorded `.crc` of the corpus verifies except the listed true differences
+(issue 22)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from delta_ops.maintenance.checksum import verify_checksum, write_checksum
+from delta_ops_tests.support.corpus import CORPUS
+from delta_ops_tests.support.typed_stats import (
+    _data,
+)
+
+#: Every recorded `.crc` of the corpus that truly differs from its version's state:
+#: (table relative to the corpus, version) -> the mismatching fields. None today.
+TRUE_DIFFERENCES: dict[tuple[str, int], list[str]] = {}
+
+
+@pytest.fixture
+def struct_stats_only(tmp_path) -> Path:
+    """A table of two commits with JSON statistics, its `.crc` at version 1 written from
+    those commits (allFiles with JSON `stats`), then a checkpoint at version 1 written by
+    deltalake with typed statistics only."""
+    root = tmp_path / "struct-stats-only"
+    config = {
+        "delta.checkpoint.writeStatsAsJson": "false",
+        "delta.checkpoint.writeStatsAsStruct": "true",
+    }
+    write_deltalake(str(root), _data(), configuration=config)
+    write_deltalake(str(root), _data().slice(1, 2), mode="append")
+    assert write_checksum(str(root), version=1).written
+    DeltaTable(str(root)).create_checkpoint()
+    checkpoint = root / "_delta_log" / f"{1:020d}.checkpoint.parquet"
+    adds = [a for a in pq.read_table(checkpoint).column("add").to_pylist() if a]
+    # The precondition: the checkpoint's adds carry typed statistics and no JSON.
+    assert len(adds) == 2
+    assert all(a.get("stats") is None and a["stats_parsed"]["numRecords"] for a in adds)
+    crc = json.loads((root / "_delta_log" / f"{1:020d}.crc").read_text())
+    assert all(json.loads(a["stats"])["numRecords"] for a in crc["allFiles"])
+    return root
+
+
+def _edit_crc(root: Path, edit) -> None:
+    path = root / "_delta_log" / f"{1:020d}.crc"
+    crc = json.loads(path.read_text())
+    edit(crc)
+    path.write_text(json.dumps(crc))
+
+
+def test_struct_stats_only_checkpoint_verifies(struct_stats_only):
+    result = verify_checksum(str(struct_stats_only), version=1)
+    assert result.ok, [m.to_dict() for m in result.mismatches]
+    # In any order, with the same instant written with another offset.
+    def edit(crc):
+        crc["allFiles"].reverse()
+        for a in crc["allFiles"]:
+            stats = json.loads(a["stats"])
+            if stats["maxValues"]["ts"] == "2022-01-01T00:00:00Z":
+                stats["maxValues"]["ts"] = "2022-01-01T01:00:00.000+01:00"
+            a["stats"] = json.dumps(stats, indent=1)
+
+    _edit_crc(struct_stats_only, edit)
+    assert verify_checksum(str(struct_stats_only), version=1).ok
+
+
+@pytest.mark.parametrize(
+    ("column", "key", "value"),
+    [
+        ("maxValues", "ts", "2022-01-01T00:00:00.001Z"),  # one millisecond later
+        ("minValues", "dec", -4.51),
+        ("nullCount", "s", 0),
+        ("maxValues", "f", 0.25),
+    ],
+)
+def test_a_typed_statistic_that_differs_is_a_mismatch(struct_stats_only, column, key, value):
+    def edit(crc):
+        a = crc["allFiles"][0]
+        stats = json.loads(a["stats"])
+        stats[column][key] = value
+        a["stats"] = json.dumps(stats)
+
+    _edit_crc(struct_stats_only, edit)
+    result = verify_checksum(str(struct_stats_only), version=1)
+    assert [m.field for m in result.mismatches] == ["allFiles"]
+    recorded, computed = result.mismatches[0].recorded, result.mismatches[0].computed
+    assert len(recorded) == len(computed) == 1
+
+
+def test_stats_meaning_normalisation():
+    from delta_ops.protocol.crc import stats_meaning
+
+    assert stats_meaning('{"numRecords":1,"minValues":{"a":null,"b":2}}') == stats_meaning(
+        {"minValues": {"b": 2.0}, "numRecords": 1}
+    )
+    assert stats_meaning('{"minValues":{"a":true}}') != stats_meaning('{"minValues":{"a":1}}')
+    assert stats_meaning("") is None and stats_meaning(None) is None
+    assert stats_meaning("not json") == "not json"
+
+
+def _tables_with_checksums() -> list[Path]:
+    crcs = [p for p in CORPUS.rglob("_delta_log/*.crc") if len(p.name) == len("0" * 20 + ".crc")]
+    return sorted({p.parent.parent for p in crcs})
+
+
+def test_every_recorded_crc_in_the_corpus_verifies_but_the_true_differences():
+    tables = _tables_with_checksums()
+    assert len(tables) >= 14
+    found: dict[tuple[str, int], list[str]] = {}
+    verified = 0
+    for root in tables:
+        result = verify_checksum(str(root), all_versions=True)
+        verified += len(result.versions)
+        for m in result.mismatches:
+            key = (str(root.relative_to(CORPUS)), m.version)
+            found.setdefault(key, []).append(m.field)
+    assert verified >= 25
+    assert found == TRUE_DIFFERENCES
+
+
+def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path):
+    """`checksum_matches` passes on the table `crc verify` accepts and fails, naming
+    allFiles, where `crc verify` finds a changed typed statistic."""
+    import yaml
+
+    from delta_ops.defs.assets import TableRun
+    from delta_ops.defs.checks import checksum_matches_result
+    from delta_ops.defs.registry import load_registry
+    from delta_ops.defs.resources import SparkResource
+
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(yaml.safe_dump({
+        "defaults": {"engine": "local"},
+        "tables": [{"name": "t", "uri": str(struct_stats_only)}],
+    }))
+
+    def check():
+        run = TableRun(load_registry(registry).table("t"), "test", SparkResource(), 0)
+        return checksum_matches_result(run)
+
+    assert check().passed
+
+    def edit(crc):
+        stats = json.loads(crc["allFiles"][1]["stats"])
+        stats["numRecords"] += 1
+        crc["allFiles"][1]["stats"] = json.dumps(stats)
+
+    _edit_crc(struct_stats_only, edit)
+    result = check()
+    assert not result.passed
+    assert result.metadata["mismatched_fields"].value == ["allFiles"]
+    assert [m.field for m in verify_checksum(str(struct_stats_only)).mismatches] == ["allFiles"]

@@ -1,0 +1,141 @@
+"""Two runs never maintain one table at once: each table's maintenance step is in its own
+Dagster pool (`delta_ops.defs.tables.table_pool`), and the instance's
+`concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`) gives every such pool one
+slot. Real runs of the `maintenance` job on a real SQLite instance, started at once from two
+processes; the steps' own start and end events tell whether they overlapped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from dagster import DagsterInstance
+from dagster._core.instance.ref import InstanceRef
+
+from delta_ops.defs import build_definitions
+from delta_ops.defs.keys import CHECKPOINT, asset_key
+from delta_ops.defs.tables import INSTANCE_CONCURRENCY, table_pool
+from delta_ops_tests.support.corpus import REPO_ROOT
+from delta_ops_tests.support.fleet import write_table
+
+#: Commits per table: enough that a step (a `.crc` per version, then a checkpoint) lasts
+#: well beyond the few tenths of a second between two runs' starts.
+COMMITS = 400
+
+
+def _home(tmp_path: Path, pools: bool) -> Path:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\n" + (INSTANCE_CONCURRENCY if pools else ""))
+    # The storage created once, before two processes open it at the same moment.
+    DagsterInstance.from_ref(InstanceRef.from_dir(str(home))).dispose()
+    return home
+
+
+def _defs(tmp_path: Path, names: list[str]):
+    for i, name in enumerate(names):
+        write_table(tmp_path / "lake" / name, i, COMMITS)
+    path = tmp_path / "tables.yaml"
+    path.write_text(yaml.safe_dump({
+        "defaults": {"engine": "local"},
+        "tables": [{"name": n, "uri": str(tmp_path / "lake" / n)} for n in names],
+    }))
+    return build_definitions(path)  # the workers build the same from tables.yaml
+
+
+#: One run worker: loads the registry's definitions, says it is ready, waits for the go,
+#: runs `maintenance` for one table's checksums and checkpoint on DAGSTER_HOME's instance,
+#: then prints the table step's (start, end) from the run's events and whether it succeeded.
+WORKER = """
+import json, sys, time
+from pathlib import Path
+from dagster import DagsterEventType, DagsterInstance
+from delta_ops.defs import build_definitions
+from delta_ops.defs.keys import CHECKPOINT, VERSION_CHECKSUM, asset_key
+registry, name, ready, go = sys.argv[1:]
+job = build_definitions(Path(registry)).resolve_job_def("maintenance")
+with DagsterInstance.get() as instance:
+    Path(ready).touch()
+    while not Path(go).exists():
+        time.sleep(0.01)
+    result = job.execute_in_process(instance=instance, raise_on_error=False, asset_selection=[
+        asset_key(name, CHECKPOINT), asset_key(name, VERSION_CHECKSUM)])
+    events = [e for e in instance.all_logs(result.run_id) if e.dagster_event is not None
+              and e.dagster_event.step_key == name + "__maintenance"]
+    start = min(e.timestamp for e in events
+                if e.dagster_event_type == DagsterEventType.STEP_START)
+    end = max(e.timestamp for e in events if e.dagster_event_type in (
+        DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE))
+    print(json.dumps([start, end, result.success]))
+"""
+
+
+def _run_at_once(tmp_path: Path, home: Path, tables: list[str]) -> list[tuple[float, float, bool]]:
+    """Runs of `maintenance`, one per entry of `tables` (its checksums and checkpoint), each
+    in its own process (as run workers are) on the instance at `home`, started together;
+    each run's table step as (start, end, succeeded)."""
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    go = tmp_path / "go"
+    procs, ready = [], []
+    for i, name in enumerate(tables):
+        ready.append(tmp_path / f"ready{i}")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path / "tables.yaml"), name,
+             str(ready[-1]), str(go)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + 300
+    while not all(r.exists() for r in ready):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
+            p.stderr.read()[-2000:] for p in procs if p.poll() is not None]
+        time.sleep(0.05)
+    go.touch()
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+        out.append(tuple(json.loads(stdout.strip().splitlines()[-1])))
+    return out
+
+
+def _overlap(a: tuple[float, float, bool], b: tuple[float, float, bool]) -> float:
+    return min(a[1], b[1]) - max(a[0], b[0])
+
+
+def test_a_table_step_is_in_its_table_pool():
+    assert table_pool("sales") == "delta_ops_table/sales"
+    assert "default_limit: 1" in INSTANCE_CONCURRENCY
+
+
+def test_two_runs_of_one_table_are_serialized_by_its_pool(tmp_path):
+    defs = _defs(tmp_path, ["sales"])
+    node = defs.resolve_assets_def(asset_key("sales", CHECKPOINT)).node_def
+    assert node.pool == "delta_ops_table/sales"
+    first, second = _run_at_once(tmp_path, _home(tmp_path, pools=True), ["sales", "sales"])
+    # One step waited for the other's slot: their times do not overlap, and both succeeded
+    # (the second found the .crc files and checkpoint written and had nothing to do).
+    assert _overlap(first, second) <= 0, (first, second)
+    assert first[2] and second[2]
+
+
+def test_two_tables_are_maintained_in_parallel(tmp_path):
+    _defs(tmp_path, ["sales", "orders"])
+    sales, orders = _run_at_once(tmp_path, _home(tmp_path, pools=True), ["sales", "orders"])
+    assert _overlap(sales, orders) > 0, (sales, orders)
+    assert sales[2] and orders[2]
+
+
+def test_without_the_instance_setting_nothing_keeps_two_runs_apart(tmp_path):
+    """What docs/dagster.md warns of: a pool without a limit is no limit, and two runs of one
+    table overlap (the watch's in-flight check is then the only defence, and covers only its
+    own runs)."""
+    _defs(tmp_path, ["sales"])
+    first, second = _run_at_once(tmp_path, _home(tmp_path, pools=False), ["sales", "sales"])
+    assert _overlap(first, second) > 0, (first, second)
