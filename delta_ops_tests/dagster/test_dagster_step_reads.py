@@ -18,10 +18,10 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetsDefinition, AssetSelection, DagsterInstance, materialize
 
+import delta_ops.log as log_face
 from delta_ops.defs import assets as defs_assets
 from delta_ops.defs import build_definitions
 from delta_ops.defs.registry import RegisteredTable
-from delta_ops.maintenance import sizing
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import write_checksums
 from delta_ops.storage import Storage
@@ -80,8 +80,8 @@ def test_one_step_reads_the_log_the_clock_and_the_size_once(tmp_path, monkeypatc
     monkeypatch.setattr(RegisteredTable, "storage",
                         lambda self: CountingStorage.wrap(real(self), calls))
     sizes: list[int] = []
-    real_size = sizing.table_size
-    monkeypatch.setattr(sizing, "table_size",
+    real_size = log_face.table_size
+    monkeypatch.setattr(log_face, "table_size",
                         lambda *a, **k: sizes.append(1) or real_size(*a, **k))
     clock: list[int] = []
     real_time = time.time
