@@ -23,8 +23,9 @@ import pytest
 
 import delta_ops
 from delta_ops.cli import main as cli_main
+from delta_ops_tests.support.corpus import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 README = REPO / "README.md"
 #: A small table with data files, 14 commits and a checkpoint at 10; it takes every verb.
 TABLE = "golden__basic-with-inserts-deletes-checkpoint"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
 
 import orjson
 import pytest
@@ -28,7 +27,7 @@ from delta_ops.protocol.filenames import commit_name
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.table_configuration import IctEnablement, TableConfiguration
 from delta_ops.storage import Storage
-from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
+from delta_ops_tests.support.corpus import REPO_ROOT, all_corpus_tables, corpus_path
 
 TABLE = "memory://t"
 LEGACY = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -322,7 +321,8 @@ def test_outside_protocol_only_the_protocol_alone_gates_are_free_calls():
     """Outside `protocol/`, the free functions are left for the gate on a protocol without
     its metadata: log compaction (it reads only the protocol) and the Dagster check's cache
     per distinct protocol. Everything else asks a `TableConfiguration`."""
-    root = Path(__file__).resolve().parents[1] / "delta_ops"
+    root = REPO_ROOT / "delta_ops"
+    assert (root / "__init__.py").is_file()
     found = {}
     for path in sorted(root.rglob("*.py")):
         if "protocol" in path.relative_to(root).parts[:1]:
