@@ -32,8 +32,9 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
   reads (`choose_state`).
 
 How the log reads is tuned by one value passed down, `ReadOptions` (`read_options.py`): the
-thresholds that pick streamed, rebuilt or small states and the bucket counts. Nothing in
-`log/` reads the environment; `ReadOptions.from_env` is called where a run starts.
+thresholds that pick streamed, rebuilt or small states and the bucket counts. Only
+`ReadOptions.from_env` reads the environment, and it is called where a run starts (the CLI,
+the operation entries), never by a read deep inside.
 
 Names are resolved on first use (PEP 562), so `import delta_ops.log` imports no room and no
 pyarrow.
