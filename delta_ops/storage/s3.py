@@ -427,8 +427,10 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
         # The message names the offending option, never its value.
         raise StorageError(f"invalid S3 storage options for {uri!r}: {exc}") from exc
     if fs.session is None:
-        # The session s3fs would build itself, built here to parse timestamps fast: s3fs
-        # then owns it as its own (`session is None` at construction).
+        # The session s3fs would build itself, built here to parse timestamps fast. s3fs
+        # owns it as its own (`session is None` at construction): should it rebuild it
+        # after its connections closed, the new one parses with botocore's default, which
+        # is slower, not different.
         import aiobotocore.session
 
         fs.session = aiobotocore.session.AioSession(**fs.kwargs)
