@@ -20,41 +20,9 @@ from delta_ops.defs.registry import RegisteredTable
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table
+from delta_ops_tests.support.counting_storage import CountingStorage
 
 LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
-
-
-class CountingStorage(Storage):
-    """The real local storage, counting `read`, `exists`, `info`, `open_input` and
-    `list_dir` calls by (method, path)."""
-
-    __slots__ = ("calls",)
-
-    @classmethod
-    def wrap(cls, plain: Storage, calls: Counter) -> CountingStorage:
-        out = cls(plain.root, plain.scheme, plain.storage_options, plain._backend, plain._base)
-        object.__setattr__(out, "calls", calls)
-        return out
-
-    def read(self, path: str) -> bytes:
-        self.calls["read", path] += 1
-        return super().read(path)
-
-    def exists(self, path: str) -> bool:
-        self.calls["exists", path] += 1
-        return super().exists(path)
-
-    def info(self, path: str):
-        self.calls["info", path] += 1
-        return super().info(path)
-
-    def open_input(self, path: str):
-        self.calls["open_input", path] += 1
-        return super().open_input(path)
-
-    def list_dir(self, directory: str = "", *args, **kwargs):
-        self.calls["list_dir", directory] += 1
-        return super().list_dir(directory, *args, **kwargs)
 
 
 def _materialize_checkpoint(tmp_path, monkeypatch, corpus_table: str, *, force: bool):
