@@ -333,38 +333,9 @@ def test_random_histories_rebuild_as_loaded(tmp_path_factory, history, data):
     bucket counts and chunk sizes: the rebuilt state equals the loaded one, expired and
     unexpired tombstones alike, and so does a classic checkpoint of the latest version."""
     root = tmp_path_factory.mktemp("hist")
+    commits, _, unreadable = rp.write_history(root, history, data)
     log = root / LOG
-    log.mkdir()
-    commits: list[list[dict]] = [[{"protocol": rp.PROTOCOL}, {"metaData": rp.METADATA}]]
-    for v, actions in enumerate(history, start=1):
-        seen, objs = set(), []
-        for a in actions:
-            obj = rp._to_json(a, root, v)
-            k = rp._key(obj, root)
-            if k not in seen:
-                seen.add(k)
-                objs.append(obj)
-        commits.append(objs)
-    for v, objs in enumerate(commits):
-        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(o) for o in objs) + "\n")
     latest = len(commits) - 1
-    cp = data.draw(st.one_of(st.none(), st.integers(0, latest)), label="checkpoint")
-    if cp is not None:
-        rp._write_checkpoint(root, cp, rp._naive(commits, root, cp))
-    unreadable: set[int] = set()
-    for start, end, form, delete in data.draw(rp._compactions(latest + 1, cp), label="compactions"):
-        if form == "spec":
-            lines = data.draw(st.permutations(rp._spec_compaction(commits, start, end, root)))
-        else:
-            lines = rp._databricks_compaction(commits, start, end)
-        text = "".join(json.dumps(o) + "\n" for o in lines)
-        if data.draw(st.booleans(), label="spacing the columnar replay steps aside for"):
-            text = text.replace('{"add":', '{ "add":').replace('{"remove":', '{ "remove":')
-        (log / f"{start:020d}.{end:020d}.compacted.json").write_text(text)
-        if delete:
-            for v in range(start, end + 1):
-                (log / f"{v:020d}.json").unlink()
-            unreadable |= set(range(start, end))
     storage = Storage.for_uri(str(root))
     readable = [v for v in range(latest + 1) if v not in unreadable]
     chunk = data.draw(st.sampled_from([0, 300, rb.CHUNK_BYTES]), label="chunk bytes")

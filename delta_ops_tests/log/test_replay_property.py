@@ -20,17 +20,10 @@ from hypothesis import strategies as st
 
 from delta_ops.table import DeltaTable
 from delta_ops_tests.support.replay_histories import (
-    METADATA,
-    PROTOCOL,
-    _compactions,
-    _databricks_compaction,
-    _key,
     _naive,
     _norm,
-    _spec_compaction,
-    _to_json,
-    _write_checkpoint,
     history,
+    write_history,
 )
 
 
@@ -40,42 +33,8 @@ from delta_ops_tests.support.replay_histories import (
 @given(history=history, data=st.data())
 def test_random_histories_match_naive_replay(tmp_path_factory, history, data):
     root = tmp_path_factory.mktemp("hist")
-    log = root / "_delta_log"
-    log.mkdir()
-    commits: list[list[dict]] = [[{"protocol": PROTOCOL}, {"metaData": METADATA}]]
-    for v, actions in enumerate(history, start=1):
-        # One action per key per commit (file key, txn appId, domain), as writers must.
-        seen, objs = set(), []
-        for a in actions:
-            obj = _to_json(a, root, v)
-            k = _key(obj, root)
-            if k in seen:
-                continue
-            seen.add(k)
-            objs.append(obj)
-        commits.append(objs)
-    for v, objs in enumerate(commits):
-        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(o) for o in objs) + "\n")
+    commits, cp, unreadable = write_history(root, history, data)
     latest = len(commits) - 1
-    cp = data.draw(st.one_of(st.none(), st.integers(0, latest)), label="checkpoint")
-    if cp is not None:
-        _write_checkpoint(root, cp, _naive(commits, root, cp))
-    unreadable: set[int] = set()
-    for start, end, form, delete in data.draw(_compactions(latest + 1, cp), label="compactions"):
-        if form == "spec":
-            lines = data.draw(st.permutations(_spec_compaction(commits, start, end, root)))
-        else:
-            lines = _databricks_compaction(commits, start, end)
-        text = "".join(json.dumps(o) + "\n" for o in lines)
-        if data.draw(st.booleans(), label="spacing the columnar replay steps aside for"):
-            text = text.replace('{"add":', '{ "add":').replace('{"remove":', '{ "remove":')
-        (log / f"{start:020d}.{end:020d}.compacted.json").write_text(text)
-        if delete:
-            for v in range(start, end + 1):
-                (log / f"{v:020d}.json").unlink()
-            # Inside the window only the commits could rebuild a version (the checkpoint is
-            # not inside it: it is before the window or after it).
-            unreadable |= set(range(start, end))
     table = DeltaTable(str(root))
     readable = [v for v in range(latest + 1) if v not in unreadable]
     for v in sorted(set(data.draw(st.lists(st.sampled_from(readable), min_size=1, max_size=4)))):

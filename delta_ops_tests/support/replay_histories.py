@@ -225,3 +225,49 @@ def _compactions(draw, n: int, cp: int | None):
             out.append((pos, end, draw(st.sampled_from(["spec", "databricks"])), delete))
         pos += length + 1
     return out
+
+
+def write_history(
+    root: Path, history, data
+) -> tuple[list[list[dict]], int | None, set[int]]:
+    """Write a drawn `history` as a log under `root`: the commits (one action per key per
+    commit, as writers must), a checkpoint at a drawn version or none, and drawn compactions
+    of both forms, the covered commits deleted or not. Returns (the commits' actions by
+    version, the checkpoint's version or None, the versions no longer readable: inside a
+    window whose commits were deleted)."""
+    log = root / "_delta_log"
+    log.mkdir()
+    commits: list[list[dict]] = [[{"protocol": PROTOCOL}, {"metaData": METADATA}]]
+    for v, actions in enumerate(history, start=1):
+        seen, objs = set(), []
+        for a in actions:
+            obj = _to_json(a, root, v)
+            k = _key(obj, root)
+            if k in seen:
+                continue
+            seen.add(k)
+            objs.append(obj)
+        commits.append(objs)
+    for v, objs in enumerate(commits):
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(o) for o in objs) + "\n")
+    latest = len(commits) - 1
+    cp = data.draw(st.one_of(st.none(), st.integers(0, latest)), label="checkpoint")
+    if cp is not None:
+        _write_checkpoint(root, cp, _naive(commits, root, cp))
+    unreadable: set[int] = set()
+    for start, end, form, delete in data.draw(_compactions(latest + 1, cp), label="compactions"):
+        if form == "spec":
+            lines = data.draw(st.permutations(_spec_compaction(commits, start, end, root)))
+        else:
+            lines = _databricks_compaction(commits, start, end)
+        text = "".join(json.dumps(o) + "\n" for o in lines)
+        if data.draw(st.booleans(), label="spacing the columnar replay steps aside for"):
+            text = text.replace('{"add":', '{ "add":').replace('{"remove":', '{ "remove":')
+        (log / f"{start:020d}.{end:020d}.compacted.json").write_text(text)
+        if delete:
+            for v in range(start, end + 1):
+                (log / f"{v:020d}.json").unlink()
+            # Inside the window only the commits could rebuild a version (the checkpoint is
+            # not inside it: it is before the window or after it).
+            unreadable |= set(range(start, end))
+    return commits, cp, unreadable
