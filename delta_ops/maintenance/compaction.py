@@ -43,7 +43,7 @@ from delta_ops.log import (
     parse_json_actions,
     read_checksum,
     read_commit,
-    read_protocol,
+    read_protocol_metadata,
 )
 from delta_ops.log import (
     complete_checkpoints as _complete_checkpoints,
@@ -52,7 +52,6 @@ from delta_ops.log import (
     replay_segment as replay,
 )
 from delta_ops.maintenance.crosscheck import first_difference, readable_key
-from delta_ops.protocol import features
 from delta_ops.protocol.actions import file_key
 from delta_ops.protocol.crc import InvalidChecksumError
 from delta_ops.protocol.filenames import (
@@ -62,6 +61,7 @@ from delta_ops.protocol.filenames import (
     commit_name,
     compaction_name,
 )
+from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import FileInfo, Storage, TableLike
 
 #: Off until a table (or the registry's policy) asks for it.
@@ -262,25 +262,36 @@ def _cross_check(storage: Storage, start: int, end: int, data: bytes) -> None:
             )
 
 
-def _protocol_at(storage: Storage, start: int, range_newest_first: Sequence[list[dict]]) -> dict:
-    """The protocol in force at the end of the range, found cheaply.
+def _configuration_at(
+    storage: Storage, start: int, end: int, range_newest_first: Sequence[list[dict]]
+) -> TableConfiguration:
+    """The table configuration in force at the end of the range, found cheaply.
 
-    The newest protocol action inside the range (its commits are already parsed); else the
-    protocol of `start-1.crc`; else the log's light replay of version `start-1`.
+    The newest protocol and metaData actions inside the range (its commits are already
+    parsed); what the range lacks comes from `start-1.crc`, else from the log's light replay
+    of version `start-1`.
     """
+    found: dict[str, Any] = {}
     for actions in range_newest_first:
         for action in reversed(actions):
-            if (p := action.get("protocol")) is not None:
-                return p
-    if start == 0:
-        raise CorruptLogError("the log has no protocol action", table=storage.root, version=0)
-    try:
-        recorded = read_checksum(storage, start - 1)
-    except InvalidChecksumError:
-        recorded = None
-    if recorded is not None and recorded.protocol is not None:
-        return recorded.protocol
-    return read_protocol(storage, build_log_segment(storage, start - 1))
+            for key in ("protocol", "metaData"):
+                if key not in found and (value := action.get(key)) is not None:
+                    found[key] = value
+    if len(found) < 2 and start > 0:
+        try:
+            recorded = read_checksum(storage, start - 1)
+        except InvalidChecksumError:
+            recorded = None
+        if recorded is not None and recorded.protocol is not None and recorded.metadata is not None:
+            found.setdefault("protocol", recorded.protocol)
+            found.setdefault("metaData", recorded.metadata)
+        else:
+            before = read_protocol_metadata(storage, build_log_segment(storage, start - 1))
+            found.setdefault("protocol", before.protocol)
+            found.setdefault("metaData", before.metadata)
+    return TableConfiguration.of(
+        found.get("protocol"), found.get("metaData"), table=storage.root, version=end
+    )
 
 
 def compact_log(
@@ -312,8 +323,7 @@ def compact_log(
         )
     storage = Storage.of(table_or_storage, storage_options)
     commits = [read_commit(storage, v) for v in range(start, end + 1)]
-    protocol = _protocol_at(storage, start, commits[::-1])
-    features.ensure_supported(protocol, "compaction", table=storage.root, version=end)
+    _configuration_at(storage, start, end, commits[::-1]).ensure_supported("compaction")
     actions = reconcile_actions(commits, root=storage.root)
     path = f"{LOG_DIR}/{compaction_name(start, end)}"
     data = b"".join(orjson.dumps(a) + b"\n" for a in actions)
