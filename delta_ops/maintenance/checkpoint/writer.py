@@ -269,6 +269,7 @@ def write_checkpoint(
     rebuild: bool | None = None,
     rebuild_threshold: int | None = None,
     buckets: int | None = None,
+    read_options: ReadOptions | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of the table at `version` (latest when None).
 
@@ -310,6 +311,8 @@ def write_checkpoint(
             every table).
         buckets: the bucket count of a rebuild (default: one per 250,000 file actions
             estimated from the log's bytes, or `$DELTA_OPS_REBUILD_BUCKETS`).
+        read_options: the log's reading thresholds and bucket count for what the three
+            arguments above leave unset (None: the environment's, `ReadOptions.from_env`).
 
     Returns:
         CheckpointResult; `already_existed` when a valid checkpoint of that kind was there.
@@ -336,7 +339,8 @@ def write_checkpoint(
             table=storage.root,
             version=version,
         )
-    read_options = ReadOptions.from_env()  # what the caller leaves unset
+    if read_options is None:
+        read_options = ReadOptions.from_env()  # what the arguments above leave unset
     state = choose_state(
         storage, version, read_options, rebuild=rebuild, may_rebuild=not embedded_json,
         may_stream=not embedded_json, rebuild_threshold=rebuild_threshold,

@@ -68,15 +68,20 @@ INCREMENTAL_MAX_COMMIT_BYTES = 64 * 1024 * 1024
 
 
 def _load(
-    storage: Storage, version: int | None, engine: Engine | None, stack: ExitStack
+    storage: Storage,
+    version: int | None,
+    engine: Engine | None,
+    stack: ExitStack,
+    read_options: ReadOptions | None,
 ) -> Snapshot:
     """The snapshot a full computation aggregates, in memory that does not grow with the
     table: streamed when its checkpoint is large (`log.replay.streamed_actions`); rebuilt by bucket
     when it has no checkpoint and its commits are large (`log.snapshot.rebuild`: the commits read in
     chunks of 32 MiB, a big commit in pieces; on the local engine, whose aggregation reads the
     spill in this process), its spill files removed when `stack` closes. The thresholds are
-    the environment's (`ReadOptions.from_env`)."""
-    read_options = ReadOptions.from_env()
+    `read_options`'s, else the environment's (`ReadOptions.from_env`)."""
+    if read_options is None:
+        read_options = ReadOptions.from_env()
     state = choose_state(
         storage, version, read_options, may_rebuild=not _engine(engine).distributed
     )
@@ -109,6 +114,7 @@ def compute_version_checksum(
     method: Method = "auto",
     policy: ChecksumPolicy = DEFAULT_POLICY,
     storage_options: Mapping[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> ComputedChecksum:
     """Compute version `version`'s checksum (latest when None).
 
@@ -120,6 +126,8 @@ def compute_version_checksum(
             "incremental" (raise IncrementalChecksumUnavailableError when not possible).
         policy: optional content.
         storage_options: Used when `table_or_storage` is a URI (see `Storage.for_uri`).
+        read_options: the log's reading thresholds for a full computation (None: the
+            environment's, `ReadOptions.from_env`).
 
     Raises:
         VersionNotFoundError, CorruptLogError, NotATableError: the version cannot be read.
@@ -128,7 +136,7 @@ def compute_version_checksum(
     """
     storage = Storage.of(table_or_storage, storage_options)
     with ExitStack() as stack:
-        computed, _ = _compute(storage, version, engine, method, policy, stack)
+        computed, _ = _compute(storage, version, engine, method, policy, stack, read_options)
     return computed
 
 
@@ -139,6 +147,7 @@ def _compute(
     method: Method,
     policy: ChecksumPolicy,
     stack: ExitStack,
+    read_options: ReadOptions | None = None,
 ) -> tuple[ComputedChecksum, Snapshot | None]:
     """`compute_version_checksum`, also returning the snapshot of a full computation
     (valid until `stack` closes)."""
@@ -173,7 +182,7 @@ def _compute(
                 f"cannot derive the checksum incrementally: {reason}",
                 table=storage.root, version=version,
             )
-    snapshot = _load(storage, version, engine, stack)
+    snapshot = _load(storage, version, engine, stack, read_options)
     checksum = checksum_from_snapshot(snapshot, engine=engine, policy=policy)
     return ComputedChecksum(version, checksum, "full", reason), snapshot
 
@@ -186,6 +195,7 @@ def compute_checksum(
     method: Method = "auto",
     policy: ChecksumPolicy = DEFAULT_POLICY,
     storage_options: Mapping[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> dict[str, Any]:
     """The checksum object `write_checksum` would write for `version` (latest when None).
 
@@ -193,7 +203,7 @@ def compute_checksum(
     """
     return compute_version_checksum(
         table_or_storage, version=version, engine=engine, method=method, policy=policy,
-        storage_options=storage_options,
+        storage_options=storage_options, read_options=read_options,
     ).checksum.to_dict()
 
 
@@ -205,6 +215,7 @@ def write_checksum(
     method: Method = "auto",
     policy: ChecksumPolicy | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> ChecksumWriteResult:
     """Write `version.crc` (latest version when None) unless it exists.
 
@@ -233,7 +244,9 @@ def write_checksum(
             table=storage.root, version=version, file=_commit_path(version),
         )
     with ExitStack() as stack:
-        computed, snapshot = _compute(storage, version, engine, method, policy, stack)
+        computed, snapshot = _compute(
+            storage, version, engine, method, policy, stack, read_options
+        )
         return _put(storage, computed, snapshot=snapshot, engine=engine, policy=policy)
 
 
@@ -328,12 +341,14 @@ def write_checksums(
     engine: Engine | None = None,
     policy: ChecksumPolicy = DEFAULT_POLICY,
     storage_options: Mapping[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> ChecksumBackfillResult:
     """Write the missing `.crc` files of versions `start`..`end` (inclusive), cheaply.
 
     One full computation at most per unsound step: each version's checksum is derived from
     the previous one (written or existing) and its commit alone. `table_or_storage` is a
-    DeltaTable, Storage or table URI (opened with `storage_options`).
+    DeltaTable, Storage or table URI (opened with `storage_options`); `read_options` tunes
+    the full computations' reads (None: `ReadOptions.from_env`).
 
     Raises:
         ValueError: start > end or start < 0.
@@ -384,7 +399,7 @@ def write_checksums(
                 computed = ComputedChecksum(version, checksum, "incremental")
                 incremental += 1
             else:
-                snapshot = _load(storage, version, engine, stack)
+                snapshot = _load(storage, version, engine, stack, read_options)
                 checksum = checksum_from_snapshot(
                     snapshot, engine=engine,
                     commit_info=None if actions is None else _first_commit_info(actions),
@@ -418,6 +433,7 @@ def verify_checksum(
     all_versions: bool = False,
     engine: Engine | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> VerifyResult:
     """Recompute the state of versions with a `.crc` and compare it field by field.
 
@@ -433,6 +449,7 @@ def verify_checksum(
         all_versions: verify every `.crc` in the log.
         engine: for the recomputation.
         storage_options: Used when `table_or_storage` is a URI (see `Storage.for_uri`).
+        read_options: the log's reading thresholds (None: `ReadOptions.from_env`).
 
     Raises:
         VersionNotFoundError: `version` has no `.crc` file.
@@ -453,11 +470,13 @@ def verify_checksum(
         versions = [version]
     mismatches: list[ChecksumMismatch] = []
     for v in versions:
-        mismatches.extend(_verify_one(storage, v, engine))
+        mismatches.extend(_verify_one(storage, v, engine, read_options))
     return VerifyResult(storage.root, not mismatches, tuple(versions), tuple(mismatches))
 
 
-def _verify_one(storage: Storage, version: int, engine: Engine | None) -> list[ChecksumMismatch]:
+def _verify_one(
+    storage: Storage, version: int, engine: Engine | None, read_options: ReadOptions | None
+) -> list[ChecksumMismatch]:
     try:
         recorded = read_checksum(storage, version)
     except InvalidChecksumError as exc:
@@ -466,7 +485,7 @@ def _verify_one(storage: Storage, version: int, engine: Engine | None) -> list[C
         return []
     with ExitStack() as stack:
         try:
-            snapshot = _load(storage, version, engine, stack)
+            snapshot = _load(storage, version, engine, stack, read_options)
         except VersionNotFoundError as exc:
             return [ChecksumMismatch(version, "version", "checksum file present", exc.reason)]
         return [

@@ -116,6 +116,7 @@ def backfill_row_tracking(
     storage_options: Mapping[str, Any] | None = None,
     stream_threshold: int | None = None,
     checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+    read_options: ReadOptions | None = None,
 ) -> BackfillResult:
     """Backfill row IDs on a table and (by default) enable row tracking.
 
@@ -137,6 +138,8 @@ def backfill_row_tracking(
         checkpoint_every: Streamed path: checkpoint the table after this many backfilled
             files (default 250,000), so the backfill's own commits never pile up after the
             checkpoint beyond that.
+        read_options: The log's reading thresholds for what `stream_threshold` leaves
+            unset (None: the environment's, `ReadOptions.from_env`).
 
     Returns:
         What was done; `already_enabled` when row tracking was on before (nothing written).
@@ -155,7 +158,8 @@ def backfill_row_tracking(
     storage = Storage.of(table, storage_options)
     common = {"engine": engine, "clock": clock, "max_retries": max_retries, "sleep": sleep}
     state = choose_state(
-        storage, None, ReadOptions.from_env(), may_rebuild=False, stream_threshold=stream_threshold
+        storage, None, read_options or ReadOptions.from_env(), may_rebuild=False,
+        stream_threshold=stream_threshold,
     )
     if state is StateKind.STREAMED:
         return backfill_streamed(
