@@ -44,7 +44,8 @@ def test_a_snapshot_sends_no_head(s3_server, checkpoint):
     paths = {p.rsplit("/", 1)[-1] for p in snap.files.column("path").to_pylist()}
     assert paths == _peer_files(uri, s3_server.object_store_options)
     assert counts.get("HEAD", 0) == 0, counts
-    # _last_checkpoint (one GET, found or not); the checkpoint whole in one GET, twice
-    # (the protocol-and-metadata pass, then the files: before, each open sent a HEAD
-    # first and read in ranges); every commit after it (none here, or all four).
-    assert counts["GET"] == (3 if checkpoint else 5), proxy.requests
+    # _last_checkpoint (one GET, found or not); the checkpoint whole in one GET, its footer
+    # and row groups decoded from those bytes (before, each open sent a HEAD first and
+    # read in ranges; then the row groups took a second whole GET); every commit after it
+    # (none here, or all four).
+    assert counts["GET"] == (2 if checkpoint else 5), proxy.requests

@@ -9,6 +9,7 @@ reconciles what this reads with the commits after it.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -317,6 +318,9 @@ def _read_parquet_actions(
     table_uri = storage.root
     try:
         with storage.open_input(path) as fh:
+            # A file the storage read whole (a small one on an object store) is decoded
+            # from those bytes: one request for the file, not one more per row group.
+            whole = fh.getvalue() if isinstance(fh, io.BytesIO) else None
             pf = pq.ParquetFile(fh)
             meta = pf.metadata
             schema = pf.schema_arrow
@@ -331,6 +335,10 @@ def _read_parquet_actions(
             cols = _columns_with_values(meta.row_group(i), columns)
             if not cols:
                 return pa.table({})
+            if whole is not None:
+                return pq.ParquetFile(pa.BufferReader(whole), metadata=meta).read_row_group(
+                    i, columns=cols, use_threads=False
+                )
             with storage.open_input(path) as handle:
                 return pq.ParquetFile(handle, metadata=meta).read_row_group(
                     i, columns=cols, use_threads=False
