@@ -318,14 +318,27 @@ class StatsCollector:
         """The physical paths of the stats columns, in schema order."""
         return [leaf.path for leaf in self._leaves]
 
+    @property
+    def column_types(self) -> dict[tuple[str, ...], DataType]:
+        """The Delta type of each stats column, by physical path."""
+        return {leaf.path: leaf.type for leaf in self._leaves}
+
     # ---- update ------------------------------------------------------------------------
 
-    def update(self, batch: pa.RecordBatch | pa.Table) -> StatsCollector:
-        """Add the rows of `batch` (data columns by physical name); returns self."""
+    def update(
+        self, batch: pa.RecordBatch | pa.Table, *, valid: pa.Array | None = None
+    ) -> StatsCollector:
+        """Add the rows of `batch` (data columns by physical name); returns self.
+
+        `valid` (a boolean mask, optional) marks the rows a deletion vector keeps: every row
+        counts in `numRecords` (the physical count), only valid rows in the column
+        statistics."""
+        self.num_records += batch.num_rows
+        if valid is not None:
+            batch = batch.filter(valid)
         n = batch.num_rows
         if not n:
             return self
-        self.num_records += n
         for leaf in self._leaves:
             col = _column(batch, leaf.path)
             if col is None:
@@ -393,7 +406,7 @@ class StatsCollector:
         arrow_type = stats_schema(
             self._fields, physical=self._physical, tight_bounds=self._write_tight_bounds
         )
-        empty = self.num_records == 0
+        empty = self.num_records == 0  # Spark's sums over no rows are null
         low: dict[str, Any] = {}
         high: dict[str, Any] = {}
         nulls: dict[str, Any] = {}
