@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import StatsReadError
 from delta_ops.layout.statistics import StatsCollector
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
@@ -36,10 +36,6 @@ from delta_ops.storage import Storage
 __all__ = ["StatsReadError", "deleted_rows", "file_stats"]
 
 _FIELD_ID = b"PARQUET:field_id"
-
-
-class StatsReadError(DeltaOpsError):
-    """A data file (or its deletion vector) could not be read to compute statistics."""
 
 
 def _key(storage: Storage, path: str, what: str, table: str | None) -> str:

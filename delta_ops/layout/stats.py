@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from delta_ops.commit import Transaction
 from delta_ops.commit.refresh import refresh_snapshot
+from delta_ops.commit.transaction import Clock
 from delta_ops.errors import CommitConflictError
 from delta_ops.layout.file_stats import file_stats
 from delta_ops.layout.statistics import StatsCollector
@@ -57,6 +58,7 @@ __all__ = [
     "COMPUTE_STATS",
     "DEFAULT_STATS_BATCH_SIZE",
     "StatsPlan",
+    "StatsProgress",
     "StatsResult",
     "compute_stats",
     "plan_stats",
@@ -98,6 +100,17 @@ class StatsPlan:
     def paths(self) -> tuple[str, ...]:
         """Every path to recompute, in the state's order (missing, stale, others)."""
         return self.missing + self.stale + self.others
+
+
+@dataclass(frozen=True)
+class StatsProgress:
+    """Reported after each commit: the version written, files updated and skipped so far,
+    and files planned."""
+
+    version: int
+    files_updated: int
+    files_skipped: int
+    files_planned: int
 
 
 @dataclass(frozen=True)
@@ -218,8 +231,8 @@ def compute_stats(
     batch_size: int = DEFAULT_STATS_BATCH_SIZE,
     max_conflicts: int = DEFAULT_MAX_CONFLICTS,
     storage_options: Mapping[str, Any] | None = None,
-    clock: Callable[[], float] | None = None,
-    before_commit: Callable[[Snapshot, list[dict[str, Any]]], None] | None = None,
+    clock: Clock | None = None,
+    progress: Callable[[StatsProgress], None] | None = None,
 ) -> StatsResult:
     """Compute the statistics live files lack, and commit them as `dataChange=false` re-adds.
 
@@ -231,8 +244,7 @@ def compute_stats(
         max_conflicts: consecutive conflicting commits before giving up.
         storage_options: for a URI `table`.
         clock: milliseconds since the epoch (commit timestamps).
-        before_commit: called with the snapshot and the re-adds just before each commit
-            (tests use it to race a concurrent writer).
+        progress: called after every commit with a `StatsProgress`.
 
     Returns:
         A `StatsResult`.
@@ -255,14 +267,14 @@ def compute_stats(
     if not dry_run:
         common: dict[str, Any] = {} if clock is None else {"clock": clock}
         for batch in _batches(plan.paths, batch_size):
-            snap, done, gone, tries = _commit_batch(
-                snap, batch, common, max_conflicts, before_commit
-            )
+            snap, done, gone, tries = _commit_batch(snap, batch, common, max_conflicts)
             conflicts += tries
             skipped += gone
             if done is not None:
                 versions.append(done)
                 updated += len(batch) - gone
+                if progress is not None:
+                    progress(StatsProgress(done, updated, skipped, len(plan.paths)))
     return StatsResult(
         table=storage.root,
         read_version=plan.version,
@@ -285,7 +297,6 @@ def _commit_batch(
     batch: Sequence[str],
     common: dict[str, Any],
     max_conflicts: int,
-    before_commit: Callable[[Snapshot, list[dict[str, Any]]], None] | None,
 ) -> tuple[Snapshot, int | None, int, int]:
     """Compute and commit one batch; (snapshot after, version or None, files dropped
     because a concurrent commit removed or changed them, conflicts)."""
@@ -312,8 +323,6 @@ def _commit_batch(
             **common,
         )
         txn.add_files(adds)
-        if before_commit is not None:
-            before_commit(snap, adds)
         try:
             result = txn.commit()
         except CommitConflictError as exc:
