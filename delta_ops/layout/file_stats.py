@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from delta_ops.errors import StatsReadError
+from delta_ops.errors import DeletionVectorError, StatsReadError, StorageError
 from delta_ops.layout.statistics import StatsCollector
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
@@ -108,7 +108,13 @@ def file_stats(
     dv = add.get("deletionVector")
     deleted = None
     if dv and apply_dv:
-        deleted = deleted_rows(storage, dv, table=table)
+        try:
+            deleted = deleted_rows(storage, dv, table=table)
+        except (StorageError, DeletionVectorError) as exc:
+            raise StatsReadError(
+                f"cannot read the deletion vector of the data file: {exc}",
+                table=table, file=path,
+            ) from exc
     collector = StatsCollector(config, tight_bounds=not (dv and not apply_dv))
     top = {p[0] for p in collector.columns}
     by_id = _top_level_ids(config)
@@ -129,7 +135,7 @@ def file_stats(
                     rg = pa.table({"__rows__": pa.nulls(n)})
                 collector.update(rg, valid=_valid(deleted, start, n))
                 start += n
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, StorageError) as exc:
         raise StatsReadError(
             f"cannot read the data file to compute statistics: {exc}", table=table, file=path,
         ) from exc
