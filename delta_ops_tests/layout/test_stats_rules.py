@@ -22,36 +22,10 @@ from delta_ops.layout.statistics import (
     truncate_max_string,
     truncate_min_string,
 )
-from delta_ops.protocol.table_configuration import TableConfiguration
 from delta_ops.storage import Storage
+from delta_ops_tests.support.stats_compare import DV_PROTOCOL, configuration, field, struct
 
-LEGACY = {"minReaderVersion": 1, "minWriterVersion": 2}
-WITH_DV = {
-    "minReaderVersion": 3, "minWriterVersion": 7,
-    "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"],
-}
-
-
-def _field(name, typ, *, physical=None, field_id=None):
-    meta = {}
-    if physical is not None:
-        meta["delta.columnMapping.physicalName"] = physical
-    if field_id is not None:
-        meta["delta.columnMapping.id"] = field_id
-    return {"name": name, "type": typ, "nullable": True, "metadata": meta}
-
-
-def _struct(*fields):
-    return {"type": "struct", "fields": list(fields)}
-
-
-def config(fields, *, partitions=(), conf=None, protocol=LEGACY) -> TableConfiguration:
-    metadata = {
-        "id": "t", "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(_struct(*fields)),
-        "partitionColumns": list(partitions), "configuration": dict(conf or {}),
-    }
-    return TableConfiguration.of(protocol, metadata)
+WITH_DV = DV_PROTOCOL
 
 
 def stats(cfg, *batches, **kwargs) -> dict:
@@ -90,7 +64,7 @@ def test_truncated_bounds_bound_the_value(text):
 
 
 def test_string_bounds_in_the_collected_statistics():
-    cfg = config([_field("s", "string")])
+    cfg = configuration([field("s", "string")])
     got = stats(cfg, pa.table({"s": ["b" * 40, "a" * 50, None, "c" * 10]}))
     assert got["minValues"] == {"s": "a" * 32}
     assert got["maxValues"] == {"s": "c" * 10}
@@ -102,11 +76,11 @@ def test_string_bounds_in_the_collected_statistics():
 # ---- which columns -------------------------------------------------------------------------------
 
 NESTED = [
-    _field("a", "integer"),
-    _field("s", _struct(_field("x", "integer"),
-                        _field("y", _struct(_field("z", "string"))),
-                        _field("w", "long"))),
-    _field("b", "string"),
+    field("a", "integer"),
+    field("s", struct(field("x", "integer"),
+                        field("y", struct(field("z", "string"))),
+                        field("w", "long"))),
+    field("b", "string"),
 ]
 
 
@@ -115,35 +89,36 @@ def _leaves(cfg) -> list[tuple[str, ...]]:
 
 
 def test_num_indexed_cols_counts_nested_leaves_in_schema_order():
-    cfg = config(NESTED, conf={"delta.dataSkippingNumIndexedCols": "3"})
+    cfg = configuration(NESTED, conf={"delta.dataSkippingNumIndexedCols": "3"})
     assert _leaves(cfg) == [("a",), ("s", "x"), ("s", "y", "z")]
-    assert _leaves(config(NESTED)) == [("a",), ("s", "x"), ("s", "y", "z"), ("s", "w"), ("b",)]
-    all_cols = config(NESTED, conf={"delta.dataSkippingNumIndexedCols": "-1"})
+    assert _leaves(configuration(NESTED)) == [
+        ("a",), ("s", "x"), ("s", "y", "z"), ("s", "w"), ("b",)]
+    all_cols = configuration(NESTED, conf={"delta.dataSkippingNumIndexedCols": "-1"})
     assert len(_leaves(all_cols)) == 5
 
 
 def test_num_indexed_cols_zero_collects_only_the_record_count():
-    cfg = config(NESTED, conf={"delta.dataSkippingNumIndexedCols": "0"})
+    cfg = configuration(NESTED, conf={"delta.dataSkippingNumIndexedCols": "0"})
     batch = pa.table({"a": [1, 2]})
     assert stats(cfg, batch) == {"numRecords": 2}
 
 
 def test_default_is_32_leaves():
-    fields = [_field(f"c{i}", "integer") for i in range(40)]
-    assert len(_leaves(config(fields))) == 32
+    fields = [field(f"c{i}", "integer") for i in range(40)]
+    assert len(_leaves(configuration(fields))) == 32
 
 
 def test_partition_columns_are_not_counted():
-    fields = [_field("p", "string"), _field("a", "integer"), _field("b", "integer")]
-    cfg = config(fields, partitions=["p"], conf={"delta.dataSkippingNumIndexedCols": "1"})
+    fields = [field("p", "string"), field("a", "integer"), field("b", "integer")]
+    cfg = configuration(fields, partitions=["p"], conf={"delta.dataSkippingNumIndexedCols": "1"})
     assert _leaves(cfg) == [("a",)]
 
 
 def test_stats_columns_win_over_the_count_and_match_case_insensitively():
-    cfg = config(NESTED, conf={"delta.dataSkippingStatsColumns": "B, s.Y",
+    cfg = configuration(NESTED, conf={"delta.dataSkippingStatsColumns": "B, s.Y",
                                "delta.dataSkippingNumIndexedCols": "1"})
     assert _leaves(cfg) == [("s", "y", "z"), ("b",)]  # schema order, not the list's
-    cfg = config(NESTED, conf={"delta.dataSkippingStatsColumns": "`s`.x,a"})
+    cfg = configuration(NESTED, conf={"delta.dataSkippingStatsColumns": "`s`.x,a"})
     assert _leaves(cfg) == [("a",), ("s", "x")]
     assert [f.name for f in stats_fields(cfg).fields] == ["a", "s"]
 
@@ -158,11 +133,11 @@ def test_stats_column_names_parse_like_spark_identifiers():
 
 def test_keys_are_physical_names_with_column_mapping_nested_included():
     fields = [
-        _field("id", "long", physical="col-1", field_id=1),
-        _field("s", _struct(_field("n", "string", physical="col-3", field_id=3)),
+        field("id", "long", physical="col-1", field_id=1),
+        field("s", struct(field("n", "string", physical="col-3", field_id=3)),
                physical="col-2", field_id=2),
     ]
-    cfg = config(fields, conf={"delta.columnMapping.mode": "name"})
+    cfg = configuration(fields, conf={"delta.columnMapping.mode": "name"})
     batch = pa.table({"col-1": [3, 1], "col-2": [{"col-3": "q"}, None]})
     got = stats(cfg, batch)
     assert got == {
@@ -172,12 +147,12 @@ def test_keys_are_physical_names_with_column_mapping_nested_included():
         "nullCount": {"col-1": 0, "col-2": {"col-3": 1}},  # null parent: null leaf
     }
     # Without the mode, the logical names (a physicalName left in metadata is not used).
-    assert stats(config(fields), pa.table({"id": [5]}))["minValues"]["id"] == 5
+    assert stats(configuration(fields), pa.table({"id": [5]}))["minValues"]["id"] == 5
 
 
 def test_id_mode_finds_a_renamed_column_by_its_parquet_field_id(tmp_path):
-    fields = [_field("id", "long", physical="col-1", field_id=7)]
-    cfg = config(fields, conf={"delta.columnMapping.mode": "id"})
+    fields = [field("id", "long", physical="col-1", field_id=7)]
+    cfg = configuration(fields, conf={"delta.columnMapping.mode": "id"})
     schema = pa.schema([pa.field("other", pa.int64(), metadata={b"PARQUET:field_id": b"7"})])
     pq.write_table(pa.table({"other": [4, 9]}, schema=schema), tmp_path / "f.parquet")
     got = json.loads(file_stats(Storage.for_uri(str(tmp_path)), cfg, {"path": "f.parquet"}))
@@ -186,10 +161,10 @@ def test_id_mode_finds_a_renamed_column_by_its_parquet_field_id(tmp_path):
 
 def test_arrays_maps_booleans_binary_and_variants_get_null_counts_only():
     fields = [
-        _field("arr", {"type": "array", "elementType": "integer", "containsNull": True}),
-        _field("m", {"type": "map", "keyType": "string", "valueType": "integer",
+        field("arr", {"type": "array", "elementType": "integer", "containsNull": True}),
+        field("m", {"type": "map", "keyType": "string", "valueType": "integer",
                      "valueContainsNull": True}),
-        _field("flag", "boolean"), _field("bin", "binary"), _field("d", "decimal(5,2)"),
+        field("flag", "boolean"), field("bin", "binary"), field("d", "decimal(5,2)"),
     ]
     batch = pa.table({
         "arr": pa.array([[1], None, []]),
@@ -197,15 +172,15 @@ def test_arrays_maps_booleans_binary_and_variants_get_null_counts_only():
         "flag": [True, None, False], "bin": [b"x", b"y", None],
         "d": pa.array([Decimal("1.50"), Decimal("-4.50"), None], pa.decimal128(5, 2)),
     })
-    got = stats(config(fields), batch)
+    got = stats(configuration(fields), batch)
     assert got["minValues"] == {"d": Decimal("-4.50")}
     assert got["maxValues"] == {"d": Decimal("1.50")}
     assert got["nullCount"] == {"arr": 1, "m": 2, "flag": 1, "bin": 1, "d": 1}
 
 
 def test_a_column_the_file_lacks_counts_as_all_null_and_values_widen():
-    fields = [_field("a", "long"), _field("added", "string")]
-    got = stats(config(fields), pa.table({"a": pa.array([1, 2], pa.int32())}))
+    fields = [field("a", "long"), field("added", "string")]
+    got = stats(configuration(fields), pa.table({"a": pa.array([1, 2], pa.int32())}))
     assert got["nullCount"] == {"a": 0, "added": 2}
     assert got["minValues"] == {"a": 1}
 
@@ -214,7 +189,7 @@ def test_a_column_the_file_lacks_counts_as_all_null_and_values_widen():
 
 
 def test_nan_is_the_largest_value():
-    cfg = config([_field("f", "double")])
+    cfg = configuration([field("f", "double")])
     got = stats(cfg, pa.table({"f": [1.0, float("nan"), -2.0]}))
     assert got["minValues"] == {"f": Decimal("-2.0")} and got["maxValues"] == {"f": "NaN"}
     got = stats(cfg, pa.table({"f": [float("nan"), None]}))
@@ -225,7 +200,7 @@ def test_nan_is_the_largest_value():
 
 
 def test_between_zero_and_minus_zero_the_first_seen_wins():
-    cfg = config([_field("f", "double")])
+    cfg = configuration([field("f", "double")])
     got = stats(cfg, pa.table({"f": [-0.0, 0.0]}))
     assert str(got["minValues"]["f"]) == "-0.0" and str(got["maxValues"]["f"]) == "-0.0"
     got = stats(cfg, pa.table({"f": [0.0]}), pa.table({"f": [-0.0]}))
@@ -233,7 +208,7 @@ def test_between_zero_and_minus_zero_the_first_seen_wins():
 
 
 def test_timestamps_are_truncated_down_to_milliseconds():
-    cfg = config([_field("t", "timestamp"), _field("n", "timestamp_ntz")])
+    cfg = configuration([field("t", "timestamp"), field("n", "timestamp_ntz")])
     utc = dt.timezone.utc
     t = [dt.datetime(2021, 1, 1, 0, 0, 1, 999999, tzinfo=utc),
          dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc)]
@@ -245,23 +220,23 @@ def test_timestamps_are_truncated_down_to_milliseconds():
     assert got["maxValues"] == {"t": "2021-01-01T00:00:01.999Z", "n": "2021-01-01T00:00:00.001"}
     # Nanoseconds (INT96 files) and milliseconds read into the same rule.
     ns = pa.table({"t": pa.array([1_000_000_000_123_456_789], pa.timestamp("ns", "UTC"))})
-    assert stats(config([_field("t", "timestamp")]), ns)["minValues"] == {
+    assert stats(configuration([field("t", "timestamp")]), ns)["minValues"] == {
         "t": "2001-09-09T01:46:40.123Z"}
 
 
 def test_a_file_without_rows():
     """Spark's aggregates over no rows are null (sums too) and its JSON leaves nulls out; a
     struct of them stays an object."""
-    flat = config([_field("a", "integer"), _field("b", "string")])
+    flat = configuration([field("a", "integer"), field("b", "string")])
     assert stats(flat) == {"numRecords": 0, "minValues": {}, "maxValues": {}, "nullCount": {}}
-    nested = stats(config(NESTED), pa.table({"a": pa.array([], pa.int32())}))
+    nested = stats(configuration(NESTED), pa.table({"a": pa.array([], pa.int32())}))
     empty = {"s": {"y": {}}}
     assert nested == {"numRecords": 0, "minValues": empty, "maxValues": empty,
                       "nullCount": empty}
 
 
 def test_an_all_null_column_has_no_bounds_and_nested_structs_stay_as_objects():
-    got = stats(config(NESTED), pa.table({"a": pa.array([None, None], pa.int32())}))
+    got = stats(configuration(NESTED), pa.table({"a": pa.array([None, None], pa.int32())}))
     # Spark's `struct(...)` of null bounds is an object with no members, not a null.
     assert got["minValues"] == {"s": {"y": {}}} and got["maxValues"] == {"s": {"y": {}}}
     assert got["nullCount"] == {"a": 2, "s": {"x": 2, "y": {"z": 2}, "w": 2}, "b": 2}
@@ -271,16 +246,16 @@ def test_an_all_null_column_has_no_bounds_and_nested_structs_stay_as_objects():
 
 
 def test_tight_bounds_only_on_tables_supporting_deletion_vectors():
-    fields = [_field("a", "integer")]
+    fields = [field("a", "integer")]
     batch = pa.table({"a": [1, 2, 3]})
-    assert "tightBounds" not in stats(config(fields), batch)
-    assert stats(config(fields, protocol=WITH_DV), batch)["tightBounds"] is True
-    assert stats(config(fields, protocol=WITH_DV), batch, tight_bounds=False)[
+    assert "tightBounds" not in stats(configuration(fields), batch)
+    assert stats(configuration(fields, protocol=WITH_DV), batch)["tightBounds"] is True
+    assert stats(configuration(fields, protocol=WITH_DV), batch, tight_bounds=False)[
         "tightBounds"] is False
 
 
 def test_valid_rows_mask_keeps_the_physical_count():
-    cfg = config([_field("a", "integer")], protocol=WITH_DV)
+    cfg = configuration([field("a", "integer")], protocol=WITH_DV)
     c = StatsCollector(cfg)
     c.update(pa.table({"a": [1, None, 9, 5]}), valid=pa.array([False, False, True, True]))
     assert c.to_dict() == {"numRecords": 4, "minValues": {"a": 5}, "maxValues": {"a": 9},
@@ -292,9 +267,9 @@ def test_valid_rows_mask_keeps_the_physical_count():
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_physical_column_order_and_text_match_sparks(mode):
     """Byte for byte: key order as the schema, top-level keys in Spark's order."""
-    fields = [_field("b", "integer", physical="pb", field_id=1),
-              _field("a", "string", physical="pa", field_id=2)]
-    cfg = config(fields, conf={"delta.columnMapping.mode": mode}, protocol=WITH_DV)
+    fields = [field("b", "integer", physical="pb", field_id=1),
+              field("a", "string", physical="pa", field_id=2)]
+    cfg = configuration(fields, conf={"delta.columnMapping.mode": mode}, protocol=WITH_DV)
     c = StatsCollector(cfg).update(pa.table({"pa": ["x"], "pb": [1]}))
     assert c.to_json() == (
         '{"numRecords":1,"minValues":{"pb":1,"pa":"x"},"maxValues":{"pb":1,"pa":"x"},'

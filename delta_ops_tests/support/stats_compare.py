@@ -6,6 +6,9 @@ whose values differ, or that only one side has. `same_instant` tells whether two
 texts name the same instant (Spark writes a `timestamp` bound in its session time zone,
 `2000-01-01T00:00:00.000-08:00`; delta_ops in UTC, `2000-01-01T08:00:00.000Z`).
 
+`configuration(fields, ...)` builds a `TableConfiguration` from schema fields written as the
+spec's JSON (`field("a", "long", physical="col-1", field_id=1)`, `struct(...)`).
+
 `strip_stats(storage)` commits every live file again without statistics (`dataChange=false`),
 the state an old writer leaves. `stats_at_add_version(storage)` gives, for each live file,
 the table configuration in force at the version that added it.
@@ -105,3 +108,37 @@ def configurations_at_add(storage: Storage) -> dict[tuple[str, str | None], Tabl
             key = (row["path"], dv_unique_id(row["deletionVector"]))
             out.setdefault(key, snap.table_configuration)
     return out
+
+
+LEGACY_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
+DV_PROTOCOL = {
+    "minReaderVersion": 3, "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"],
+}
+
+
+def field(name: str, typ: Any, *, physical: str | None = None,
+          field_id: int | None = None) -> dict[str, Any]:
+    """A schema field in the spec's JSON, with column-mapping metadata when given."""
+    meta: dict[str, Any] = {}
+    if physical is not None:
+        meta["delta.columnMapping.physicalName"] = physical
+    if field_id is not None:
+        meta["delta.columnMapping.id"] = field_id
+    return {"name": name, "type": typ, "nullable": True, "metadata": meta}
+
+
+def struct(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "struct", "fields": list(fields)}
+
+
+def configuration(fields: list[dict[str, Any]], *, partitions: tuple[str, ...] = (),
+                  conf: dict[str, str] | None = None,
+                  protocol: dict[str, Any] = LEGACY_PROTOCOL) -> TableConfiguration:
+    """The configuration of a table with these fields, partition columns and properties."""
+    metadata = {
+        "id": "t", "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(struct(*fields)),
+        "partitionColumns": list(partitions), "configuration": dict(conf or {}),
+    }
+    return TableConfiguration.of(protocol, metadata)
