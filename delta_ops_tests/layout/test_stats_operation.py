@@ -251,3 +251,20 @@ def test_end_to_end_on_a_corpus_copy(table_copy, name):
     assert checksum["numFiles"] == len(theirs)
     assert checksum["tableSizeBytes"] == sum(a["size"] for a in theirs.values())
     assert checksum["metadata"]["id"] == reference.metadata["id"]
+
+
+@pytest.mark.s3
+def test_compute_stats_on_s3(s3_server):
+    from delta_ops_tests.support.histories import HistorySpec, build_history, table_rows
+
+    storage = Storage.for_uri(s3_server.fresh_uri("stats"), s3_server.storage_options)
+    spec = HistorySpec(partitioned=True, deletion_vectors=True,
+                       steps=(("append", (2, 3, 4), False), ("dv", 1, (0,)), ("remove", 0)))
+    build_history(storage, spec)
+    rows = table_rows(storage)
+    result = compute_stats(storage, dry_run=False, batch_size=1)
+    assert result.files_updated == result.files_planned == 2 and len(result.versions) == 2
+    assert table_rows(storage) == rows
+    for add in _live(storage).values():
+        stats = json.loads(add["stats"])
+        assert stats["tightBounds"] is True and stats["numRecords"] in (2, 3, 4)
