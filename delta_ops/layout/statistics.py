@@ -35,8 +35,10 @@ The rules are Delta Spark's (`StatisticsCollection`, `DeltaStatsColumnSpec`):
 * A file of zero rows: `{"numRecords":0,"minValues":{},"maxValues":{},"nullCount":{}}`
   (Spark's aggregates over no rows are null and its JSON leaves nulls out).
 * `tightBounds` is written only on tables that support deletion vectors (as Spark does):
-  true for statistics of every physical row of a file without a deletion vector, false
-  when a deletion vector applies (the bounds then cover deleted rows too: wide bounds).
+  true when the statistics describe exactly the valid rows (a file without a deletion
+  vector, or one whose deleted rows `update(valid=...)` left out), false when the caller
+  says they may cover deleted rows too (`tight_bounds=False`: wide bounds). `numRecords`
+  is always the physical row count.
 
 The JSON text is written by `delta_ops.protocol.stats_json` from the typed statistics
 (`delta_ops.protocol.schema.stats_schema`), so it matches what Spark writes byte for byte
