@@ -10,7 +10,8 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking` and `what_is_due`; their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due` and
+`compute_stats` (file statistics from data, `delta_ops.layout.stats`); their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -55,6 +56,8 @@ _LAZY: dict[str, str] = {
     "what_is_due": "delta_ops.maintenance.due",
     "DuePolicy": "delta_ops.maintenance.due",
     "DueReport": "delta_ops.maintenance.due",
+    "compute_stats": "delta_ops.layout.stats",
+    "StatsResult": "delta_ops.layout.stats",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -83,6 +86,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from delta_ops.errors import *  # noqa: F403  (the exception tree, as _ERRORS lists it)
+    from delta_ops.layout.stats import StatsResult as StatsResult
+    from delta_ops.layout.stats import compute_stats as compute_stats
     from delta_ops.log import Snapshot as Snapshot
     from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
     from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult

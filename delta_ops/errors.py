@@ -238,3 +238,7 @@ class RegistryError(DeltaOpsError):
 
     def _render(self) -> str:
         return f"{self.file}: {self.reason}" if self.file else self.reason
+
+
+class StatsReadError(DeltaOpsError):
+    """A data file (or its deletion vector) could not be read to compute its statistics."""

@@ -1,0 +1,1 @@
+"""Data layout maintenance: optimize, purge, statistics."""
