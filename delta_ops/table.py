@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.log import Snapshot, load_snapshot
+from delta_ops.log import ReadOptions, Snapshot, load_snapshot
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class DeltaTable:
         rebuild: bool | None = None,
         rebuild_threshold: int | None = None,
         buckets: int | None = None,
+        read_options: ReadOptions | None = None,
     ) -> CheckpointResult:
         """Write a checkpoint at `version` (latest when None): the arguments and Result of
         `delta_ops.maintenance.checkpoint.write_checkpoint`."""
@@ -99,7 +100,7 @@ class DeltaTable:
             self, version=version, kind=kind, fmt=fmt, sidecar_actions=sidecar_actions,
             parts=parts, now_ms=now_ms, clock=clock, engine=engine,
             stream_threshold=stream_threshold, rebuild=rebuild,
-            rebuild_threshold=rebuild_threshold, buckets=buckets,
+            rebuild_threshold=rebuild_threshold, buckets=buckets, read_options=read_options,
         )
 
     def cleanup_metadata(
@@ -159,12 +160,16 @@ class DeltaTable:
         engine: Engine | None = None,
         method: Method = "auto",
         policy: ChecksumPolicy | None = None,
+        read_options: ReadOptions | None = None,
     ) -> ChecksumWriteResult:
         """Write `version.crc` (latest when None) unless it exists: the arguments and Result
         of `delta_ops.maintenance.checksum.write_checksum`."""
         from delta_ops.maintenance.checksum import write_checksum
 
-        return write_checksum(self, version=version, engine=engine, method=method, policy=policy)
+        return write_checksum(
+            self, version=version, engine=engine, method=method, policy=policy,
+            read_options=read_options,
+        )
 
     def verify_checksum(
         self,
@@ -172,12 +177,16 @@ class DeltaTable:
         version: int | None = None,
         all_versions: bool = False,
         engine: Engine | None = None,
+        read_options: ReadOptions | None = None,
     ) -> VerifyResult:
         """Compare recorded `.crc` files with the state they describe: the arguments and
         Result of `delta_ops.maintenance.checksum.verify_checksum`."""
         from delta_ops.maintenance.checksum import verify_checksum
 
-        return verify_checksum(self, version=version, all_versions=all_versions, engine=engine)
+        return verify_checksum(
+            self, version=version, all_versions=all_versions, engine=engine,
+            read_options=read_options,
+        )
 
     def compact_log(self, *, start: int, end: int) -> CompactionResult:
         """Write `start.end.compacted.json`: the arguments and Result of
@@ -199,6 +208,7 @@ class DeltaTable:
         sleep: Callable[[float], None] | None = None,
         stream_threshold: int | None = None,
         checkpoint_every: int = 250_000,
+        read_options: ReadOptions | None = None,
     ) -> BackfillResult:
         """Give every live file row IDs, then (by default) enable row tracking: the
         arguments and Result of `delta_ops.maintenance.row_tracking.backfill_row_tracking`."""
@@ -208,6 +218,7 @@ class DeltaTable:
             self, batch_size=batch_size, enable=enable, engine=engine, clock=clock,
             progress=progress, max_conflicts=max_conflicts, max_retries=max_retries,
             sleep=sleep, stream_threshold=stream_threshold, checkpoint_every=checkpoint_every,
+            read_options=read_options,
         )
 
     def compute_stats(
