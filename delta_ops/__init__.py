@@ -10,7 +10,8 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking` and `what_is_due`; their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, `history` (also
+`table_history`) and `restore`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -53,6 +54,12 @@ _LAZY: dict[str, str] = {
     "backfill_row_tracking": "delta_ops.maintenance.row_tracking",
     "BackfillResult": "delta_ops.maintenance.row_tracking",
     "what_is_due": "delta_ops.maintenance.due",
+    "history": "delta_ops.maintenance.history",
+    "table_history": "delta_ops.maintenance.history",
+    "HistoryEntry": "delta_ops.maintenance.history",
+    "HistoryResult": "delta_ops.maintenance.history",
+    "restore": "delta_ops.maintenance.restore",
+    "RestoreResult": "delta_ops.maintenance.restore",
     "DuePolicy": "delta_ops.maintenance.due",
     "DueReport": "delta_ops.maintenance.due",
 }
@@ -99,6 +106,12 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.due import DuePolicy as DuePolicy
     from delta_ops.maintenance.due import DueReport as DueReport
     from delta_ops.maintenance.due import what_is_due as what_is_due
+    from delta_ops.maintenance.history import HistoryEntry as HistoryEntry
+    from delta_ops.maintenance.history import HistoryResult as HistoryResult
+    from delta_ops.maintenance.history import history as history
+    from delta_ops.maintenance.history import table_history as table_history
+    from delta_ops.maintenance.restore import RestoreResult as RestoreResult
+    from delta_ops.maintenance.restore import restore as restore
     from delta_ops.maintenance.row_tracking import BackfillResult as BackfillResult
     from delta_ops.maintenance.row_tracking import backfill_row_tracking as backfill_row_tracking
     from delta_ops.maintenance.vacuum import InventorySource as InventorySource

@@ -3,7 +3,8 @@
 Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
-`table.backfill_row_tracking()` and `table.due()`. Each is a thin method over its operation
+`table.backfill_row_tracking()`, `table.due()`, `table.history(limit=)` and
+`table.restore(version=)`. Each is a thin method over its operation
 in `delta_ops.maintenance` (imported when first called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
+    from delta_ops.maintenance.history import HistoryResult
+    from delta_ops.maintenance.restore import RestoreResult
     from delta_ops.maintenance.row_tracking import BackfillProgress, BackfillResult
     from delta_ops.maintenance.vacuum import InventorySource, VacuumResult
 
@@ -214,3 +217,28 @@ class DeltaTable:
         from delta_ops.maintenance.due import what_is_due
 
         return what_is_due(self, policy)
+
+    def history(self, *, limit: int | None = None) -> HistoryResult:
+        """Each version's commitInfo, newest first: the arguments and Result of
+        `delta_ops.maintenance.history.table_history`."""
+        from delta_ops.maintenance.history import table_history
+
+        return table_history(self, limit=limit)
+
+    def restore(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: datetime | int | None = None,
+        dry_run: bool = True,
+        clock: Clock | None = None,
+        max_retries: int = 10,
+    ) -> RestoreResult:
+        """Restore the state of an earlier version in one RESTORE commit (a dry run unless
+        `dry_run=False`): the arguments and Result of `delta_ops.maintenance.restore.restore`."""
+        from delta_ops.maintenance.restore import restore
+
+        return restore(
+            self, version=version, timestamp=timestamp, dry_run=dry_run, clock=clock,
+            max_retries=max_retries,
+        )

@@ -19,6 +19,7 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
   (`parse_json_actions`).
 - `segment/`: the files that make version v (`build_log_segment`, `LogSegment`) and the
   cheap questions about them: the protocol/metadata light replay (`read_protocol_metadata`),
+  which commits and checkpoints one listing holds (`commit_listing`, for history),
   commit timestamps and time travel (`version_at_timestamp`), the cheap state a sensor reads
   (`inspect_log`, `read_settings`) and whether the log reads (`log_problem`).
 - `replay/`: reconciliation, one module per strategy: full and columnar
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
         read_last_vacuum_info,
         write_last_vacuum_info,
     )
+    from delta_ops.log.segment.commit_listing import CommitListing, commit_listing
     from delta_ops.log.segment.health import LogProblem, log_problem
     from delta_ops.log.segment.log_segment import Delta, LogSegment, build_log_segment
     from delta_ops.log.segment.log_state import (
@@ -145,6 +147,8 @@ _FACE: dict[str, str] = {
     "complete_checkpoints": "files.log_listing",
     "list_log": "files.log_listing",
     # segment/
+    "CommitListing": "segment.commit_listing",
+    "commit_listing": "segment.commit_listing",
     "LogProblem": "segment.health",
     "log_problem": "segment.health",
     "Delta": "segment.log_segment",
@@ -204,6 +208,7 @@ __all__ = [
     "BATCH_ROWS",
     "CheckpointFiles",
     "CheckpointInspection",
+    "CommitListing",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "Delta",
     "ExistingCheckpoint",
@@ -228,6 +233,7 @@ __all__ = [
     "advance_last_checkpoint",
     "build_log_segment",
     "choose_state",
+    "commit_listing",
     "commit_at_or_before",
     "complete_checkpoints",
     "delta_lines_oldest_first",
