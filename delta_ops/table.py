@@ -13,7 +13,7 @@ long-lived handle never acts on stale state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +140,7 @@ class DeltaTable:
         lite_fallback: bool = False,
         record_history: bool = False,
         progress: Progress | None = None,
+        keep_versions: Sequence[int] = (),
     ) -> VacuumResult:
         """Delete unreferenced data files older than the retention (a dry run unless
         `dry_run=False`): the arguments and Result of `delta_ops.maintenance.vacuum.vacuum`."""
@@ -150,7 +151,7 @@ class DeltaTable:
             force_retention=force_retention, lite=lite, dry_run=dry_run, clock=clock,
             now_ms=now_ms, engine=engine, allow_catalog_managed=allow_catalog_managed,
             inventory=inventory, lite_fallback=lite_fallback, record_history=record_history,
-            progress=progress,
+            progress=progress, keep_versions=keep_versions,
         )
 
     def write_checksum(

@@ -25,7 +25,8 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
 - `replay/`: reconciliation, one module per strategy: full and columnar
   (`full_replay.replay`, here `replay_segment`; `columnar_commits`), action by action
   (`action_replay`), streamed (`StreamedActions`), VACUUM's references in memory
-  (`file_references`) and by bucket (`read_references`), the fallback past an unusable
+  (`file_references`) and by bucket (`read_references`), what kept versions need
+  (`kept_version_references`, VACUUM's `keep_versions`), the fallback past an unusable
   checkpoint (`read_with_usable_checkpoint`), bounded delta chunks, staged commits and
   VACUUM LITE's window.
 - `snapshot/`: a version's state: loaded or streamed (`load_snapshot`), small
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from delta_ops.log.replay.full_replay import (
         replay as replay_segment,
     )
+    from delta_ops.log.replay.kept_versions import kept_version_references
     from delta_ops.log.replay.reference_buckets import SpilledReferences, read_references
     from delta_ops.log.replay.references import FileReferences, file_references, read_deltas
     from delta_ops.log.replay.staged_commits import (
@@ -174,6 +176,7 @@ _FACE: dict[str, str] = {
     "delta_lines_oldest_first": "replay.full_replay",
     "read_commit": "replay.full_replay",
     "replay_segment": "replay.full_replay:replay",
+    "kept_version_references": "replay.kept_versions",
     "SpilledReferences": "replay.reference_buckets",
     "read_references": "replay.reference_buckets",
     "FileReferences": "replay.references",
@@ -244,6 +247,7 @@ __all__ = [
     "inspect_checkpoint",
     "inspect_log",
     "is_writer_temp_file",
+    "kept_version_references",
     "last_checkpoint_of",
     "list_log",
     "list_log_dir",
