@@ -309,7 +309,10 @@ def describe(result: HistoryResult) -> str:
         engine = e.engine_info or e.client_version or "-"
         params = ", ".join(f"{k}={v}" for k, v in e.operation_parameters.items())
         metrics = ", ".join(f"{k}={v}" for k, v in e.operation_metrics.items())
-        blind = "" if e.is_blind_append is None else f"  blindAppend={str(e.is_blind_append).lower()}"
+        blind = (
+            "" if e.is_blind_append is None
+            else f"  blindAppend={str(e.is_blind_append).lower()}"
+        )
         lines.append(
             f"{e.version:>6}  {_iso(e.timestamp)} ({e.timestamp_source})  "
             f"{e.operation or '(no commitInfo)'}  engine={engine}{blind}"
