@@ -161,3 +161,51 @@ def test_cli_restore(new_storage, cli) -> None:
     assert _latest(storage) == 3
     code, _, err = cli("restore", storage.root)
     assert code == 2 and "--version" in err
+
+
+def test_restore_keeps_in_commit_timestamps_enabled_after_the_version(new_storage) -> None:
+    storage = new_storage()
+    build_history(storage, HistorySpec(
+        steps=(("append", (2,), True), ("enable_ict",), ("append", (3,), True)),
+    ))
+    before = load_snapshot(storage).metadata.configuration
+    assert before["delta.enableInCommitTimestamps"] == "true"
+    want = table_rows(storage, 1)
+    result = restore(storage, version=1, dry_run=False)
+    after = load_snapshot(storage)
+    # Version 1's metadata had no in-commit timestamps; the table keeps them (monotonic).
+    for key in ("delta.enableInCommitTimestamps", "delta.inCommitTimestampEnablementVersion",
+                "delta.inCommitTimestampEnablementTimestamp"):
+        assert after.metadata.configuration[key] == before[key]
+    ci = read_commit(storage, result.version)[0]["commitInfo"]
+    prev = read_commit(storage, result.version - 1)[0]["commitInfo"]
+    assert ci["inCommitTimestamp"] > prev["inCommitTimestamp"]
+    assert table_rows(storage) == want
+    assert result.protocol_upgraded is False
+
+
+def test_restore_merges_the_versions_protocol_and_never_downgrades(new_storage) -> None:
+    import orjson
+
+    storage = new_storage()
+    build_history(storage, HistorySpec(deletion_vectors=True, steps=(("append", (2,), True),)))
+    # Version 2 as a DROP FEATURE leaves it: a legacy protocol without deletion vectors.
+    md = dict(load_snapshot(storage).metadata.raw)
+    md["configuration"] = {}
+    actions = [
+        {"commitInfo": {"timestamp": 1_700_000_100_000, "operation": "DROP FEATURE"}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": md},
+    ]
+    storage.put_atomic(f"{LOG_DIR}/{commit_name(2)}",
+                       b"\n".join(orjson.dumps(a) for a in actions) + b"\n")
+    assert not load_snapshot(storage).table_configuration.is_feature_supported(
+        "deletionVectors")
+    result = restore(storage, version=1, dry_run=False)
+    assert result.protocol_upgraded
+    config = load_snapshot(storage).table_configuration
+    assert config.is_feature_supported("deletionVectors")
+    for name in ("appendOnly", "invariants"):  # what writer version 2 implied stays
+        assert config.is_feature_supported(name)
+    assert load_snapshot(storage).metadata.configuration == \
+        load_snapshot(storage, 1).metadata.configuration
