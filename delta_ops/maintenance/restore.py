@@ -24,8 +24,8 @@ Follows delta-spark's `RestoreTableCommand`:
   a column ID is never handed out twice). A column-mapping mode change is refused
   (`InvalidCommitError`): Spark does not change a table's mapping mode this way either.
 * The protocol is never downgraded: N's protocol merged into the current one (Spark's
-  `sourceProtocol.merge(targetProtocol)`); usually that is the current protocol and no
-  protocol action is written.
+  `sourceProtocol.merge(targetProtocol)`); usually that is the current protocol. Like
+  Spark, the commit always carries a `metaData` and a `protocol` action.
 * Domain metadata is left as it is now (Spark's `handleDomainMetadataForRestoreTable`
   copies no domain back; it recreates the clustering domain, which delta_ops does not
   write). The row-tracking high-water mark only rises (`commit.Transaction`).
@@ -37,7 +37,8 @@ Follows delta-spark's `RestoreTableCommand`:
 * Version N must be reconstructible: its commits, or a checkpoint at or before it with the
   commits after. When log cleanup removed them, the restore is refused
   (`VersionNotFoundError`, naming the version).
-* `commitInfo.operation` is `RESTORE`, with Spark's parameters (`version` or `timestamp`)
+* `commitInfo.operation` is `RESTORE`, with Spark's parameters (`version` and
+  `timestamp`, the one not given as null)
   and metrics (`tableSizeAfterRestore`, `numOfFilesAfterRestore`, `numRemovedFiles`,
   `numRestoredFiles`, `removedFilesSize`, `restoredFilesSize`).
 * Concurrency: the commit is a `commit.Transaction` planned on the latest state that reads
@@ -269,12 +270,13 @@ def _resolve(storage: Storage, version: int | None,
             "reconstructs it)",
             table=storage.root, version=version, file=exc.file,
         ) from exc
+    # Spark writes both keys, the one not given as null.
     if timestamp is None:
-        params: dict[str, Any] = {"version": target.version}
+        params: dict[str, Any] = {"version": target.version, "timestamp": None}
     else:
         ts = timestamp if isinstance(timestamp, datetime) else datetime.fromtimestamp(
             timestamp / 1000).astimezone()
-        params = {"timestamp": ts.isoformat(sep=" ")}
+        params = {"version": None, "timestamp": ts.isoformat(sep=" ")}
     return target, params
 
 
@@ -361,8 +363,8 @@ def restore(
         operation_metrics=metrics, reads_whole_table=True, clock=clock,
         max_retries=max_retries,
     )
-    if protocol is not None:
-        txn.set_protocol(protocol)
+    # Like Spark, the commit carries the metadata and the protocol (merged, or as it is).
+    txn.set_protocol(protocol if protocol is not None else latest.protocol)
     txn.set_metadata(metadata)
     txn.remove_files(removes)
     txn.add_files(adds)

@@ -83,7 +83,7 @@ def test_restore_gives_the_state_of_the_version(tmp_path_factory, spec, pick) ->
     actions = read_commit(storage, result.version)
     raw = actions[0]["commitInfo"]
     assert raw["operation"] == "RESTORE"
-    assert raw["operationParameters"] == {"version": n}
+    assert raw["operationParameters"] == {"version": n, "timestamp": None}
     metrics = raw["operationMetrics"]
     assert int(metrics["numOfFilesAfterRestore"]) == len(want_files)
     assert int(metrics["tableSizeAfterRestore"]) == sum(v[0] for v in want_files.values())

@@ -141,7 +141,8 @@ def test_restore_by_timestamp(new_storage) -> None:
     want = table_rows(storage, 2)
     result = restore(storage, timestamp=ts + 1, dry_run=False)
     assert result.restored_version == 2
-    assert "timestamp" in result.operation_parameters
+    assert result.operation_parameters["version"] is None
+    assert result.operation_parameters["timestamp"]
     assert table_rows(storage) == want
     with pytest.raises(ValueError, match="a version or a timestamp"):
         restore(storage, version=1, timestamp=ts)
