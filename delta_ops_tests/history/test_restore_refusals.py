@@ -40,7 +40,7 @@ def _latest(storage) -> int:
     return load_snapshot(storage).version
 
 
-def test_restore_past_a_vacuumed_version_is_refused_naming_the_file(new_storage) -> None:
+def test_restore_past_a_vacuumed_version_is_refused_naming_the_file(new_storage, cli) -> None:
     storage = new_storage()
     # v1 adds a file, v2 removes it, v3 adds another.
     build_history(storage, HistorySpec(
@@ -55,9 +55,11 @@ def test_restore_past_a_vacuumed_version_is_refused_naming_the_file(new_storage)
         restore(storage, version=1, dry_run=False)
     assert info.value.file == gone and info.value.version == 1
     assert _latest(storage) == 3  # nothing committed
-    # The dry run refuses the same way.
+    # The dry run refuses the same way, and so does the command line (exit 1, one line).
     with pytest.raises(RestoreFilesMissingError):
         restore(storage, version=1)
+    code, _, err = cli("restore", storage.root, "--version", "1")
+    assert code == 1 and gone in err and "cannot restore version 1" in err
     # A version whose files are all there still restores.
     assert restore(storage, version=0, dry_run=False).version == 4
 
@@ -210,3 +212,31 @@ def test_restore_merges_the_versions_protocol_and_never_downgrades(new_storage) 
         assert config.is_feature_supported(name)
     assert load_snapshot(storage).metadata.configuration == \
         load_snapshot(storage, 1).metadata.configuration
+
+
+def test_a_column_mapping_mode_change_is_refused(new_storage) -> None:
+    import orjson
+
+    from delta_ops.errors import InvalidCommitError
+
+    storage = new_storage()
+    build_history(storage, HistorySpec(steps=(("append", (2,), True),)))
+    # Version 2 turns on name mapping, as ALTER TABLE ... SET TBLPROPERTIES does.
+    md = dict(load_snapshot(storage).metadata.raw)
+    schema = json.loads(md["schemaString"])
+    for i, f in enumerate(schema["fields"], 1):
+        f["metadata"] = {"delta.columnMapping.id": i,
+                         "delta.columnMapping.physicalName": f["name"]}
+    md["schemaString"] = json.dumps(schema)
+    md["configuration"] = {"delta.columnMapping.mode": "name",
+                           "delta.columnMapping.maxColumnId": str(len(schema["fields"]))}
+    actions = [
+        {"commitInfo": {"timestamp": 1_700_000_100_000, "operation": "SET TBLPROPERTIES"}},
+        {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+        {"metaData": md},
+    ]
+    storage.put_atomic(f"{LOG_DIR}/{commit_name(2)}",
+                       b"\n".join(orjson.dumps(a) for a in actions) + b"\n")
+    with pytest.raises(InvalidCommitError, match="column mapping mode is 'none'.*'name'"):
+        restore(storage, version=1, dry_run=False)
+    assert _latest(storage) == 2
