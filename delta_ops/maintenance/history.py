@@ -7,9 +7,9 @@ timestamp is its `inCommitTimestamp` once in-commit timestamps are enabled for i
 
 `_delta_log` is listed once (`log.commit_listing`). Only the commits asked for (the newest
 `limit`) are read, side by side on the one I/O pool, and each only up to its `commitInfo`
-line (`log.read_commit_info`: a million adds after it are skipped unparsed). The protocol
-and metadata of the latest version (the light replay) tell whether in-commit timestamps
-apply to a version.
+line (`log.read_commit_info`: a million adds after it are skipped unparsed). When a commit
+read carries an `inCommitTimestamp`, the protocol and metadata of the latest version (the
+light replay) tell whether in-commit timestamps apply to it.
 
 A version's timestamp, and which one it is (`timestamp_source`):
 `inCommitTimestamp` when in-commit timestamps are enabled for that version (and the commit
@@ -160,8 +160,9 @@ class HistoryResult:
         latest_version: the newest version (None: an empty log).
         entries: one per commit read, newest first (at most `limit`).
         removed: the versions log cleanup already deleted (None: none).
-        ict: in-commit-timestamp enablement of the latest version (None: its protocol and
-            metadata could not be read; a commit's `inCommitTimestamp` is then trusted
+        ict: in-commit-timestamp enablement of the latest version (None: no commit read
+            carries an `inCommitTimestamp`, so it was not needed, or the protocol and
+            metadata could not be read, and a commit's `inCommitTimestamp` is then trusted
             where present).
         complete: every commit still in the log is among `entries` (no `limit` cut).
     """
@@ -276,10 +277,12 @@ def table_history(
         from delta_ops.errors import NotATableError
 
         raise NotATableError("no commit or checkpoint in the log", table=storage.root)
-    ict = _ict_of(storage, listing)
     newest = list(reversed(listing.commits))
     chosen = newest if limit is None else newest[:limit]
     infos = io_map(lambda item: read_commit_info(storage, item[0]), chosen)
+    # The protocol and metadata are read only when a commit carries an inCommitTimestamp.
+    carries_ict = any(ci and ci.get("inCommitTimestamp") is not None for ci in infos)
+    ict = _ict_of(storage, listing) if carries_ict else None
     entries = tuple(
         _entry(v, info, ci, ict) for (v, info), ci in zip(chosen, infos, strict=True)
     )

@@ -81,3 +81,18 @@ def test_cli_history_json_and_text(new_storage, cli) -> None:
     assert "DELETE" in out and "(commitInfo.timestamp)" in out and "CREATE TABLE" in out
     code, _, err = cli("history", storage.root, "--limit", "0")
     assert code == 2 and "must be at least 1" in err
+
+
+def test_history_lists_the_log_once_and_reads_only_the_commits_asked_for(new_storage) -> None:
+    from collections import Counter
+
+    from delta_ops_tests.support.counting_storage import CountingStorage
+
+    plain = new_storage()
+    build_history(plain, HistorySpec(steps=(("append", (1,), True),) * 9))
+    calls: Counter = Counter()
+    result = table_history(CountingStorage.wrap(plain, calls), limit=3)
+    assert [e.version for e in result.entries] == [9, 8, 7]
+    assert calls["list_dir", LOG_DIR] == 1
+    opened = sorted(path for (method, path) in calls if method in ("open_input", "read"))
+    assert opened == [f"{LOG_DIR}/{commit_name(v)}" for v in (7, 8, 9)]

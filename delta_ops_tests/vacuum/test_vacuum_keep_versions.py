@@ -24,6 +24,7 @@ import delta_ops
 from delta_ops.commit import Transaction, append_files
 from delta_ops.errors import UnsafeDeletionError, VersionNotFoundError
 from delta_ops.log import FileReferences
+from delta_ops.log.read_options import VACUUM_PARTITION_FILES_ENV
 from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.deletion_vectors import RoaringBitmap64
 from delta_ops.protocol.filenames import LOG_DIR, commit_name
@@ -84,7 +85,11 @@ def _vacuum(storage: Storage, **kwargs):
     return delta_ops.vacuum(storage, retention=timedelta(0), force_retention=True, **kwargs)
 
 
-def test_kept_versions_keep_their_files_and_dv_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spilled", [False, True], ids=["in-memory", "spilled"])
+def test_kept_versions_keep_their_files_and_dv_files(tmp_path: Path, monkeypatch,
+                                                     spilled: bool) -> None:
+    if spilled:  # the references spilled by bucket, as on a large table
+        monkeypatch.setenv(VACUUM_PARTITION_FILES_ENV, "0")
     root = tmp_path / "t"
     storage, names = _dv_table(root)
     want_v4 = _rows(root, 4)
