@@ -19,10 +19,12 @@ Follows delta-spark's `RestoreTableCommand`:
 * The metadata becomes N's (schema, partitioning, properties), as Spark's
   `txn.updateMetadata(snapshotToRestore.metadata)`. Three things keep their current value,
   because turning them back would break what later commits rely on: the in-commit
-  timestamp enablement properties (timestamps must stay monotonic), the row-tracking
-  materialized column names, and `delta.columnMapping.maxColumnId` (the larger of the two:
-  a column ID is never handed out twice). A column-mapping mode change is refused
-  (`InvalidCommitError`): Spark does not change a table's mapping mode this way either.
+  timestamp enablement properties (timestamps must stay monotonic), row tracking's
+  enablement and materialized column names (row IDs stay stable), and
+  `delta.columnMapping.maxColumnId` (the larger of the two: a column ID is never handed
+  out twice). Whether Spark keeps them too we did not establish; keeping them is the safe
+  side. A column-mapping mode change is refused (`InvalidCommitError`): files written
+  under one mode would be read under the other's column names.
 * The protocol is never downgraded: N's protocol merged into the current one (Spark's
   `sourceProtocol.merge(targetProtocol)`); usually that is the current protocol. Like
   Spark, the commit always carries a `metaData` and a `protocol` action.
@@ -81,6 +83,7 @@ _KEPT_PROPERTIES = (
     "delta.enableInCommitTimestamps",
     ICT_VERSION,
     ICT_TIMESTAMP,
+    "delta.enableRowTracking",
     "delta.rowTracking.materializedRowIdColumnName",
     "delta.rowTracking.materializedRowCommitVersionColumnName",
 )
@@ -311,6 +314,8 @@ def restore(
         RestoreFilesMissingError: a data or DV file the version needs no longer exists
             (names them); nothing is committed.
         InvalidCommitError: the column mapping mode differs between the version and now.
+        AppendOnlyError: the table is append-only (`delta.appendOnly`) and the restore
+            would remove files.
         CommitConflictError: a concurrent commit changed data, metadata or protocol.
         UnsupportedFeatureError: the table has features delta_ops cannot write.
     """
