@@ -256,7 +256,10 @@ def _protocol(target: Snapshot, latest: Snapshot) -> dict[str, Any] | None:
     merged = protocol_with_features(latest.protocol, names)
     if merged is None:
         return None
-    merged["minReaderVersion"] = max(merged["minReaderVersion"], cfg.min_reader_version)
+    # A legacy reader version above the merged one (column mapping's 2) is kept; reader
+    # version 3 comes with its feature list from `protocol_with_features` or not at all.
+    if cfg.min_reader_version < 3 or "readerFeatures" in merged:
+        merged["minReaderVersion"] = max(merged["minReaderVersion"], cfg.min_reader_version)
     return merged
 
 
