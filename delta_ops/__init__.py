@@ -54,14 +54,14 @@ _LAZY: dict[str, str] = {
     "backfill_row_tracking": "delta_ops.maintenance.row_tracking",
     "BackfillResult": "delta_ops.maintenance.row_tracking",
     "what_is_due": "delta_ops.maintenance.due",
+    "DuePolicy": "delta_ops.maintenance.due",
+    "DueReport": "delta_ops.maintenance.due",
     "history": "delta_ops.maintenance.history",
     "table_history": "delta_ops.maintenance.history",
     "HistoryEntry": "delta_ops.maintenance.history",
     "HistoryResult": "delta_ops.maintenance.history",
     "restore": "delta_ops.maintenance.restore",
     "RestoreResult": "delta_ops.maintenance.restore",
-    "DuePolicy": "delta_ops.maintenance.due",
-    "DueReport": "delta_ops.maintenance.due",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
