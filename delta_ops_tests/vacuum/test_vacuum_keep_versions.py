@@ -187,3 +187,15 @@ def test_cli_keep_versions(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit):
         cli.main(["vacuum", storage.root, "--keep-versions", "4,x"])
     assert "--keep-versions takes versions" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_keep_versions_on_the_spark_engine(tmp_path: Path, spark_engine) -> None:
+    root = tmp_path / "t"
+    storage, names = _dv_table(root)
+    local = _vacuum(storage, keep_versions=[4])
+    on_spark = _vacuum(storage, keep_versions=[4], engine=spark_engine, dry_run=False)
+    assert on_spark.files == local.files == (names["z"],)
+    assert _rows(root, 4) == sorted(
+        [{"id": i, "value": f"v{i}"} for i in (11, 12, 20, 21, 22)], key=lambda r: r["id"]
+    )
