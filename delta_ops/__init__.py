@@ -10,8 +10,9 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due` and
-`compute_stats` (file statistics from data, `delta_ops.layout.stats`); their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`,
+`compute_stats` (file statistics from data, `delta_ops.layout.stats`), `history` (also
+`table_history`) and `restore`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -58,6 +59,12 @@ _LAZY: dict[str, str] = {
     "DueReport": "delta_ops.maintenance.due",
     "compute_stats": "delta_ops.layout.stats",
     "StatsResult": "delta_ops.layout.stats",
+    "history": "delta_ops.maintenance.history",
+    "table_history": "delta_ops.maintenance.history",
+    "HistoryEntry": "delta_ops.maintenance.history",
+    "HistoryResult": "delta_ops.maintenance.history",
+    "restore": "delta_ops.maintenance.restore",
+    "RestoreResult": "delta_ops.maintenance.restore",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -104,6 +111,12 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.due import DuePolicy as DuePolicy
     from delta_ops.maintenance.due import DueReport as DueReport
     from delta_ops.maintenance.due import what_is_due as what_is_due
+    from delta_ops.maintenance.history import HistoryEntry as HistoryEntry
+    from delta_ops.maintenance.history import HistoryResult as HistoryResult
+    from delta_ops.maintenance.history import history as history
+    from delta_ops.maintenance.history import table_history as table_history
+    from delta_ops.maintenance.restore import RestoreResult as RestoreResult
+    from delta_ops.maintenance.restore import restore as restore
     from delta_ops.maintenance.row_tracking import BackfillResult as BackfillResult
     from delta_ops.maintenance.row_tracking import backfill_row_tracking as backfill_row_tracking
     from delta_ops.maintenance.vacuum import InventorySource as InventorySource
