@@ -261,8 +261,7 @@ class _Writer:
             self._open()
         assert self.writer is not None and self.local is not None
         self.writer.write_table(t, row_group_size=max(1, t.num_rows))
-        for batch in t.select(self.stats_schema.names).to_batches():
-            self.collector.update(batch)
+        self.collector.update(t.select(self.stats_schema.names))
         self.rows_in_file += t.num_rows
         if os.path.getsize(self.local) >= self.s.target_size:
             self._finish_file()
