@@ -82,8 +82,9 @@ DEFAULT_MIN_FILES = 2
 BIN_TARGETS = 8
 TARGET_FILE_SIZE_PROPERTY = "delta.targetFileSize"
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
-          "g": 1024**3, "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
+_UNITS = {"": 1, "b": 1}
+for _i, _p in enumerate("kmgt", start=1):
+    _UNITS.update({_p: 1024**_i, f"{_p}b": 1024**_i, f"{_p}ib": 1024**_i})
 
 
 class InvalidPredicateError(DeltaOpsError, ValueError):
@@ -100,7 +101,7 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*?)(?:i?b)?\s*", str(text))
+        m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
         unit = (m.group(2).lower() if m else None)
         if m is None or unit not in _UNITS:
             raise ValueError(f"{what} must be a number of bytes like 268435456 or 256mb, "
