@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import DeletionVectorError, DeltaOpsError
+from delta_ops.errors import DeletionVectorError, DeltaOpsError, MissingFileError
 from delta_ops.layout.plan import Bin, InputFile
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.deletion_vectors import (
@@ -149,8 +149,18 @@ class BinOutput:
 
 
 def codec_of(storage: Storage, key: str) -> str:
-    """The Parquet codec of a data file's first column chunk ("SNAPPY" when it has none)."""
-    with storage.open_input(key) as fh:
+    """The Parquet codec of a data file's first column chunk ("SNAPPY" when it has none).
+
+    Raises:
+        MissingFileError: the file is gone (names the table).
+    """
+    try:
+        fh = storage.open_input(key)
+    except MissingFileError as exc:
+        raise MissingFileError(
+            f"{exc.reason}: the log references a file that is gone (see `delta-ops fsck`); "
+            "nothing was written", table=storage.root, file=exc.file) from None
+    with fh:
         md = pq.ParquetFile(fh).metadata
         if md.num_row_groups == 0 or md.num_columns == 0:
             return "SNAPPY"
@@ -354,6 +364,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
     Raises:
         RewriteError: an input does not fit the table schema, or holds a different number
             of rows than its stats say.
+        MissingFileError: an input or its deletion vector file is gone (names the table).
         DeletionVectorError: a deletion vector cannot be read.
         StorageError: reading or writing failed.
     """
@@ -395,6 +406,11 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
                     f"deletion vector of {f.path} deletes row {int(deleted[-1])} of a "
                     f"{offset}-row file", table=s.table, file=storage.absolute_uri(f.key))
         out.finish()
+    except MissingFileError as exc:
+        raise MissingFileError(
+            f"bin {b.index}: {exc.reason}; the log references a file that is gone (see "
+            "`delta-ops fsck`), so nothing of this batch is committed",
+            table=s.table, file=exc.file) from None
     finally:
         if out.writer is not None:
             out.writer.close()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from delta_ops.errors import CorruptLogError
 from delta_ops.layout.commit import commit_batch, ensure_layout_supported
 from delta_ops.layout.plan import (
     DEFAULT_MAX_DELETED_ROWS_RATIO,
@@ -181,6 +182,11 @@ def run_layout(
     removed_files = removed_bytes = added_files = added_bytes = 0
     rows_rewritten = rows_deleted = dvs_removed = 0
     if not dry_run and plan.bins:
+        if snap.schema is None:
+            raise CorruptLogError(
+                f"the table's metaData has no schemaString, so its data files cannot be "
+                f"rewritten ({plan.num_files} planned); nothing was written",
+                table=storage.root, version=snap.version)
         cfg = config.configuration
         preserve = config.is_feature_supported("rowTracking") and not (
             cfg.get("delta.rowTrackingSuspended", "false").lower() == "true")
