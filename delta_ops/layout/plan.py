@@ -307,6 +307,8 @@ class LayoutPlan:
         bytes_considered: Their bytes.
         skipped_outside_root: Live files not under the table root (never rewritten).
         where: The predicate text, None without one.
+        settings: The sizes and thresholds the plan applied.
+        logical_names: Physical -> logical partition column names (for reports).
     """
 
     operation: str
@@ -318,6 +320,7 @@ class LayoutPlan:
     skipped_outside_root: int = 0
     where: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    logical_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def num_files(self) -> int:
@@ -342,7 +345,8 @@ class LayoutPlan:
             "settings": dict(self.settings),
             "bin_details": [
                 {
-                    "partition": dict(b.partition_values),
+                    "partition": {self.logical_names.get(k, k): v
+                                  for k, v in b.partition_values.items()},
                     "files": len(b.files),
                     "bytes": b.input_bytes,
                     "deletion_vectors": b.deletion_vectors,
@@ -492,6 +496,7 @@ def plan_layout(
         bytes_considered=considered_bytes,
         skipped_outside_root=outside,
         where=None if where is None else where.text,
+        logical_names=physical_to_logical,
         settings={
             "min_file_size": min_size,
             "min_files": min_files,

@@ -151,7 +151,8 @@ def build_layout_table(storage: Storage, spec: LayoutSpec) -> int:
         if adds:
             append_files(storage, adds, clock=clock)
     for index, rows in spec.deletes:
-        live = sorted(load_snapshot(storage).files.to_pylist(), key=lambda r: r["path"])
+        live = sorted(load_snapshot(storage).files.to_pylist(),
+                      key=lambda r: (r["modificationTime"], r["path"]))
         if not live:
             break
         add = live[index % len(live)]
