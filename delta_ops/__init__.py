@@ -88,14 +88,14 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from delta_ops.errors import *  # noqa: F403  (the exception tree, as _ERRORS lists it)
-    from delta_ops.log import Snapshot as Snapshot
-    from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
-    from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult
-    from delta_ops.maintenance.checkpoint import write_checkpoint as write_checkpoint
     from delta_ops.layout.optimize import OptimizeResult as OptimizeResult
     from delta_ops.layout.optimize import optimize as optimize
     from delta_ops.layout.purge import PurgeResult as PurgeResult
     from delta_ops.layout.purge import purge as purge
+    from delta_ops.log import Snapshot as Snapshot
+    from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
+    from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult
+    from delta_ops.maintenance.checkpoint import write_checkpoint as write_checkpoint
     from delta_ops.maintenance.checksum import ChecksumPolicy as ChecksumPolicy
     from delta_ops.maintenance.checksum import ChecksumWriteResult as ChecksumWriteResult
     from delta_ops.maintenance.checksum import VerifyResult as VerifyResult

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from delta_ops.clock import Clock
     from delta_ops.engine.base import Engine
     from delta_ops.engine.progress import Progress
+    from delta_ops.layout.optimize import OptimizeResult
+    from delta_ops.layout.purge import PurgeResult
     from delta_ops.maintenance.checkpoint import CheckpointKind, CheckpointResult
     from delta_ops.maintenance.checksum import (
         ChecksumPolicy,
@@ -31,8 +33,6 @@ if TYPE_CHECKING:
         Method,
         VerifyResult,
     )
-    from delta_ops.layout.optimize import OptimizeResult
-    from delta_ops.layout.purge import PurgeResult
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport

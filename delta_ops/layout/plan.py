@@ -56,7 +56,7 @@ from typing import Any
 
 import orjson
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import InvalidPredicateError
 from delta_ops.protocol.path_identity import relative_key
 
 __all__ = [
@@ -85,11 +85,6 @@ TARGET_FILE_SIZE_PROPERTY = "delta.targetFileSize"
 _UNITS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgt", start=1):
     _UNITS.update({_p: 1024**_i, f"{_p}b": 1024**_i, f"{_p}ib": 1024**_i})
-
-
-class InvalidPredicateError(DeltaOpsError, ValueError):
-    """A `where` predicate this planner cannot apply (not on partition columns only, or
-    outside the small grammar the module docstring names)."""
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:

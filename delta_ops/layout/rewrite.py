@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import DeletionVectorError, DeltaOpsError, MissingFileError
+from delta_ops.errors import DeletionVectorError, MissingFileError, RewriteError
 from delta_ops.layout.plan import Bin, InputFile
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.deletion_vectors import (
@@ -79,11 +79,6 @@ _CODECS = {
     "BROTLI": ("brotli", ".br"),
     "UNCOMPRESSED": ("none", ""),
 }
-
-
-class RewriteError(DeltaOpsError):
-    """A bin could not be rewritten (an input that does not match the table schema, a row
-    count that disagrees with its stats); names the table and the file."""
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def _file_schema(snap: Snapshot, row_id: str | None, row_version: str | None) ->
     parts = set(snap.partition_columns)
     full = to_arrow(schema, physical=True, mode=mode)
     logical = [f.name for f in schema.fields]
-    fields = [f.with_nullable(True) for name, f in zip(logical, full) if name not in parts]
+    fields = [f.with_nullable(True)
+              for name, f in zip(logical, full, strict=True) if name not in parts]
     for extra in (row_id, row_version):
         if extra is not None:
             fields.append(pa.field(extra, pa.int64(), nullable=True))
@@ -224,7 +225,7 @@ def run_layout(
                 versions.append(outcome.version)
                 done = set(outcome.committed)
                 committed += len(done)
-                for b, out in zip(batch, outputs):
+                for b, out in zip(batch, outputs, strict=True):
                     if b.index not in done:
                         continue
                     removed_files += len(b.files)

@@ -74,7 +74,7 @@ def _file_rows(storage: Storage) -> Counter:
     mode = snap.table_configuration.column_mapping_mode
     parts = set(snap.partition_columns)
     full = to_arrow(snap.schema, physical=True, mode=mode)
-    fields = [f for f, s in zip(full, snap.schema.fields) if s.name not in parts]
+    fields = [f for f, s in zip(full, snap.schema.fields, strict=False) if s.name not in parts]
     rows: Counter = Counter()
     for add in snap.files.to_pylist():
         data = pq.read_table(storage.open_input(unquote(add["path"])))
@@ -87,7 +87,7 @@ def _file_rows(storage: Storage) -> Counter:
                 cols.append(pa.nulls(data.num_rows, f.type))
         values = pa.table(cols, names=[f.name for f in fields]).to_pylist()
         deleted = _dv_rows(storage, add["deletionVector"])
-        pv = tuple(sorted((add["partitionValues"] or [])))
+        pv = tuple(sorted(add["partitionValues"] or []))
         for i, row in enumerate(values):
             if i not in deleted:
                 rows[repr((sorted(row.items()), pv))] += 1

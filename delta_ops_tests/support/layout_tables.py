@@ -239,7 +239,7 @@ def deltalake_rows(storage: Storage) -> list[tuple]:
     data = result.to_pydict()
     n = result.num_rows
     parts = data.get("part", [None] * n)
-    return sorted(zip(data["id"], data["value"], parts), key=repr)
+    return sorted(zip(data["id"], data["value"], parts, strict=True), key=repr)
 
 
 def layout_specs(*, max_appends: int = 4) -> st.SearchStrategy[LayoutSpec]:
