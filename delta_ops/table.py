@@ -163,6 +163,9 @@ class DeltaTable:
         max_deleted_rows_ratio: float = 0.05,
         dry_run: bool = True,
         engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> OptimizeResult:
         """Compact small files (a dry run unless `dry_run=False`): the arguments and Result
         of `delta_ops.layout.optimize.optimize`."""
@@ -171,7 +174,8 @@ class DeltaTable:
         return optimize(
             self, where=where, target_size=target_size, min_file_size=min_file_size,
             min_files=min_files, max_deleted_rows_ratio=max_deleted_rows_ratio,
-            dry_run=dry_run, engine=engine,
+            dry_run=dry_run, engine=engine, bins_per_commit=bins_per_commit,
+            row_group_bytes=row_group_bytes, clock=clock,
         )
 
     def purge(
@@ -181,13 +185,18 @@ class DeltaTable:
         target_size: int | str | None = None,
         dry_run: bool = True,
         engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> PurgeResult:
         """Rewrite every file with a deletion vector without its deleted rows (a dry run
         unless `dry_run=False`): the arguments and Result of `delta_ops.layout.purge.purge`."""
         from delta_ops.layout.purge import purge
 
-        return purge(self, where=where, target_size=target_size, dry_run=dry_run,
-                     engine=engine)
+        return purge(
+            self, where=where, target_size=target_size, dry_run=dry_run, engine=engine,
+            bins_per_commit=bins_per_commit, row_group_bytes=row_group_bytes, clock=clock,
+        )
 
     def write_checksum(
         self,
