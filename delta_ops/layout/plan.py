@@ -30,13 +30,13 @@ A bin holds at most `max_bin_bytes` of input (default 8 x target, at least the t
 a very large partition is still several tasks and each adds at most one part-size file.
 
 The default target is 256 MiB (`DEFAULT_TARGET_FILE_SIZE`), used when the table sets no
-`delta.targetFileSize`. Spark's OPTIMIZE writes up to 1 GiB (`optimize.maxFileSize`),
-delta-rs's `optimize.compact()` targets 100 MiB (`DEFAULT_TARGET_SIZE`, 104857600); 256 MiB
-is what Databricks' autotuning chooses for tables below 2.56 TB and what Spark records as
-`OPTIMIZE_TARGET_SIZE` (268435456) in the tags of this repository's corpus tables
-(`spark__table-with-dv-small`). Between the two engines it keeps PURGE's rewrite of a
-file with a few deleted rows affordable while still cutting small-file counts by orders of
-magnitude; the rewrite streams, so memory does not grow with the target.
+`delta.targetFileSize`. Spark's OPTIMIZE writes up to 1 GiB (`optimize.maxFileSize`);
+delta-rs's `optimize.compact()` targets "`delta.targetFileSize` or 100MB" (its docstring).
+256 MiB is what Spark itself recorded as `OPTIMIZE_TARGET_SIZE` (268435456) in the tags of
+this repository's corpus table `spark__table-with-dv-small`. Between the two engines, it
+keeps PURGE's rewrite of a whole file for a few deleted rows affordable while still cutting
+small-file counts by orders of magnitude; the rewrite streams, so memory does not grow with
+the target.
 
 `where` is a predicate on partition columns only: `col = 'v'`, `col != 'v'` (or `<>`),
 `col IN ('a', 'b')`, `col IS NULL`, `col IS NOT NULL`, joined by `AND`. Literals are
