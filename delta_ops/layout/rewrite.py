@@ -266,7 +266,9 @@ class _Writer:
             self._open()
         assert self.writer is not None and self.local is not None
         self.writer.write_table(t, row_group_size=max(1, t.num_rows))
-        self.collector.update(t.select(self.stats_schema.names))
+        # Batch by batch (each an input row group): no column is combined into a copy.
+        for batch in t.select(self.stats_schema.names).to_batches():
+            self.collector.update(batch)
         self.rows_in_file += t.num_rows
         if os.path.getsize(self.local) >= self.s.target_size:
             self._finish_file()
