@@ -14,8 +14,9 @@ from `delta_ops.layout.statistics.StatsCollector`, helper stats's module).
 `rewrite_bin(storage, task)` is a module-level function of (storage, item), so
 `Engine.map_tasks` runs it on local threads or ships it to Spark executors. Memory follows
 the output row group (`RewriteSettings.row_group_bytes` of Arrow data, buffered) plus one
-input row group, never the bin: each input row group is read
-(`pyarrow.parquet.ParquetFile.read_row_group`), filtered and buffered; a full buffer is
+input batch, never the bin: each input is read in batches of `READ_BATCH_ROWS` rows
+(`pyarrow.parquet.ParquetFile.iter_batches`, which decodes a row group incrementally, so
+even a file written as one huge row group is read in pieces), filtered and buffered; a full buffer is
 written as one row group into a local temporary Parquet file, which is uploaded to its
 final name (`part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory, the codec
 of the table's files) when it reaches the target size or the bin ends. Upload is atomic
@@ -68,6 +69,10 @@ __all__ = [
 #: Arrow bytes buffered per output row group (Spark's `parquet.block.size` is 128 MB of
 #: encoded data; 64 MiB of Arrow data keeps a task's memory well under 0.5 GB).
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+#: Rows per batch read from an input (`ParquetFile.iter_batches` decodes a row group
+#: incrementally, so a file written as one huge row group is still read in pieces).
+READ_BATCH_ROWS = 65_536
 
 #: Parquet codec -> (pyarrow compression, the infix Spark puts in file names).
 _CODECS = {
@@ -378,8 +383,8 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             offset = 0
             with storage.open_input(f.key) as fh:
                 pf = pq.ParquetFile(fh)
-                for rg in range(pf.num_row_groups):
-                    t = pf.read_row_group(rg)
+                for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS):
+                    t = pa.Table.from_batches([batch])
                     n = t.num_rows
                     conformed = _conform(t, s, f, storage)
                     if s.row_id_column or s.row_commit_version_column:
