@@ -16,8 +16,8 @@ from `delta_ops.layout.statistics.StatsCollector`, helper stats's module).
 the output row group (`RewriteSettings.row_group_bytes` of Arrow data, buffered) plus one
 input batch, never the bin: each input is read in batches of `READ_BATCH_ROWS` rows
 (`pyarrow.parquet.ParquetFile.iter_batches`, which decodes a row group incrementally, so
-even a file written as one huge row group is read in pieces), filtered and buffered; a full buffer is
-written as one row group into a local temporary Parquet file, which is uploaded to its
+even a file written as one huge row group is read in pieces), filtered and buffered; a
+full buffer is written as one row group into a local temporary Parquet file, uploaded to its
 final name (`part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory, the codec
 of the table's files) when it reaches the target size or the bin ends. Upload is atomic
 (`Storage.put_atomic`): a file appears complete or not at all. The new files are not yet
