@@ -107,7 +107,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="delta-ops",
         description="Delta Lake table maintenance: inspect, checkpoint, clean up, vacuum, "
-        "checksum, compact and backfill row tracking.",
+        "checksum, compact the log, backfill row tracking, optimize, purge deletion vectors, "
+        "compute statistics, check and repair (fsck), show history and restore.",
     )
     parser.add_argument(
         "-V", "--version", "--version-info", action=_VersionAction,
