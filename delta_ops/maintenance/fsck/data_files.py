@@ -10,9 +10,12 @@ bitmap, all big-endian), "Per-file Statistics" (`numRecords`).
 Plan from the snapshot: the listing key of every live file (`protocol.path_identity`) and of
 every DV file, and the top-level directories that hold them. One listing on the engine
 (`Engine.list_files`: threads locally, executors on Spark) answers existence and size for
-all of them; a listing error raises (never read as "missing"). Then, per DV file, the file is
-read once and each descriptor pointing into it decoded (`read_dv_from_file_bytes`: size,
-CRC-32, bitmap, cardinality); inline DVs are decoded from the descriptor. With
+all of them; a listing error raises (never read as "missing"), and a file the listing does
+not show is looked at directly before it is called missing (found: `unlisted_file`, a
+warning: a symbolic link, which listings never follow, or a listing that lags). Then, per
+DV file, the file is read once and each descriptor pointing into it decoded
+(`read_dv_from_file_bytes`: size, CRC-32, bitmap, cardinality); inline DVs are decoded from
+the descriptor. With
 `verify_data`, every present data file's Parquet footer is read on the engine and its row
 count compared with `numRecords` (files whose statistics lack it: footer read only). Files
 outside the table root are counted, not checked.
@@ -30,7 +33,7 @@ import pyarrow.compute as pc
 
 from delta_ops.commit.row_ids import num_records_from_stats
 from delta_ops.errors import DeletionVectorError, StorageError
-from delta_ops.maintenance.fsck.problems import ERROR, Problem
+from delta_ops.maintenance.fsck.problems import ERROR, WARNING, Problem
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     inline_dv_bitmap,
@@ -168,7 +171,9 @@ def check_data(
             if len(listed_sizes) else [None] * len(keys)
         for n, key in enumerate(keys):
             t_index, i = rows_at[n]
-            if found_list[n] is None:
+            if found_list[n] is None and storage.exists(key):
+                out.problems.append(_unlisted(key, version))
+            elif found_list[n] is None:
                 out.problems.append(Problem(
                     "missing_file", ERROR, key,
                     f"live data file does not exist (the log records {sizes[n]} bytes)", version))
@@ -183,7 +188,9 @@ def check_data(
     listed_dv = set(pc.filter(listed_paths, pc.is_in(listed_paths, value_set=pa.array(
         list(dv_files), pa.string()))).to_pylist()) if dv_files else set()
     for at, users in sorted(dv_files.items()):
-        if at not in listed_dv:
+        if at not in listed_dv and storage.exists(at):
+            out.problems.append(_unlisted(at, version))
+        elif at not in listed_dv:
             for key, _d, t_index, i in users:
                 out.problems.append(Problem(
                     "missing_dv", ERROR, at, "deletion vector file does not exist", version,
@@ -206,6 +213,13 @@ def check_data(
         _verify_footers(storage, engine, [keys[n] for n in present],
                         [stats[n] for n in present], out, version)
     return out
+
+
+def _unlisted(key: str, version: int) -> Problem:
+    return Problem(
+        "unlisted_file", WARNING, key,
+        "the listing does not show this live file but a direct look finds it (reached "
+        "through a symbolic link, or the listing is behind); not checked further", version)
 
 
 def dv_problem(data: bytes, descriptor: DeletionVectorDescriptor, file: str) -> str | None:
