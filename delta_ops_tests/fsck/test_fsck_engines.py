@@ -126,3 +126,33 @@ def test_missing_and_repaired_are_exactly_the_deleted_files(deleted):
         live = {unquote(r["path"]) for r in
                 load_snapshot(Storage.for_uri(str(root))).files.to_pylist()}
         assert live == set(_LIVE) - deleted
+
+
+def test_streamed_state_finds_and_repairs_what_the_loaded_one_does(tmp_path, monkeypatch):
+    """A table whose checkpoint passes the stream threshold (0 here: every table) is read
+    streamed; the problems and the repair are the loaded state's."""
+    from delta_ops.log.read_options import STREAM_THRESHOLD_ENV
+
+    roots = []
+    for name in ("loaded", "streamed"):
+        root = _copy(PARTITIONED, tmp_path / name)
+        rows = load_snapshot(Storage.for_uri(str(root))).files.to_pylist()
+        (root / unquote(sorted(r["path"] for r in rows if not r["deletionVector"])[0])).unlink()
+        dv = DeletionVectorDescriptor.from_dict(
+            next(r for r in rows if r["deletionVector"])["deletionVector"]).relative_path()
+        (root / dv).unlink()
+        roots.append(root)
+    loaded = fsck(str(roots[0]), clock=lambda: SOON_MS, repair=True, confirm=True)
+    monkeypatch.setenv(STREAM_THRESHOLD_ENV, "0")
+    streamed = fsck(str(roots[1]), clock=lambda: SOON_MS, repair=True, confirm=True)
+    assert streamed.problems == loaded.problems and len(loaded.problems) >= 2
+    assert streamed.repair.entries == loaded.repair.entries
+    assert streamed.repair.metrics == loaded.repair.metrics
+    for root in roots:
+        assert fsck(str(root), clock=lambda: SOON_MS).ok
+    assert [json.loads(line) for line in
+            (roots[1] / "_delta_log" / f"{streamed.repair.version:020d}.json")
+            .read_text().splitlines()][1:] == [
+        json.loads(line) for line in
+        (roots[0] / "_delta_log" / f"{loaded.repair.version:020d}.json")
+        .read_text().splitlines()][1:]

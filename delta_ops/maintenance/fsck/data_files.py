@@ -39,7 +39,7 @@ from delta_ops.protocol.deletion_vectors import (
     inline_dv_bitmap,
     read_dv_from_file_bytes,
 )
-from delta_ops.protocol.path_identity import relative_key
+from delta_ops.protocol.path_identity import READER_PATTERN, relative_key
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 #: Data files whose footers one engine call reads.
 FOOTER_BATCH = 4096
+#: Rows of a loaded state taken at a time (a streamed one comes in its own batches).
+BATCH = 100_000
 
 
 @dataclass
@@ -54,7 +56,7 @@ class LiveFile:
     """A live data file whose check found something (kept for the repair)."""
 
     key: str
-    row: dict[str, Any]
+    row: dict[str, Any] = field(default_factory=dict)
     missing: bool = False
     dv_key: str | None = None
     dv_missing: bool = False
@@ -79,11 +81,15 @@ def _directory(key: str) -> str:
     return head if sep else ""
 
 
-def _tables(files: Any) -> Iterator[pa.Table]:
+def _tables(files: Any, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The live files a batch at a time (a loaded state in slices, a streamed one as it
+    streams): the same batches, in the same order, on every call."""
     if isinstance(files, pa.Table):
-        yield files
-    else:  # a streamed state
-        yield from files.tables()
+        t = files if columns is None else files.select(columns)
+        for start in range(0, t.num_rows, BATCH):
+            yield t.slice(start, BATCH)
+    else:
+        yield from files.tables(columns)
 
 
 def dv_key(descriptor: DeletionVectorDescriptor, root: str) -> str | None:
@@ -96,122 +102,177 @@ def dv_key(descriptor: DeletionVectorDescriptor, root: str) -> str | None:
     return None
 
 
+def _keys(paths: pa.Array, root: str) -> pa.Array:
+    """The listing key of each path (null: outside the root); only paths matching
+    `READER_PATTERN` (escapes, URIs, dot segments) go through Python."""
+    paths = paths.cast(pa.string())
+    odd = pc.match_substring_regex(paths, READER_PATTERN)
+    if not pc.any(odd).as_py():
+        return paths
+    keys = [relative_key(p, root) if o else p
+            for p, o in zip(paths.to_pylist(), odd.to_pylist(), strict=True)]
+    return pa.array(keys, pa.string())
+
+
+class _Check:
+    """The state of one `check_data` run: keys and sizes by batch, DV users by DV file."""
+
+    def __init__(self, storage: Storage, snapshot: Any, verify_data: bool) -> None:
+        self.storage, self.snapshot = storage, snapshot
+        self.root, self.version = storage.root, snapshot.version
+        self.out = DataCheck()
+        self.keys: list[pa.Array] = []
+        self.sizes: list[pa.Array] = []
+        self.expected: list[list[int | None]] = []
+        self.verify_data = verify_data
+        # DV file key -> [(data key, descriptor, global row)]
+        self.dv_files: dict[str, list[tuple[str, DeletionVectorDescriptor, int]]] = \
+            defaultdict(list)
+        self.wanted: dict[int, LiveFile] = {}  # global row -> file whose row the repair needs
+
+    def read(self) -> None:
+        columns = ["path", "size", "deletionVector"] + (["stats"] if self.verify_data else [])
+        offset = 0
+        for t in _tables(self.snapshot.files, columns) if self.snapshot.num_files else ():
+            keys = _keys(t.column("path").combine_chunks(), self.root)
+            self.out.num_files += t.num_rows
+            self.out.num_outside_table += keys.null_count
+            self.keys.append(keys)
+            self.sizes.append(t.column("size").combine_chunks())
+            if self.verify_data:
+                self.expected.append([num_records_from_stats(s)
+                                      for s in t.column("stats").to_pylist()])
+            self._deletion_vectors(t, keys, offset)
+            offset += t.num_rows
+
+    def _deletion_vectors(self, t: pa.Table, keys: pa.Array, offset: int) -> None:
+        dv = t.column("deletionVector").combine_chunks()
+        has = pc.and_(dv.is_valid(), pc.struct_field(dv, "storageType").is_valid())
+        if not pc.any(has).as_py():
+            return
+        rows = pc.indices_nonzero(has.fill_null(False)).to_pylist()
+        for i, raw in zip(rows, dv.take(rows).to_pylist(), strict=True):
+            key = keys[i].as_py()
+            if key is None:
+                continue
+            self.out.num_deletion_vectors += 1
+            try:
+                descriptor = DeletionVectorDescriptor.from_dict(raw)
+                if descriptor.is_inline:
+                    inline_dv_bitmap(descriptor)  # checks the cardinality too
+                    continue
+            except DeletionVectorError as exc:
+                self.out.problems.append(Problem(
+                    "corrupt_dv", ERROR, key, f"deletion vector descriptor: {exc.reason}",
+                    self.version, data_file=key))
+                self._damage(key, offset + i).dv_corrupt = True
+                continue
+            at = dv_key(descriptor, self.root)
+            if at is None:
+                self.out.num_outside_table += 1
+                continue
+            self.dv_files[at].append((key, descriptor, offset + i))
+
+    def _damage(self, key: str, row: int) -> LiveFile:
+        found = self.out.damaged.get(key)
+        if found is None:
+            found = self.out.damaged[key] = LiveFile(key)
+            self.wanted[row] = found
+        return found
+
+    def rows_of_damaged(self) -> None:
+        """The whole add row of every damaged file (read again, for the repair's remove)."""
+        if not self.wanted:
+            return
+        offset = 0
+        for t in _tables(self.snapshot.files):
+            for row in [r for r in self.wanted if offset <= r < offset + t.num_rows]:
+                self.wanted[row].row = t.slice(row - offset, 1).to_pylist()[0]
+            offset += t.num_rows
+
+
 def check_data(
     storage: Storage, snapshot: Any, engine: Engine, *, verify_data: bool = False
 ) -> DataCheck:
     """Existence, size and deletion vectors of every live file of `snapshot` (see the module
-    docstring).
+    docstring). The snapshot may be loaded or streamed; the driver holds the listing keys
+    and sizes as Arrow arrays, and Python objects only for the files with a DV and the
+    files found wrong.
 
     Raises:
         StorageError: the listing, or a read of a listed DV file, failed.
     """
-    root, version = storage.root, snapshot.version
-    out = DataCheck()
-    keys: list[str] = []
-    sizes: list[int | None] = []
-    rows_at: list[tuple[int, int]] = []  # (table index, row) of each key
-    stats: list[str | None] = []
-    tables: list[pa.Table] = []
-    # DV file key -> [(data key, descriptor, table index, row)]
-    dv_files: dict[str, list[tuple[str, DeletionVectorDescriptor, int, int]]] = defaultdict(list)
-    for t_index, t in enumerate(_tables(snapshot.files) if snapshot.num_files else ()):
-        tables.append(t)
-        paths = t.column("path").to_pylist()
-        t_sizes = t.column("size").to_pylist()
-        t_stats = (t.column("stats").to_pylist() if "stats" in t.column_names
-                   else [None] * len(paths))
-        dvs = (t.column("deletionVector").to_pylist() if "deletionVector" in t.column_names
-               else [None] * len(paths))
-        for i, path in enumerate(paths):
-            out.num_files += 1
-            key = relative_key(path, root)
-            if key is None:
-                out.num_outside_table += 1
-                continue
-            keys.append(key)
-            sizes.append(t_sizes[i])
-            stats.append(t_stats[i])
-            rows_at.append((t_index, i))
-            raw = dvs[i]
-            if raw is None or raw.get("storageType") is None:
-                continue
-            out.num_deletion_vectors += 1
-            try:
-                descriptor = DeletionVectorDescriptor.from_dict(raw)
-                if descriptor.is_inline:
-                    bitmap = inline_dv_bitmap(descriptor)
-                    if len(bitmap) != descriptor.cardinality:
-                        raise DeletionVectorError(
-                            f"inline deletion vector holds {len(bitmap)} rows, descriptor "
-                            f"cardinality is {descriptor.cardinality}")
-                    continue
-            except DeletionVectorError as exc:
-                out.problems.append(Problem(
-                    "corrupt_dv", ERROR, key, f"deletion vector descriptor: {exc.reason}",
-                    version, data_file=key))
-                _damage(out, key, tables, t_index, i).dv_corrupt = True
-                continue
-            at = dv_key(descriptor, root)
-            if at is None:
-                out.num_outside_table += 1
-                continue
-            dv_files[at].append((key, descriptor, t_index, i))
-
-    directories = sorted({_directory(k) for k in (*keys, *dv_files)})
+    check = _Check(storage, snapshot, verify_data)
+    check.read()
+    out, version = check.out, check.version
+    keys = pa.chunked_array(check.keys, pa.string()) if check.keys else \
+        pa.chunked_array([], pa.string())
+    sizes = pa.chunked_array(check.sizes, pa.int64()) if check.sizes else \
+        pa.chunked_array([], pa.int64())
+    dirs = pc.unique(keys.drop_null()).to_pylist() if len(keys) else []
+    directories = sorted({_directory(k) for k in (*dirs, *check.dv_files)})
+    del dirs
     listing = engine.list_files(storage, directories) if directories else None
     listed_paths = listing.column("path") if listing is not None else pa.array([], pa.string())
     listed_sizes = listing.column("size") if listing is not None else pa.array([], pa.int64())
 
     # Data files: present, with the recorded size.
-    if keys:
-        key_array = pa.array(keys, pa.string())
-        found = pc.index_in(key_array, value_set=listed_paths)
-        found_list = found.to_pylist()
-        listed_size = pc.take(listed_sizes, found.fill_null(0)).to_pylist() \
-            if len(listed_sizes) else [None] * len(keys)
-        for n, key in enumerate(keys):
-            t_index, i = rows_at[n]
-            if found_list[n] is None and storage.exists(key):
+    if len(keys):
+        found = pc.index_in(keys, value_set=listed_paths.combine_chunks()
+                            if isinstance(listed_paths, pa.ChunkedArray) else listed_paths)
+        absent = pc.and_(found.is_null(), keys.is_valid())
+        for n in pc.indices_nonzero(absent).to_pylist():
+            key = keys[n].as_py()
+            if storage.exists(key):
                 out.problems.append(_unlisted(key, version))
-            elif found_list[n] is None:
+                continue
+            out.problems.append(Problem(
+                "missing_file", ERROR, key,
+                f"live data file does not exist (the log records {sizes[n].as_py()} bytes)",
+                version))
+            check._damage(key, n).missing = True
+        if len(listed_sizes):
+            on_disk = pc.take(listed_sizes, found.fill_null(0))
+            differ = pc.and_(found.is_valid(), pc.not_equal(on_disk, sizes)).fill_null(False)
+            for n in pc.indices_nonzero(differ).to_pylist():
                 out.problems.append(Problem(
-                    "missing_file", ERROR, key,
-                    f"live data file does not exist (the log records {sizes[n]} bytes)", version))
-                _damage(out, key, tables, t_index, i).missing = True
-            elif sizes[n] is not None and listed_size[n] is not None \
-                    and listed_size[n] != sizes[n]:
-                out.problems.append(Problem(
-                    "size_mismatch", ERROR, key,
-                    f"file holds {listed_size[n]} bytes, the log records {sizes[n]}", version))
+                    "size_mismatch", ERROR, keys[n].as_py(),
+                    f"file holds {on_disk[n].as_py()} bytes, the log records "
+                    f"{sizes[n].as_py()}", version))
+        del found
 
     # Deletion-vector files: present, and every descriptor into them decodes.
     listed_dv = set(pc.filter(listed_paths, pc.is_in(listed_paths, value_set=pa.array(
-        list(dv_files), pa.string()))).to_pylist()) if dv_files else set()
-    for at, users in sorted(dv_files.items()):
+        list(check.dv_files), pa.string()))).to_pylist()) if check.dv_files else set()
+    del listing, listed_paths, listed_sizes
+    for at, users in sorted(check.dv_files.items()):
         if at not in listed_dv and storage.exists(at):
             out.problems.append(_unlisted(at, version))
         elif at not in listed_dv:
-            for key, _d, t_index, i in users:
+            for key, _d, row in users:
                 out.problems.append(Problem(
                     "missing_dv", ERROR, at, "deletion vector file does not exist", version,
                     data_file=key))
-                f = _damage(out, key, tables, t_index, i)
+                f = check._damage(key, row)
                 f.dv_key, f.dv_missing = at, True
             continue
         data = storage.read(at)
-        for key, descriptor, t_index, i in users:
+        for key, descriptor, row in users:
             problem = dv_problem(data, descriptor, at)
             if problem is not None:
                 out.problems.append(Problem(
                     "corrupt_dv", ERROR, at, problem, version, data_file=key))
-                f = _damage(out, key, tables, t_index, i)
+                f = check._damage(key, row)
                 f.dv_key, f.dv_corrupt = at, True
 
-    if verify_data and keys:
-        present = [n for n, key in enumerate(keys) if key not in out.damaged
-                   or not out.damaged[key].missing]
-        _verify_footers(storage, engine, [keys[n] for n in present],
-                        [stats[n] for n in present], out, version)
+    if verify_data and len(keys):
+        expected = [n for batch in check.expected for n in batch]
+        present = [n for n, key in enumerate(keys.to_pylist())
+                   if key is not None and (key not in out.damaged
+                                           or not out.damaged[key].missing)]
+        _verify_footers(storage, engine, [keys[n].as_py() for n in present],
+                        [expected[n] for n in present], out, version)
+    check.rows_of_damaged()
     return out
 
 
@@ -235,20 +296,13 @@ def dv_problem(data: bytes, descriptor: DeletionVectorDescriptor, file: str) -> 
     return None
 
 
-def _damage(out: DataCheck, key: str, tables: list[pa.Table], t_index: int, i: int) -> LiveFile:
-    found = out.damaged.get(key)
-    if found is None:
-        found = out.damaged[key] = LiveFile(key, tables[t_index].slice(i, 1).to_pylist()[0])
-    return found
-
-
 def _verify_footers(
-    storage: Storage, engine: Engine, keys: list[str], stats: list[str | None],
+    storage: Storage, engine: Engine, keys: list[str], num_records: list[int | None],
     out: DataCheck, version: int,
 ) -> None:
     """Footers of `keys` read on the engine, a batch at a time; a batch that fails is split
     until the unreadable files are alone."""
-    expected = {k: num_records_from_stats(s) for k, s in zip(keys, stats, strict=True)}
+    expected = dict(zip(keys, num_records, strict=True))
 
     def run(batch: list[str]) -> None:
         try:

@@ -42,7 +42,7 @@ def _checksum_problems(
     storage: Storage, check: Any, snapshot: Any, engine: Engine
 ) -> list[Problem]:
     """The newest `.crc` compared with the state of its version."""
-    from delta_ops.log import load_snapshot, read_checksum
+    from delta_ops.log import read_checksum
     from delta_ops.maintenance.checksum.compare import compare_with_state
 
     crcs = [(lf.version, info.path) for lf, info in check.listing.log
@@ -56,16 +56,18 @@ def _checksum_problems(
         return [Problem("checksum_mismatch", ERROR, path, exc.reason, version)]
     if recorded is None:
         return []
-    try:
-        state = snapshot if snapshot.version == version else load_snapshot(storage, version)
-    except CorruptLogError as exc:
-        return [Problem("checksum_mismatch", ERROR, path,
-                        f"the version it describes does not read: {exc.reason}", version)]
+    if snapshot.version == version and not snapshot.streamed:
+        mismatches = [(m.field, m.recorded, m.computed)
+                      for m in compare_with_state(recorded, snapshot, engine=engine)]
+    else:  # another version, or a streamed state: the checksum's own reading of it
+        from delta_ops.maintenance.checksum import verify_checksum
+
+        mismatches = [(m.field, m.recorded, m.computed) for m in verify_checksum(
+            storage, version=version, engine=engine).mismatches]
     return [
         Problem("checksum_mismatch", ERROR, path,
-                f"{m.field}: recorded {_short(m.recorded)}, the state has {_short(m.computed)}",
-                version)
-        for m in compare_with_state(recorded, state, engine=engine)
+                f"{name}: recorded {_short(was)}, the state has {_short(got)}", version)
+        for name, was, got in mismatches
     ]
 
 
@@ -167,7 +169,7 @@ def _checks(
     storage: Storage, run_on: Engine, *, verify_data: bool, leftovers: bool,
     clock: Clock | None,
 ) -> tuple[Any, Any, list[Problem], list[str], Any]:
-    from delta_ops.log import check_log, load_snapshot
+    from delta_ops.log import ReadOptions, StateKind, check_log, choose_state, load_snapshot
     from delta_ops.maintenance.fsck.data_files import DataCheck, check_data
     from delta_ops.maintenance.fsck.leftovers import unreferenced_files
 
@@ -178,10 +180,12 @@ def _checks(
     snapshot = None
     if check.segment is not None:
         try:
-            snapshot = load_snapshot(storage)
+            # A large state is streamed: the data check holds keys and sizes only.
+            kind = choose_state(storage, None, ReadOptions.from_env(), may_rebuild=False)
+            snapshot = load_snapshot(storage, stream=kind == StateKind.STREAMED)
         except CorruptLogError as exc:
-            problems.append(Problem("log_unreadable", ERROR, exc.file or "(the log)", exc.reason,
-                                    exc.version))
+            problems.append(Problem(
+                "log_unreadable", ERROR, exc.file or "(the log)", exc.reason, exc.version))
     data = DataCheck()
     if snapshot is None:
         notes.append("data files not checked: the latest version does not read")

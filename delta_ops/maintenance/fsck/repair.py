@@ -112,8 +112,10 @@ def commit_repair(
 ) -> int:
     """Commit the removes of `files` on `snapshot`; returns the version written."""
     now = (clock or system_clock)()
+    # Planned on the version checked (a streamed state: the transaction reads it itself).
+    on = {"read_version": snapshot.version} if snapshot.streamed else {"snapshot": snapshot}
     txn = Transaction(
-        storage, snapshot=snapshot, operation=FSCK_OPERATION,
+        storage, **on, operation=FSCK_OPERATION,
         operation_parameters={"verifyData": verify_data},
         operation_metrics=dict(metrics), clock=clock,
     )
