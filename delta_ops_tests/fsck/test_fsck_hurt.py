@@ -219,3 +219,20 @@ def test_latest_checksum_disagrees(tmp_path):
     assert found == {("checksum_mismatch", "error"): 1}
     assert result.problems[0].file == f"_delta_log/{crc.name}"
     assert "numFiles" in result.problems[0].reason
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_truncated_checkpoint(tmp_path, monkeypatch, stream):
+    """Read in full (small) or by its footers (past the stream threshold), a truncated
+    checkpoint is named; readers fall back to the commits, so the data is still checked."""
+    from delta_ops.log.read_options import STREAM_THRESHOLD_ENV
+
+    if stream:
+        monkeypatch.setenv(STREAM_THRESHOLD_ENV, "0")
+    root = _copy("with_checkpoint", tmp_path)
+    (cp,) = (root / "_delta_log").glob("0*.checkpoint.parquet")
+    cp.write_bytes(cp.read_bytes()[:-100])
+    result, found = _check(root)
+    assert found == {("corrupt_checkpoint", "error"): 1}
+    assert result.problems[0].file == f"_delta_log/{cp.name}"
+    assert result.num_files == len(_live(root)) > 0

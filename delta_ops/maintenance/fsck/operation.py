@@ -173,7 +173,9 @@ def _checks(
     from delta_ops.maintenance.fsck.data_files import DataCheck, check_data
     from delta_ops.maintenance.fsck.leftovers import unreferenced_files
 
-    check = check_log(storage)
+    options = ReadOptions.from_env()
+    # A checkpoint too large to hold is read in full by the data check's stream instead.
+    check = check_log(storage, verify_up_to_bytes=options.stream_threshold_bytes)
     problems = [Problem(f.code, f.severity, f.file, f.reason, f.version)
                 for f in check.findings]
     notes: list[str] = []
@@ -181,7 +183,7 @@ def _checks(
     if check.segment is not None:
         try:
             # A large state is streamed: the data check holds keys and sizes only.
-            kind = choose_state(storage, None, ReadOptions.from_env(), may_rebuild=False)
+            kind = choose_state(storage, None, options, may_rebuild=False)
             snapshot = load_snapshot(storage, stream=kind == StateKind.STREAMED)
         except CorruptLogError as exc:
             problems.append(Problem(
@@ -191,7 +193,13 @@ def _checks(
         notes.append("data files not checked: the latest version does not read")
     else:
         problems += _checksum_problems(storage, check, snapshot, run_on)
-        data = check_data(storage, snapshot, run_on, verify_data=verify_data)
+        try:
+            data = check_data(storage, snapshot, run_on, verify_data=verify_data)
+        except CorruptLogError as exc:  # a streamed checkpoint row group that does not read
+            problems.append(Problem(
+                "corrupt_checkpoint", ERROR, exc.file or "(the log)", exc.reason, exc.version))
+            notes.append("data files not checked: the checkpoint does not read")
+            return check, None, problems, notes, DataCheck()
         problems += data.problems
         if leftovers:
             found, note = unreferenced_files(storage, run_on, clock=clock)
