@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delta_ops.engine.local import LocalEngine
 from delta_ops.log import load_snapshot
 from delta_ops.maintenance.fsck import fsck
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, z85_encode
@@ -156,3 +157,33 @@ def test_streamed_state_finds_and_repairs_what_the_loaded_one_does(tmp_path, mon
         json.loads(line) for line in
         (roots[0] / "_delta_log" / f"{loaded.repair.version:020d}.json")
         .read_text().splitlines()][1:]
+
+
+def test_listing_by_groups_of_directories_finds_the_same(tmp_path, monkeypatch):
+    """One directory per listing (a group of at most one live file) finds what one listing
+    of every directory finds."""
+    import delta_ops.maintenance.fsck.data_files as data_files
+
+    root = _copy(PARTITIONED, tmp_path / "t")
+    rows = load_snapshot(Storage.for_uri(str(root))).files.to_pylist()
+    for r in sorted(rows, key=lambda r: r["path"])[::4]:
+        (root / unquote(r["path"])).unlink()
+    dv = DeletionVectorDescriptor.from_dict(
+        next(r for r in rows if r["deletionVector"])["deletionVector"]).relative_path()
+    (root / dv).unlink()
+    whole = fsck(str(root), clock=lambda: SOON_MS)
+    calls = []
+
+    original = LocalEngine.list_files
+
+    def counting(self, storage, directories):
+        calls.append(list(directories))
+        return original(self, storage, directories)
+
+    monkeypatch.setattr(LocalEngine, "list_files", counting)
+    monkeypatch.setattr(data_files, "LISTING_GROUP", 1)
+    grouped = fsck(str(root), clock=lambda: SOON_MS, leftovers=False)
+    assert grouped.problems == whole.problems
+    assert {p.code for p in whole.problems} == {"missing_file", "missing_dv"}
+    # The root (DV files only, no live data file) goes with the first partition.
+    assert calls == [["", "part=0"], *([f"part={i}"] for i in range(1, 10))]

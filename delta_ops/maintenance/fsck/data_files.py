@@ -9,16 +9,17 @@ bitmap, all big-endian), "Per-file Statistics" (`numRecords`).
 
 Plan from the snapshot: the listing key of every live file (`protocol.path_identity`) and of
 every DV file, and the top-level directories that hold them. One listing on the engine
-(`Engine.list_files`: threads locally, executors on Spark) answers existence and size for
-all of them; a listing error raises (never read as "missing"), and a file the listing does
-not show is looked at directly before it is called missing (found: `unlisted_file`, a
-warning: a symbolic link, which listings never follow, or a listing that lags). Then, per
-DV file, the file is read once and each descriptor pointing into it decoded
-(`read_dv_from_file_bytes`: size, CRC-32, bitmap, cardinality); inline DVs are decoded from
-the descriptor. With
-`verify_data`, every present data file's Parquet footer is read on the engine and its row
-count compared with `numRecords` (files whose statistics lack it: footer read only). Files
-outside the table root are counted, not checked.
+(`Engine.list_files`: threads locally, executors on Spark), made a group of whole
+directories at a time (about `LISTING_GROUP` live files each, so the driver never holds the
+whole listing), answers existence and size for all of them. A listing error raises (never
+read as "missing"), and a file the listing does not show is looked at directly before it is
+called missing (found: `unlisted_file`, a warning: a symbolic link, which listings never
+follow, or a listing that lags). Then, per DV file, the file is read once and each
+descriptor pointing into it decoded (`read_dv_from_file_bytes`: size, CRC-32, bitmap,
+cardinality); inline DVs are decoded from the descriptor. With `verify_data`, every present
+data file's Parquet footer is read on the engine and its row count compared with
+`numRecords` (files whose statistics lack it: footer read only). Files outside the table
+root are counted, not checked.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 FOOTER_BATCH = 4096
 #: Rows of a loaded state taken at a time (a streamed one comes in its own batches).
 BATCH = 100_000
+#: Live files whose directories one listing covers (whole directories, so a group may
+#: hold more): the listing held at once is about this size, not the table's.
+LISTING_GROUP = 500_000
 
 
 @dataclass
@@ -209,42 +213,34 @@ def check_data(
         pa.chunked_array([], pa.string())
     sizes = pa.chunked_array(check.sizes, pa.int64()) if check.sizes else \
         pa.chunked_array([], pa.int64())
-    dirs = pc.unique(keys.drop_null()).to_pylist() if len(keys) else []
-    directories = sorted({_directory(k) for k in (*dirs, *check.dv_files)})
-    del dirs
-    listing = engine.list_files(storage, directories) if directories else None
-    listed_paths = listing.column("path") if listing is not None else pa.array([], pa.string())
-    listed_sizes = listing.column("size") if listing is not None else pa.array([], pa.int64())
-
-    # Data files: present, with the recorded size.
-    if len(keys):
-        found = pc.index_in(keys, value_set=listed_paths.combine_chunks()
-                            if isinstance(listed_paths, pa.ChunkedArray) else listed_paths)
-        absent = pc.and_(found.is_null(), keys.is_valid())
-        for n in pc.indices_nonzero(absent).to_pylist():
-            key = keys[n].as_py()
-            if storage.exists(key):
-                out.problems.append(_unlisted(key, version))
-                continue
-            out.problems.append(Problem(
-                "missing_file", ERROR, key,
-                f"live data file does not exist (the log records {sizes[n].as_py()} bytes)",
-                version))
-            check._damage(key, n).missing = True
-        if len(listed_sizes):
-            on_disk = pc.take(listed_sizes, found.fill_null(0))
-            differ = pc.and_(found.is_valid(), pc.not_equal(on_disk, sizes)).fill_null(False)
-            for n in pc.indices_nonzero(differ).to_pylist():
-                out.problems.append(Problem(
-                    "size_mismatch", ERROR, keys[n].as_py(),
-                    f"file holds {on_disk[n].as_py()} bytes, the log records "
-                    f"{sizes[n].as_py()}", version))
-        del found
+    key_dirs = _directories(keys)
+    counts = pc.value_counts(key_dirs.drop_null()) if len(keys) else None
+    per_dir: dict[str, int] = {} if counts is None else dict(zip(
+        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    for at in check.dv_files:
+        per_dir.setdefault(_directory(at), 0)
+    listed_dv: set[str] = set()
+    dv_wanted = pa.array(sorted(check.dv_files), pa.string())
+    # The directories are listed a group at a time (whole directories, about
+    # `LISTING_GROUP` live files a group): the driver never holds the whole listing.
+    for group in _groups(per_dir):
+        listing = engine.list_files(storage, group)
+        listed_paths = listing.column("path").combine_chunks()
+        listed_sizes = listing.column("size").combine_chunks()
+        del listing
+        if len(dv_wanted):
+            listed_dv.update(pc.filter(listed_paths, pc.is_in(
+                listed_paths, value_set=dv_wanted)).to_pylist())
+        if not len(keys):
+            continue
+        rows = pc.indices_nonzero(
+            pc.is_in(key_dirs, value_set=pa.array(group, pa.string())).fill_null(False))
+        if not len(rows):
+            continue
+        _present(storage, check, rows, keys.take(rows), sizes.take(rows),
+                 listed_paths, listed_sizes)
 
     # Deletion-vector files: present, and every descriptor into them decodes.
-    listed_dv = set(pc.filter(listed_paths, pc.is_in(listed_paths, value_set=pa.array(
-        list(check.dv_files), pa.string()))).to_pylist()) if check.dv_files else set()
-    del listing, listed_paths, listed_sizes
     for at, users in sorted(check.dv_files.items()):
         if at not in listed_dv and storage.exists(at):
             out.problems.append(_unlisted(at, version))
@@ -274,6 +270,58 @@ def check_data(
                         [expected[n] for n in present], out, version)
     check.rows_of_damaged()
     return out
+
+
+def _directories(keys: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`_directory` of every key (null for null keys), computed in Arrow."""
+    if not len(keys):
+        return keys
+    parts = pc.split_pattern(keys, "/", max_splits=1)
+    nested = pc.greater(pc.list_value_length(parts), 1)
+    return pc.if_else(nested, pc.list_element(parts, 0), pa.scalar("", pa.string()))
+
+
+def _groups(per_dir: dict[str, int]) -> list[list[str]]:
+    """Directories in groups of about `LISTING_GROUP` live files (a directory is never
+    split)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for d in sorted(per_dir):
+        if size + per_dir[d] > LISTING_GROUP and groups[-1]:
+            groups.append([])
+            size = 0
+        groups[-1].append(d)
+        size += per_dir[d]
+    return [g for g in groups if g]
+
+
+def _present(
+    storage: Storage, check: _Check, rows: pa.Array, keys: pa.ChunkedArray,
+    sizes: pa.ChunkedArray, listed_paths: pa.Array, listed_sizes: pa.Array,
+) -> None:
+    """Existence and size of the live files at `rows` (global positions) against the
+    listing of their directories."""
+    out, version = check.out, check.version
+    found = pc.index_in(keys, value_set=listed_paths)
+    absent = pc.and_(found.is_null(), keys.is_valid())
+    for n in pc.indices_nonzero(absent).to_pylist():
+        key = keys[n].as_py()
+        if storage.exists(key):
+            out.problems.append(_unlisted(key, version))
+            continue
+        out.problems.append(Problem(
+            "missing_file", ERROR, key,
+            f"live data file does not exist (the log records {sizes[n].as_py()} bytes)",
+            version))
+        check._damage(key, rows[n].as_py()).missing = True
+    if len(listed_sizes):
+        on_disk = pc.take(listed_sizes, found.fill_null(0))
+        differ = pc.and_(found.is_valid(), pc.not_equal(on_disk, sizes)).fill_null(False)
+        for n in pc.indices_nonzero(differ).to_pylist():
+            out.problems.append(Problem(
+                "size_mismatch", ERROR, keys[n].as_py(),
+                f"file holds {on_disk[n].as_py()} bytes, the log records "
+                f"{sizes[n].as_py()}", version))
 
 
 def _unlisted(key: str, version: int) -> Problem:
