@@ -17,8 +17,8 @@ reads wrong; `warning`: leftovers, or history that can no longer be read):
 * `last_checkpoint` (error): `_last_checkpoint` cannot be read, names a checkpoint that is
   missing or incomplete, or a version beyond the latest.
 * `corrupt_checkpoint` (error): the checkpoint readers start from does not read in full
-  (`verify_checkpoint`; above `verify_up_to_bytes`, its footers and sidecars'), or any
-  complete checkpoint's sidecar references do not read.
+  (`verify_checkpoint`; above `verify_up_to_bytes`, only opened, its rows left to the
+  caller's stream), or any complete checkpoint's sidecar references do not read.
 * `missing_sidecar` (error): a V2 checkpoint references a sidecar that is not there.
 * `history_gap` (warning): a commit below the checkpoint is missing while older ones
   remain (time travel to the versions before the gap fails; the latest reads).
@@ -34,11 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from delta_ops.errors import CorruptLogError, VersionNotFoundError
-from delta_ops.log.files.checkpoint_files import (
-    inspect_checkpoint,
-    read_sidecar_references,
-    verify_checkpoint,
-)
+from delta_ops.log.files.checkpoint_files import read_sidecar_references, verify_checkpoint
 from delta_ops.log.files.log_directory import LogListing, list_log_dir
 from delta_ops.log.files.log_listing import CheckpointFiles, complete_checkpoints
 from delta_ops.log.segment.log_segment import LogSegment, build_log_segment
@@ -106,8 +102,9 @@ def check_log(storage: Storage, *, verify_up_to_bytes: int | None = None) -> Log
         storage: the table's storage.
         verify_up_to_bytes: read the checkpoint readers start from in full (every part and
             sidecar decoded, `verify_checkpoint`) only when its files hold at most this many
-            bytes (None: whatever its size); a larger one has its footers read
-            (`inspect_checkpoint`), and its rows are read by whoever streams the state.
+            bytes (None: whatever its size); a larger one is opened for its sidecar
+            references only (as every checkpoint is), and its rows are read by whoever
+            streams the state.
 
     Raises:
         NotATableError: no Delta log at the root.
@@ -216,11 +213,6 @@ def check_log(storage: Storage, *, verify_up_to_bytes: int | None = None) -> Log
         problem = None
         if verify_up_to_bytes is None or size <= verify_up_to_bytes:
             problem = verify_checkpoint(storage, used)
-        else:
-            try:
-                inspect_checkpoint(storage, used)
-            except CorruptLogError as exc:
-                problem = exc
         if problem is not None:
             findings.append(LogFinding(
                 "corrupt_checkpoint", ERROR, problem.file or used.files[0].path,

@@ -52,7 +52,7 @@ FOOTER_BATCH = 4096
 BATCH = 100_000
 #: Live files whose directories one listing covers (whole directories, so a group may
 #: hold more): the listing held at once is about this size, not the table's.
-LISTING_GROUP = 500_000
+LISTING_GROUP = 100_000
 
 
 @dataclass
