@@ -10,7 +10,7 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`,
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, `fsck`,
 `compute_stats` (file statistics from data, `delta_ops.layout.stats`), the layout wing's
 `optimize` and `purge`, `history` (also `table_history`) and `restore`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
@@ -69,6 +69,8 @@ _LAZY: dict[str, str] = {
     "HistoryResult": "delta_ops.maintenance.history",
     "restore": "delta_ops.maintenance.restore",
     "RestoreResult": "delta_ops.maintenance.restore",
+    "fsck": "delta_ops.maintenance.fsck",
+    "FsckResult": "delta_ops.maintenance.fsck",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -119,6 +121,8 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.due import DuePolicy as DuePolicy
     from delta_ops.maintenance.due import DueReport as DueReport
     from delta_ops.maintenance.due import what_is_due as what_is_due
+    from delta_ops.maintenance.fsck import FsckResult as FsckResult
+    from delta_ops.maintenance.fsck import fsck as fsck
     from delta_ops.maintenance.history import HistoryEntry as HistoryEntry
     from delta_ops.maintenance.history import HistoryResult as HistoryResult
     from delta_ops.maintenance.history import history as history

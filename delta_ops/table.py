@@ -4,11 +4,10 @@ Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
 `table.backfill_row_tracking()`, `table.compute_stats()`, `table.due()`,
-`table.history(limit=)`, `table.restore(version=)`, `table.optimize()` and
-`table.purge()`. Each is a thin method over its operation in `delta_ops.maintenance`
+`table.fsck()`, `table.history(limit=)`, `table.restore(version=)`, `table.optimize()`
+and `table.purge()`. Each is a thin method over its operation in `delta_ops.maintenance`
 (`delta_ops.layout` for the data's maintenance; imported when first called), with the
-same keyword arguments
-and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
+same keyword arguments and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
 long-lived handle never acts on stale state.
 """
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
+    from delta_ops.maintenance.fsck import FsckResult
     from delta_ops.maintenance.history import HistoryResult
     from delta_ops.maintenance.restore import RestoreResult
     from delta_ops.maintenance.row_tracking import BackfillProgress, BackfillResult
@@ -203,6 +203,26 @@ class DeltaTable:
         return purge(
             self, where=where, target_size=target_size, dry_run=dry_run, engine=engine,
             bins_per_commit=bins_per_commit, row_group_bytes=row_group_bytes, clock=clock,
+        )
+
+    def fsck(
+        self,
+        *,
+        repair: bool = False,
+        confirm: bool = False,
+        verify_data: bool = False,
+        leftovers: bool = True,
+        engine: Engine | None = None,
+        clock: Clock | None = None,
+    ) -> FsckResult:
+        """Check that the table is whole; with `repair=True, confirm=True`, remove the live
+        files proven missing or whose deletion vector is (a dry run without `confirm`): the
+        arguments and Result of `delta_ops.maintenance.fsck.fsck`."""
+        from delta_ops.maintenance.fsck import fsck
+
+        return fsck(
+            self, repair=repair, confirm=confirm, verify_data=verify_data,
+            leftovers=leftovers, engine=engine, clock=clock,
         )
 
     def write_checksum(
