@@ -10,7 +10,8 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking` and `what_is_due`; their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, and the layout
+wing's `optimize` and `purge`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -55,6 +56,10 @@ _LAZY: dict[str, str] = {
     "what_is_due": "delta_ops.maintenance.due",
     "DuePolicy": "delta_ops.maintenance.due",
     "DueReport": "delta_ops.maintenance.due",
+    "optimize": "delta_ops.layout.optimize",
+    "OptimizeResult": "delta_ops.layout.optimize",
+    "purge": "delta_ops.layout.purge",
+    "PurgeResult": "delta_ops.layout.purge",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -87,6 +92,10 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
     from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult
     from delta_ops.maintenance.checkpoint import write_checkpoint as write_checkpoint
+    from delta_ops.layout.optimize import OptimizeResult as OptimizeResult
+    from delta_ops.layout.optimize import optimize as optimize
+    from delta_ops.layout.purge import PurgeResult as PurgeResult
+    from delta_ops.layout.purge import purge as purge
     from delta_ops.maintenance.checksum import ChecksumPolicy as ChecksumPolicy
     from delta_ops.maintenance.checksum import ChecksumWriteResult as ChecksumWriteResult
     from delta_ops.maintenance.checksum import VerifyResult as VerifyResult

@@ -3,8 +3,9 @@
 Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
-`table.backfill_row_tracking()` and `table.due()`. Each is a thin method over its operation
-in `delta_ops.maintenance` (imported when first called), with the same keyword arguments
+`table.backfill_row_tracking()`, `table.due()`, `table.optimize()` and `table.purge()`. Each
+is a thin method over its operation in `delta_ops.maintenance` or `delta_ops.layout`
+(imported when first called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
 long-lived handle never acts on stale state.
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
         Method,
         VerifyResult,
     )
+    from delta_ops.layout.optimize import OptimizeResult
+    from delta_ops.layout.purge import PurgeResult
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
@@ -149,6 +152,42 @@ class DeltaTable:
             inventory=inventory, lite_fallback=lite_fallback, record_history=record_history,
             progress=progress,
         )
+
+    def optimize(
+        self,
+        *,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        min_file_size: int | str | None = None,
+        min_files: int = 2,
+        max_deleted_rows_ratio: float = 0.05,
+        dry_run: bool = True,
+        engine: Engine | None = None,
+    ) -> OptimizeResult:
+        """Compact small files (a dry run unless `dry_run=False`): the arguments and Result
+        of `delta_ops.layout.optimize.optimize`."""
+        from delta_ops.layout.optimize import optimize
+
+        return optimize(
+            self, where=where, target_size=target_size, min_file_size=min_file_size,
+            min_files=min_files, max_deleted_rows_ratio=max_deleted_rows_ratio,
+            dry_run=dry_run, engine=engine,
+        )
+
+    def purge(
+        self,
+        *,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        dry_run: bool = True,
+        engine: Engine | None = None,
+    ) -> PurgeResult:
+        """Rewrite every file with a deletion vector without its deleted rows (a dry run
+        unless `dry_run=False`): the arguments and Result of `delta_ops.layout.purge.purge`."""
+        from delta_ops.layout.purge import purge
+
+        return purge(self, where=where, target_size=target_size, dry_run=dry_run,
+                     engine=engine)
 
     def write_checksum(
         self,
