@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
     rows.append({"benchmark": "optimize SMALL (2,000 x 1 MB, 20 parts, target 64 MiB)",
                  "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
-                 "time_ratio": round(ta / tb, 3), "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
                  "goal": f"time <= {OPTIMIZE_GOAL}, rss <= 1",
                  "goal_met": ta / tb <= OPTIMIZE_GOAL and ra <= rb})
 
@@ -312,7 +313,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     mb = in_bytes / MIB
     rows.append({"benchmark": f"purge DV ({len(names)} files with DVs, {mb:.0f} MiB)",
                  "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "pyarrow floor",
-                 "time_ratio": round(ta / tb, 3), "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
                  "ours_mb_s": round(mb / ta, 1), "floor_mb_s": round(mb / tb, 1),
                  "goal": f"time <= {PURGE_GOAL}", "goal_met": ta / tb <= PURGE_GOAL})
 
@@ -325,9 +327,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         ("deltalake", big, _deltalake_compact(dest, BIN_TARGET), check),
     ], max(1, rounds // 2))
     (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
-    rows.append({"benchmark": f"optimize BIN (one bin: {BIN_FILES} files, {big_bytes / MIB:.0f} MiB)",
+    label = f"optimize BIN (one bin: {BIN_FILES} files, {big_bytes / MIB:.0f} MiB)"
+    rows.append({"benchmark": label,
                  "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
-                 "time_ratio": round(ta / tb, 3), "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
                  "goal": f"ours rss < {BIN_RSS_GOAL_MB} MB", "goal_met": ra < BIN_RSS_GOAL_MB})
     shutil.rmtree(RUNS, ignore_errors=True)
     print_rows(rows)
