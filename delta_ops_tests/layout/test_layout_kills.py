@@ -33,7 +33,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, unquote
 
