@@ -3,9 +3,10 @@
 Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
-`table.backfill_row_tracking()`, `table.due()`, `table.optimize()` and `table.purge()`. Each
-is a thin method over its operation in `delta_ops.maintenance` or `delta_ops.layout`
-(imported when first called), with the same keyword arguments
+`table.backfill_row_tracking()`, `table.compute_stats()`, `table.due()`,
+`table.optimize()` and `table.purge()`. Each is a thin method over its operation in
+`delta_ops.maintenance` (`delta_ops.layout` for the data's maintenance; imported when
+first called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
 long-lived handle never acts on stale state.
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from delta_ops.clock import Clock
     from delta_ops.engine.base import Engine
     from delta_ops.engine.progress import Progress
+    from delta_ops.layout.optimize import OptimizeResult
+    from delta_ops.layout.purge import PurgeResult
+    from delta_ops.layout.stats import StatsProgress, StatsResult
     from delta_ops.maintenance.checkpoint import CheckpointKind, CheckpointResult
     from delta_ops.maintenance.checksum import (
         ChecksumPolicy,
@@ -31,8 +35,6 @@ if TYPE_CHECKING:
         Method,
         VerifyResult,
     )
-    from delta_ops.layout.optimize import OptimizeResult
-    from delta_ops.layout.purge import PurgeResult
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
@@ -163,6 +165,9 @@ class DeltaTable:
         max_deleted_rows_ratio: float = 0.05,
         dry_run: bool = True,
         engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> OptimizeResult:
         """Compact small files (a dry run unless `dry_run=False`): the arguments and Result
         of `delta_ops.layout.optimize.optimize`."""
@@ -171,7 +176,8 @@ class DeltaTable:
         return optimize(
             self, where=where, target_size=target_size, min_file_size=min_file_size,
             min_files=min_files, max_deleted_rows_ratio=max_deleted_rows_ratio,
-            dry_run=dry_run, engine=engine,
+            dry_run=dry_run, engine=engine, bins_per_commit=bins_per_commit,
+            row_group_bytes=row_group_bytes, clock=clock,
         )
 
     def purge(
@@ -181,13 +187,18 @@ class DeltaTable:
         target_size: int | str | None = None,
         dry_run: bool = True,
         engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> PurgeResult:
         """Rewrite every file with a deletion vector without its deleted rows (a dry run
         unless `dry_run=False`): the arguments and Result of `delta_ops.layout.purge.purge`."""
         from delta_ops.layout.purge import purge
 
-        return purge(self, where=where, target_size=target_size, dry_run=dry_run,
-                     engine=engine)
+        return purge(
+            self, where=where, target_size=target_size, dry_run=dry_run, engine=engine,
+            bins_per_commit=bins_per_commit, row_group_bytes=row_group_bytes, clock=clock,
+        )
 
     def write_checksum(
         self,
@@ -245,6 +256,26 @@ class DeltaTable:
             self, batch_size=batch_size, enable=enable, engine=engine, clock=clock,
             progress=progress, max_conflicts=max_conflicts, max_retries=max_retries,
             sleep=sleep, stream_threshold=stream_threshold, checkpoint_every=checkpoint_every,
+        )
+
+    def compute_stats(
+        self,
+        *,
+        dry_run: bool = True,
+        recompute_all: bool = False,
+        batch_size: int = 1000,
+        max_conflicts: int = 20,
+        clock: Clock | None = None,
+        progress: Callable[[StatsProgress], None] | None = None,
+    ) -> StatsResult:
+        """Give live files the statistics the table asks for, computed from their data (a
+        dry run unless `dry_run=False`): the arguments and Result of
+        `delta_ops.layout.stats.compute_stats`."""
+        from delta_ops.layout.stats import compute_stats
+
+        return compute_stats(
+            self, dry_run=dry_run, recompute_all=recompute_all, batch_size=batch_size,
+            max_conflicts=max_conflicts, clock=clock, progress=progress,
         )
 
     def due(self, policy: DuePolicy | None = None) -> DueReport:

@@ -48,7 +48,8 @@ def render(result: LayoutResult) -> str:
     ]
     if result.dry_run:
         for b in plan["bin_details"]:
-            part = ", ".join(f"{k}={v}" for k, v in b["partition"].items()) or "(unpartitioned)"
+            part = ", ".join(f"{k}={'null' if v is None else v}"
+                             for k, v in b["partition"].items()) or "(unpartitioned)"
             lines.append(f"  bin {part}: {b['files']} files, {b['bytes']} bytes, "
                          f"{b['deletion_vectors']} with deletion vectors")
         lines.append("dry run: nothing written")

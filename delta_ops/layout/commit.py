@@ -151,7 +151,7 @@ def _live_keys(snap: Snapshot) -> set[tuple[str, str | None]]:
     out: set[tuple[str, str | None]] = set()
     paths = files.column("path").to_pylist()
     dvs = files.column("deletionVector").to_pylist()
-    for path, dv in zip(paths, dvs):
+    for path, dv in zip(paths, dvs, strict=True):
         key = relative_key(path, root)
         if key is None:
             continue
@@ -206,7 +206,7 @@ def commit_batch(
 
     clock = clock or system_clock
     failed: dict[int, str] = {}
-    pending = list(zip(bins, outputs))
+    pending = list(zip(bins, outputs, strict=True))
     snap = planned
     for _attempt in range(MAX_REPLANS + 1):
         if snap is not planned:

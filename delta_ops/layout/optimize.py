@@ -24,6 +24,7 @@ from delta_ops.layout.run import DEFAULT_BINS_PER_COMMIT, LayoutResult, run_layo
 
 if TYPE_CHECKING:
     from delta_ops.engine.base import Engine
+    from delta_ops.storage import TableLike
 
 __all__ = ["OptimizeResult", "optimize"]
 
@@ -34,7 +35,7 @@ class OptimizeResult(LayoutResult):
 
 
 def optimize(
-    table: Any,
+    table: TableLike,
     *,
     where: str | None = None,
     target_size: int | str | None = None,

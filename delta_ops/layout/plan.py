@@ -30,13 +30,13 @@ A bin holds at most `max_bin_bytes` of input (default 8 x target, at least the t
 a very large partition is still several tasks and each adds at most one part-size file.
 
 The default target is 256 MiB (`DEFAULT_TARGET_FILE_SIZE`), used when the table sets no
-`delta.targetFileSize`. Spark's OPTIMIZE writes up to 1 GiB (`optimize.maxFileSize`),
-delta-rs's `optimize.compact()` targets 100 MiB (`DEFAULT_TARGET_SIZE`, 104857600); 256 MiB
-is what Databricks' autotuning chooses for tables below 2.56 TB and what Spark records as
-`OPTIMIZE_TARGET_SIZE` (268435456) in the tags of this repository's corpus tables
-(`spark__table-with-dv-small`). Between the two engines it keeps PURGE's rewrite of a
-file with a few deleted rows affordable while still cutting small-file counts by orders of
-magnitude; the rewrite streams, so memory does not grow with the target.
+`delta.targetFileSize`. Spark's OPTIMIZE writes up to 1 GiB (`optimize.maxFileSize`);
+delta-rs's `optimize.compact()` targets "`delta.targetFileSize` or 100MB" (its docstring).
+256 MiB is what Spark itself recorded as `OPTIMIZE_TARGET_SIZE` (268435456) in the tags of
+this repository's corpus table `spark__table-with-dv-small`. Between the two engines, it
+keeps PURGE's rewrite of a whole file for a few deleted rows affordable while still cutting
+small-file counts by orders of magnitude; the rewrite streams, so memory does not grow with
+the target.
 
 `where` is a predicate on partition columns only: `col = 'v'`, `col != 'v'` (or `<>`),
 `col IN ('a', 'b')`, `col IS NULL`, `col IS NOT NULL`, joined by `AND`. Literals are
@@ -56,7 +56,7 @@ from typing import Any
 
 import orjson
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import InvalidPredicateError
 from delta_ops.protocol.path_identity import relative_key
 
 __all__ = [
@@ -85,11 +85,6 @@ TARGET_FILE_SIZE_PROPERTY = "delta.targetFileSize"
 _UNITS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgt", start=1):
     _UNITS.update({_p: 1024**_i, f"{_p}b": 1024**_i, f"{_p}ib": 1024**_i})
-
-
-class InvalidPredicateError(DeltaOpsError, ValueError):
-    """A `where` predicate this planner cannot apply (not on partition columns only, or
-    outside the small grammar the module docstring names)."""
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:
@@ -307,6 +302,8 @@ class LayoutPlan:
         bytes_considered: Their bytes.
         skipped_outside_root: Live files not under the table root (never rewritten).
         where: The predicate text, None without one.
+        settings: The sizes and thresholds the plan applied.
+        logical_names: Physical -> logical partition column names (for reports).
     """
 
     operation: str
@@ -318,6 +315,7 @@ class LayoutPlan:
     skipped_outside_root: int = 0
     where: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    logical_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def num_files(self) -> int:
@@ -342,7 +340,8 @@ class LayoutPlan:
             "settings": dict(self.settings),
             "bin_details": [
                 {
-                    "partition": dict(b.partition_values),
+                    "partition": {self.logical_names.get(k, k): v
+                                  for k, v in b.partition_values.items()},
                     "files": len(b.files),
                     "bytes": b.input_bytes,
                     "deletion_vectors": b.deletion_vectors,
@@ -492,6 +491,7 @@ def plan_layout(
         bytes_considered=considered_bytes,
         skipped_outside_root=outside,
         where=None if where is None else where.text,
+        logical_names=physical_to_logical,
         settings={
             "min_file_size": min_size,
             "min_files": min_files,

@@ -21,6 +21,7 @@ from delta_ops.layout.run import DEFAULT_BINS_PER_COMMIT, LayoutResult, run_layo
 
 if TYPE_CHECKING:
     from delta_ops.engine.base import Engine
+    from delta_ops.storage import TableLike
 
 __all__ = ["PurgeResult", "purge"]
 
@@ -31,7 +32,7 @@ class PurgeResult(LayoutResult):
 
 
 def purge(
-    table: Any,
+    table: TableLike,
     *,
     where: str | None = None,
     target_size: int | str | None = None,

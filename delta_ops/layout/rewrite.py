@@ -14,9 +14,10 @@ from `delta_ops.layout.statistics.StatsCollector`, helper stats's module).
 `rewrite_bin(storage, task)` is a module-level function of (storage, item), so
 `Engine.map_tasks` runs it on local threads or ships it to Spark executors. Memory follows
 the output row group (`RewriteSettings.row_group_bytes` of Arrow data, buffered) plus one
-input row group, never the bin: each input row group is read
-(`pyarrow.parquet.ParquetFile.read_row_group`), filtered and buffered; a full buffer is
-written as one row group into a local temporary Parquet file, which is uploaded to its
+input batch, never the bin: each input is read in batches of `READ_BATCH_ROWS` rows
+(`pyarrow.parquet.ParquetFile.iter_batches`, which decodes a row group incrementally, so
+even a file written as one huge row group is read in pieces), filtered and buffered; a
+full buffer is written as one row group into a local temporary Parquet file, uploaded to its
 final name (`part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory, the codec
 of the table's files) when it reaches the target size or the bin ends. Upload is atomic
 (`Storage.put_atomic`): a file appears complete or not at all. The new files are not yet
@@ -42,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import DeletionVectorError, DeltaOpsError
+from delta_ops.errors import DeletionVectorError, MissingFileError, RewriteError
 from delta_ops.layout.plan import Bin, InputFile
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.deletion_vectors import (
@@ -69,6 +70,10 @@ __all__ = [
 #: encoded data; 64 MiB of Arrow data keeps a task's memory well under 0.5 GB).
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 
+#: Rows per batch read from an input (`ParquetFile.iter_batches` decodes a row group
+#: incrementally, so a file written as one huge row group is still read in pieces).
+READ_BATCH_ROWS = 65_536
+
 #: Parquet codec -> (pyarrow compression, the infix Spark puts in file names).
 _CODECS = {
     "SNAPPY": ("snappy", ".snappy"),
@@ -79,11 +84,6 @@ _CODECS = {
     "BROTLI": ("brotli", ".br"),
     "UNCOMPRESSED": ("none", ""),
 }
-
-
-class RewriteError(DeltaOpsError):
-    """A bin could not be rewritten (an input that does not match the table schema, a row
-    count that disagrees with its stats); names the table and the file."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,18 @@ class BinOutput:
 
 
 def codec_of(storage: Storage, key: str) -> str:
-    """The Parquet codec of a data file's first column chunk ("SNAPPY" when it has none)."""
-    with storage.open_input(key) as fh:
+    """The Parquet codec of a data file's first column chunk ("SNAPPY" when it has none).
+
+    Raises:
+        MissingFileError: the file is gone (names the table).
+    """
+    try:
+        fh = storage.open_input(key)
+    except MissingFileError as exc:
+        raise MissingFileError(
+            f"{exc.reason}: the log references a file that is gone (see `delta-ops fsck`); "
+            "nothing was written", table=storage.root, file=exc.file) from None
+    with fh:
         md = pq.ParquetFile(fh).metadata
         if md.num_row_groups == 0 or md.num_columns == 0:
             return "SNAPPY"
@@ -261,7 +271,9 @@ class _Writer:
             self._open()
         assert self.writer is not None and self.local is not None
         self.writer.write_table(t, row_group_size=max(1, t.num_rows))
-        self.collector.update(t.select(self.stats_schema.names))
+        # Batch by batch (each an input row group): no column is combined into a copy.
+        for batch in t.select(self.stats_schema.names).to_batches():
+            self.collector.update(batch)
         self.rows_in_file += t.num_rows
         if os.path.getsize(self.local) >= self.s.target_size:
             self._finish_file()
@@ -354,6 +366,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
     Raises:
         RewriteError: an input does not fit the table schema, or holds a different number
             of rows than its stats say.
+        MissingFileError: an input or its deletion vector file is gone (names the table).
         DeletionVectorError: a deletion vector cannot be read.
         StorageError: reading or writing failed.
     """
@@ -370,8 +383,8 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             offset = 0
             with storage.open_input(f.key) as fh:
                 pf = pq.ParquetFile(fh)
-                for rg in range(pf.num_row_groups):
-                    t = pf.read_row_group(rg)
+                for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS):
+                    t = pa.Table.from_batches([batch])
                     n = t.num_rows
                     conformed = _conform(t, s, f, storage)
                     if s.row_id_column or s.row_commit_version_column:
@@ -395,6 +408,11 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
                     f"deletion vector of {f.path} deletes row {int(deleted[-1])} of a "
                     f"{offset}-row file", table=s.table, file=storage.absolute_uri(f.key))
         out.finish()
+    except MissingFileError as exc:
+        raise MissingFileError(
+            f"bin {b.index}: {exc.reason}; the log references a file that is gone (see "
+            "`delta-ops fsck`), so nothing of this batch is committed",
+            table=s.table, file=exc.file) from None
     finally:
         if out.writer is not None:
             out.writer.close()

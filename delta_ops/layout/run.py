@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from delta_ops.errors import CorruptLogError
 from delta_ops.layout.commit import commit_batch, ensure_layout_supported
 from delta_ops.layout.plan import (
     DEFAULT_MAX_DELETED_ROWS_RATIO,
@@ -112,7 +113,8 @@ def _file_schema(snap: Snapshot, row_id: str | None, row_version: str | None) ->
     parts = set(snap.partition_columns)
     full = to_arrow(schema, physical=True, mode=mode)
     logical = [f.name for f in schema.fields]
-    fields = [f.with_nullable(True) for name, f in zip(logical, full) if name not in parts]
+    fields = [f.with_nullable(True)
+              for name, f in zip(logical, full, strict=True) if name not in parts]
     for extra in (row_id, row_version):
         if extra is not None:
             fields.append(pa.field(extra, pa.int64(), nullable=True))
@@ -181,6 +183,11 @@ def run_layout(
     removed_files = removed_bytes = added_files = added_bytes = 0
     rows_rewritten = rows_deleted = dvs_removed = 0
     if not dry_run and plan.bins:
+        if snap.schema is None:
+            raise CorruptLogError(
+                f"the table's metaData has no schemaString, so its data files cannot be "
+                f"rewritten ({plan.num_files} planned); nothing was written",
+                table=storage.root, version=snap.version)
         cfg = config.configuration
         preserve = config.is_feature_supported("rowTracking") and not (
             cfg.get("delta.rowTrackingSuspended", "false").lower() == "true")
@@ -218,7 +225,7 @@ def run_layout(
                 versions.append(outcome.version)
                 done = set(outcome.committed)
                 committed += len(done)
-                for b, out in zip(batch, outputs):
+                for b, out in zip(batch, outputs, strict=True):
                     if b.index not in done:
                         continue
                     removed_files += len(b.files)

@@ -14,6 +14,7 @@ import math
 import tempfile
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from delta_ops.layout.optimize import optimize
@@ -67,6 +68,7 @@ def _check(storage: Storage, spec: LayoutSpec) -> None:
     assert purged.deletion_vectors_removed == purged.plan["files"]
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=layout_specs())

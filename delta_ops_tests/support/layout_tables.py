@@ -151,7 +151,8 @@ def build_layout_table(storage: Storage, spec: LayoutSpec) -> int:
         if adds:
             append_files(storage, adds, clock=clock)
     for index, rows in spec.deletes:
-        live = sorted(load_snapshot(storage).files.to_pylist(), key=lambda r: r["path"])
+        live = sorted(load_snapshot(storage).files.to_pylist(),
+                      key=lambda r: (r["modificationTime"], r["path"]))
         if not live:
             break
         add = live[index % len(live)]
@@ -238,7 +239,7 @@ def deltalake_rows(storage: Storage) -> list[tuple]:
     data = result.to_pydict()
     n = result.num_rows
     parts = data.get("part", [None] * n)
-    return sorted(zip(data["id"], data["value"], parts), key=repr)
+    return sorted(zip(data["id"], data["value"], parts, strict=True), key=repr)
 
 
 def layout_specs(*, max_appends: int = 4) -> st.SearchStrategy[LayoutSpec]:
