@@ -6,8 +6,8 @@ every add with stats):
 
 - SMALL: 2,000 files of about 1 MB (about 31,000 rows each), 100 in each of 20 partitions.
 - DV: SMALL plus two commits: a protocol upgrade enabling deletion vectors, then a DELETE
-  that gives 30% of the files (every third-and-a-bit, 600) a deletion vector removing 10% of
-  their rows (the bitmaps in one DV file, as one Spark task writes them).
+  that gives 30% of the files (600, spread over every partition) a deletion vector removing
+  10% of their rows (the bitmaps in one DV file, as one Spark task writes them).
 - BIN: one partition of 200 files of about 10 MB (about 2 GB), which one bin holds.
 
 Measurements, each process on a fresh copy of its table (data files hard-linked: neither
@@ -25,7 +25,8 @@ side changes a file it did not write; the log copied), sides alternated in every
 After every run the table is checked (untimed) with deltalake: the same row count, and
 fewer files after optimize or no deletion vector after purge, so both sides did the work.
 
-`python -m benchmarks.bench_layout [--rounds N]` runs it alone.
+`python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
+2 GB bin gets half as many, at least one).
 """
 
 from __future__ import annotations
