@@ -1,0 +1,343 @@
+"""The layout wing (OPTIMIZE, DV purge) against deltalake and pyarrow, whole processes.
+
+Tables (generated once under benchmarks/data/, data files written with pyarrow, the log with
+`delta_ops.commit`; schema `id long, x double, s string, part string`, partitioned by `part`,
+every add with stats):
+
+- SMALL: 2,000 files of about 1 MB (about 31,000 rows each), 100 in each of 20 partitions.
+- DV: SMALL plus two commits: a protocol upgrade enabling deletion vectors, then a DELETE
+  that gives 30% of the files (600, spread over every partition) a deletion vector removing
+  10% of their rows (the bitmaps in one DV file, as one Spark task writes them).
+- BIN: one partition of 200 files of about 10 MB (about 2 GB), which one bin holds.
+
+Measurements, each process on a fresh copy of its table (data files hard-linked: neither
+side changes a file it did not write; the log copied), sides alternated in every round:
+
+1. `delta-ops optimize SMALL --target-size 64 MiB` vs `DeltaTable(p).optimize.compact(
+   target_size=64 MiB)` in one Python process each. Goals: time ratio <= 0.5, peak RSS <=
+   deltalake's.
+2. `delta-ops purge DV` vs the floor: one Python process that reads the same 600 files with
+   pyarrow (`pq.read_table`) and writes each back (`pq.write_table`, snappy). Reported as MB/s
+   of input bytes; goal: ours takes at most 1.5x the floor's time.
+3. `delta-ops optimize BIN --target-size 4 GiB` (one bin of about 2 GB): peak RSS under
+   0.5 GB. deltalake's compact of the same bin is measured beside it (fewer rounds).
+
+After every run the table is checked (untimed) with deltalake: the same row count, and
+fewer files after optimize or no deletion vector after purge, so both sides did the work.
+
+`python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
+2 GB bin gets half as many, at least one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import uuid
+from pathlib import Path
+
+from benchmarks.datasets import DATA, T0
+from benchmarks.harness import Measurement, measure_process, print_rows
+
+MIB = 1024 * 1024
+SMALL_FILES, SMALL_PARTS, SMALL_ROWS = 2_000, 20, 31_000
+BIN_FILES, BIN_ROWS = 200, 370_000
+DV_SHARE, DV_DELETE = 0.30, 0.10
+TARGET = 64 * MIB
+BIN_TARGET = 4096 * MIB
+OPTIMIZE_GOAL, PURGE_GOAL, BIN_RSS_GOAL_MB = 0.5, 1.5, 512
+RUNS = DATA / "layout_runs"
+PYTHON = sys.executable
+
+
+# ---- table generation ---------------------------------------------------------------------
+
+
+def _data_file(path: Path, seed: int, rows: int, first_id: int) -> dict:
+    """Write one Parquet file (`id`, `x`, `s`; incompressible values) and return its add's
+    stats fields (numRecords, min/max, null counts)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    width = 12
+    letters = rng.integers(97, 123, size=rows * width, dtype=np.uint8)
+    offsets = np.arange(0, (rows + 1) * width, width, dtype=np.int32)
+    s = pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(letters))
+    x = rng.random(rows)
+    t = pa.table({"id": pa.array(np.arange(first_id, first_id + rows, dtype=np.int64)),
+                  "x": pa.array(x), "s": s})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(t, path, compression="snappy")
+    mm = pc.min_max(s)
+    return {
+        "numRecords": rows,
+        "minValues": {"id": first_id, "x": float(x.min()), "s": mm["min"].as_py()},
+        "maxValues": {"id": first_id + rows - 1, "x": float(x.max()), "s": mm["max"].as_py()},
+        "nullCount": {"id": 0, "x": 0, "s": 0},
+    }
+
+
+def _create(root: Path, files: list[tuple[str, str | None, int]]) -> None:
+    """A table at `root` (partitioned by `part`) of `files` = (name, part, rows)."""
+    import pyarrow as pa
+
+    from delta_ops.commit import create_table
+    from delta_ops.storage import Storage
+
+    adds, first = [], 0
+    for i, (name, part, rows) in enumerate(files):
+        rel = f"part={part}/{name}"
+        stats = _data_file(root / rel, i, rows, first)
+        first += rows
+        adds.append({
+            "path": rel, "partitionValues": {"part": part},
+            "size": (root / rel).stat().st_size, "modificationTime": T0,
+            "dataChange": True, "stats": json.dumps(stats),
+        })
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.string()),
+                        ("part", pa.string())])
+    create_table(Storage.for_uri(str(root)), schema, ["part"], adds=adds, clock=lambda: T0)
+
+
+def _table(name: str, files: list[tuple[str, str | None, int]]) -> Path:
+    root = DATA / name
+    if (root / "_delta_log" / f"{0:020d}.json").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"  writing {name} ({len(files)} files)...", flush=True)
+    _create(root, files)
+    return root
+
+
+def table_small() -> Path:
+    per = SMALL_FILES // SMALL_PARTS
+    return _table("LAYOUT_SMALL", [
+        (f"part-{i:05d}-{uuid.UUID(int=i)}.c000.snappy.parquet", f"p{i // per:02d}", SMALL_ROWS)
+        for i in range(SMALL_FILES)
+    ])
+
+
+def table_bin() -> Path:
+    return _table("LAYOUT_BIN", [
+        (f"part-{i:05d}-{uuid.UUID(int=i)}.c000.snappy.parquet", "p00", BIN_ROWS)
+        for i in range(BIN_FILES)
+    ])
+
+
+def dv_files(n: int = SMALL_FILES) -> list[int]:
+    """Which of SMALL's files get a deletion vector (30%, spread over every partition)."""
+    return [i for i in range(n) if (i * 37) % 100 < DV_SHARE * 100]
+
+
+def table_dv() -> Path:
+    """SMALL (data hard-linked) + version 1 enabling deletion vectors + version 2 deleting
+    10% of the rows of 30% of the files through deletion vectors in one DV file."""
+    root = DATA / "LAYOUT_DV"
+    if (root / "_delta_log" / f"{2:020d}.json").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    print("  writing LAYOUT_DV...", flush=True)
+    _fresh_copy(table_small(), root)
+    import numpy as np
+
+    from benchmarks.dv_writer import encode_uuid_path, write_dv_file
+    from delta_ops.commit import Transaction
+    from delta_ops.protocol.deletion_vectors import RoaringBitmap64
+    from delta_ops.storage import Storage
+
+    storage = Storage.for_uri(str(root))
+    txn = Transaction(storage, operation="SET TBLPROPERTIES", clock=lambda: T0 + 1000,
+                      operation_parameters={"properties": '{"delta.enableDeletionVectors":"true"}'})
+    txn.add_features(["deletionVectors"]).update_configuration(
+        {"delta.enableDeletionVectors": "true"})
+    txn.commit()
+    adds = {a["path"]: a for a in _adds(root, 0)}
+    names = sorted(adds)
+    chosen = [names[i] for i in dv_files(len(names))]
+    rng = np.random.default_rng(7)
+    bitmaps = []
+    for path in chosen:
+        rows = json.loads(adds[path]["stats"])["numRecords"]
+        picked = rng.choice(rows, size=int(rows * DV_DELETE), replace=False)
+        bitmaps.append(RoaringBitmap64.from_ints(int(r) for r in np.sort(picked)))
+    data, entries = write_dv_file(bitmaps)
+    u = uuid.uuid4()
+    storage.put_atomic(f"deletion_vector_{u}.bin", data)
+    removes, new_adds = [], []
+    for path, bm, (offset, size) in zip(chosen, bitmaps, entries, strict=True):
+        a = adds[path]
+        removes.append({"path": path, "deletionTimestamp": T0 + 2000, "dataChange": True,
+                        "extendedFileMetadata": True, "partitionValues": a["partitionValues"],
+                        "size": a["size"]})
+        stats = {**json.loads(a["stats"]), "tightBounds": False}
+        new_adds.append({**a, "dataChange": True, "stats": json.dumps(stats),
+                         "deletionVector": {"storageType": "u",
+                                            "pathOrInlineDv": encode_uuid_path(u),
+                                            "offset": offset, "sizeInBytes": size,
+                                            "cardinality": len(bm)}})
+    txn = Transaction(storage, operation="DELETE", clock=lambda: T0 + 2000,
+                      operation_parameters={"predicate": '["(rand() < 0.1)"]'})
+    txn.remove_files(removes).add_files(new_adds)
+    txn.commit()
+    return root
+
+
+def _adds(root: Path, version: int) -> list[dict]:
+    lines = (root / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return [a["add"] for a in map(json.loads, lines) if "add" in a]
+
+
+def _fresh_copy(template: Path, dest: Path) -> None:
+    """`dest` as a copy of `template`: the log copied, everything else hard-linked."""
+    shutil.rmtree(dest, ignore_errors=True)
+    for dirpath, _dirs, names in os.walk(template):
+        rel = Path(dirpath).relative_to(template)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for n in names:
+            src, dst = Path(dirpath) / n, dest / rel / n
+            if "_delta_log" in rel.parts:
+                shutil.copy2(src, dst)
+            else:
+                os.link(src, dst)
+
+
+# ---- the processes ------------------------------------------------------------------------
+
+
+def _ours(verb: str, path: Path, *extra: str) -> list[str]:
+    return [PYTHON, "-m", "delta_ops.cli", verb, str(path), *extra]
+
+
+def _deltalake_compact(path: Path, target: int) -> list[str]:
+    code = (f"from deltalake import DeltaTable\n"
+            f"DeltaTable({str(path)!r}).optimize.compact(target_size={target})\n")
+    return [PYTHON, "-c", code]
+
+
+_FLOOR = """
+import json, sys
+import pyarrow.parquet as pq
+root, out, names = sys.argv[1], sys.argv[2], json.loads(open(sys.argv[3]).read())
+for i, name in enumerate(names):
+    pq.write_table(pq.read_table(root + "/" + name), f"{out}/floor-{i:05d}.parquet",
+                   compression="snappy")
+"""
+
+
+def _check(path: Path, rows: int, *, max_files: int | None = None, no_dvs: bool = False) -> None:
+    """deltalake reads `rows` rows (its SQL engine applies deletion vectors); at most
+    `max_files` live files; with `no_dvs`, no live file keeps a deletion vector (our
+    snapshot: deltalake does not expose them)."""
+    got = _rows_of(path)
+    if got != rows:
+        raise AssertionError(f"{path}: deltalake reads {got} rows, expected {rows}")
+    from delta_ops.log import load_snapshot
+    from delta_ops.storage import Storage
+
+    snap = load_snapshot(Storage.for_uri(str(path)))
+    if max_files is not None and snap.num_files > max_files:
+        raise AssertionError(f"{path}: {snap.num_files} files left, expected <= {max_files}")
+    left = snap.num_files - snap.files.column("deletionVector").null_count
+    if no_dvs and left:
+        raise AssertionError(f"{path}: {left} deletion vectors left after purge")
+
+
+def _alternate(sides: list[tuple[str, Path, list[str], object]], rounds: int) -> dict:
+    """Each side = (name, template, argv, check); per round, every side in turn on a fresh
+    copy (made before the clock starts) of its template at RUNS/t, checked after."""
+    out: dict[str, list[Measurement]] = {name: [] for name, *_ in sides}
+    dest = RUNS / "t"
+    for _ in range(rounds):
+        for name, template, argv, check in sides:
+            _fresh_copy(template, dest)
+            (RUNS / "out").mkdir(parents=True, exist_ok=True)
+            out[name].append(measure_process(argv))
+            check(dest)  # type: ignore[operator]
+            shutil.rmtree(RUNS / "out", ignore_errors=True)
+    return out
+
+
+def _summary(ms: list[Measurement]) -> tuple[float, float]:
+    return statistics.median(m.seconds for m in ms), max(m.rss_mb for m in ms)
+
+
+def _rows_of(root: Path) -> int:
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    q = QueryBuilder().register("t", DeltaTable(str(root))).execute("select count(*) from t")
+    return pa.table(q.read_all()).column(0)[0].as_py()
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else argv
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3
+    small, dv, big = table_small(), table_dv(), table_bin()
+    dest = RUNS / "t"
+    rows: list[dict] = []
+
+    # 1. optimize vs deltalake's compact on SMALL
+    n = _rows_of(small)
+    per_part = -(-sum(a["size"] for a in _adds(small, 0)) // SMALL_PARTS // TARGET) + 1
+    check = lambda p: _check(p, n, max_files=SMALL_PARTS * per_part)  # noqa: E731
+    res = _alternate([
+        ("ours", small, _ours("optimize", dest, "--target-size", str(TARGET)), check),
+        ("deltalake", small, _deltalake_compact(dest, TARGET), check),
+    ], rounds)
+    (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
+    rows.append({"benchmark": "optimize SMALL (2,000 x 1 MB, 20 parts, target 64 MiB)",
+                 "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "goal": f"time <= {OPTIMIZE_GOAL}, rss <= 1",
+                 "goal_met": ta / tb <= OPTIMIZE_GOAL and ra <= rb})
+
+    # 2. purge vs a pyarrow read-and-write of the same files
+    n_dv = _rows_of(dv)
+    names = [a["path"] for a in _adds(dv, 2)]
+    in_bytes = sum(a["size"] for a in _adds(dv, 2))
+    RUNS.mkdir(parents=True, exist_ok=True)
+    listing = RUNS / "floor_files.json"
+    listing.write_text(json.dumps(names))
+    res = _alternate([
+        ("ours", dv, _ours("purge", dest), lambda p: _check(p, n_dv, no_dvs=True)),
+        ("floor", dv, [PYTHON, "-c", _FLOOR, str(dest), str(RUNS / "out"), str(listing)],
+         lambda p: None),
+    ], rounds)
+    (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["floor"])
+    mb = in_bytes / MIB
+    rows.append({"benchmark": f"purge DV ({len(names)} files with DVs, {mb:.0f} MiB)",
+                 "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "pyarrow floor",
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "ours_mb_s": round(mb / ta, 1), "floor_mb_s": round(mb / tb, 1),
+                 "goal": f"time <= {PURGE_GOAL}", "goal_met": ta / tb <= PURGE_GOAL})
+
+    # 3. one bin of about 2 GB
+    n_big = _rows_of(big)
+    big_bytes = sum(a["size"] for a in _adds(big, 0))
+    check = lambda p: _check(p, n_big, max_files=1)  # noqa: E731
+    res = _alternate([
+        ("ours", big, _ours("optimize", dest, "--target-size", str(BIN_TARGET)), check),
+        ("deltalake", big, _deltalake_compact(dest, BIN_TARGET), check),
+    ], max(1, rounds // 2))
+    (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
+    label = f"optimize BIN (one bin: {BIN_FILES} files, {big_bytes / MIB:.0f} MiB)"
+    rows.append({"benchmark": label,
+                 "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
+                 "time_ratio": round(ta / tb, 3),
+                 "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "goal": f"ours rss < {BIN_RSS_GOAL_MB} MB", "goal_met": ra < BIN_RSS_GOAL_MB})
+    shutil.rmtree(RUNS, ignore_errors=True)
+    print_rows(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
