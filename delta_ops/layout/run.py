@@ -214,8 +214,14 @@ def run_layout(
         try:
             for start in range(0, len(plan.bins), bins_per_commit):
                 batch = plan.bins[start:start + bins_per_commit]
-                outputs = engine.map_tasks(
-                    storage, rewrite_bin, [RewriteTask(b, settings) for b in batch])
+                tasks = [RewriteTask(b, settings) for b in batch]
+                # A local engine rewrites at most one bin per core at a time: the work is
+                # CPU-bound (decode, filter, encode) and each bin holds a row group's buffers,
+                # so more threads add memory, not speed. A distributed engine takes them all.
+                wave = len(tasks) if engine.distributed else max(1, os.cpu_count() or 1)
+                outputs = []
+                for i in range(0, len(tasks), wave):
+                    outputs += engine.map_tasks(storage, rewrite_bin, tasks[i:i + wave])
                 outcome = commit_batch(
                     storage, snap, batch, outputs, operation=operation,
                     predicate=plan.where, clock=clock, engine=engine)
