@@ -1,5 +1,6 @@
-"""OPTIMIZE then PURGE on a copy of every corpus table that allows writes (the gate passes,
-every live file and deletion vector is there): `deltalake` reads the same rows afterwards
+"""OPTIMIZE, then PURGE, then COMPUTE STATS on a copy of every corpus table that allows
+writes (the gate passes, every live file and deletion vector is there): `deltalake` reads
+the same rows afterwards
 (or, where deltalake cannot read the table, our reading of the files with deletion vectors
 applied does), no live file keeps a deletion vector, our snapshot equals the independent
 replay (`support/oracle.py`) and a `.crc` written now agrees with that replay. Every other
@@ -19,6 +20,7 @@ from delta_ops.errors import DeltaOpsError, UnsupportedFeatureError
 from delta_ops.layout.commit import ensure_layout_supported
 from delta_ops.layout.optimize import optimize
 from delta_ops.layout.purge import purge
+from delta_ops.layout.stats import compute_stats
 from delta_ops.log import load_snapshot
 from delta_ops.maintenance.checksum import write_checksum
 from delta_ops.protocol.deletion_vectors import (
@@ -107,7 +109,7 @@ def _deltalake_rows(root: str) -> Counter | None:
 
 
 @pytest.mark.parametrize("name", all_corpus_tables())
-def test_optimize_then_purge_on_every_corpus_table(name, table_copy):
+def test_optimize_then_purge_then_stats_on_every_corpus_table(name, table_copy):
     root = table_copy(name)
     storage = Storage.of(str(root))
     if not _writable(storage):
@@ -130,12 +132,16 @@ def test_optimize_then_purge_on_every_corpus_table(name, table_copy):
     first = optimize(storage, dry_run=False, target_size=2000)
     second = purge(storage, dry_run=False)
     assert not first.failed and not second.failed
+    compute_stats(storage, dry_run=False, recompute_all=True)
     assert _file_rows(storage) == ours
     if theirs is not None:
         assert _deltalake_rows(storage.root) == theirs
     snap = load_snapshot(storage)
     assert all(dv is None or dv.get("storageType") is None
                for dv in snap.files.column("deletionVector").to_pylist())
+    # After COMPUTE STATS every live file carries statistics with its row count.
+    assert all(stats is not None and "numRecords" in json.loads(stats)
+               for stats in snap.files.column("stats").to_pylist())
     expected = oracle_replay(root)
     assert snap.version == expected.version
     ours_state = {(_abs_key(r["path"], root), _dv(r["deletionVector"])): r["size"]
