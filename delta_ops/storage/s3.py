@@ -68,6 +68,7 @@ class _S3Backend(_S3Bulk, _Backend):
         #: Whether reads go through the light client (botocore's synchronous one).
         self.light = fs is None
         self._client: Any = None
+        self._session: Any = None
         self._uri = uri
         self.errors = (OSError, BotoCoreError, ClientError)
         self._fs_kwargs = dict(fs_kwargs or {})
@@ -80,17 +81,25 @@ class _S3Backend(_S3Bulk, _Backend):
     def fs(self) -> Any:
         """The s3fs file system, built (and s3fs imported) on first use."""
         if self._fs is None:
-            self._fs = _make_s3fs(self._uri, self._fs_kwargs)
+            # The light client's loader (its S3 service model, loaded already) is shared:
+            # the second client is built in ms, not a tenth of a second or more.
+            loader = None if self._session is None else self._session.get_component(
+                "data_loader"
+            )
+            self._fs = _make_s3fs(self._uri, self._fs_kwargs, loader)
         return self._fs
+
+    def _light_client(self) -> Any:
+        if self._client is None:
+            self._client, self._session = make_client(self._fs_kwargs, _timestamp)
+        return self._client
 
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
         """One S3 API call, retried and its errors translated as s3fs's `call_s3` does:
         through the light client when reads go there, else through s3fs."""
         if not self.light:
             return self.fs.call_s3(method, **kwargs)
-        if self._client is None:
-            self._client = make_client(self._fs_kwargs, _timestamp)
-        client = self._client
+        client = self._light_client()
         return call(lambda: getattr(client, method)(**kwargs))
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -159,9 +168,7 @@ class _S3Backend(_S3Bulk, _Backend):
         if not self.light:
             return bytes(self.fs.cat_file(native, max_concurrency=1))
         bucket, key = self._split(native)
-        if self._client is None:
-            self._client = make_client(self._fs_kwargs, _timestamp)
-        client = self._client
+        client = self._light_client()
         return call(lambda: bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read()))
 
     def _head(self, native: str) -> dict[str, Any] | None:
@@ -472,8 +479,9 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
     return f"s3://{base}", _S3Backend(_make_s3fs(uri, kwargs), kwargs, uri), base
 
 
-def _make_s3fs(uri: str, kwargs: Mapping[str, Any]) -> Any:
-    """The s3fs file system of s3fs `kwargs`, its session parsing timestamps fast."""
+def _make_s3fs(uri: str, kwargs: Mapping[str, Any], loader: Any = None) -> Any:
+    """The s3fs file system of s3fs `kwargs`, its session parsing timestamps fast and
+    loading service models through `loader` (a botocore data loader) when given."""
     try:
         import s3fs
     except ImportError as exc:
@@ -493,6 +501,8 @@ def _make_s3fs(uri: str, kwargs: Mapping[str, Any]) -> Any:
         import aiobotocore.session
 
         fs.session = aiobotocore.session.AioSession(**fs.kwargs)
+        if loader is not None:
+            fs.session.register_component("data_loader", loader)
     _parse_timestamps_fast(fs.session)
     return fs
 

@@ -52,9 +52,11 @@ def light_options(kwargs: Mapping[str, Any]) -> bool:
     return set(config) <= set(Config.OPTION_DEFAULTS)
 
 
-def make_client(kwargs: Mapping[str, Any], timestamp_parser: Callable[[Any], Any]) -> Any:
-    """A botocore S3 client built from s3fs `kwargs` as s3fs builds its own (its
-    `set_session`), whose responses parse timestamps with `timestamp_parser`."""
+def make_client(
+    kwargs: Mapping[str, Any], timestamp_parser: Callable[[Any], Any]
+) -> tuple[Any, Any]:
+    """(client, session): a botocore S3 client built from s3fs `kwargs` as s3fs builds its
+    own (its `set_session`), whose responses parse timestamps with `timestamp_parser`."""
     import botocore.session
     from botocore.config import Config
 
@@ -81,7 +83,8 @@ def make_client(kwargs: Mapping[str, Any], timestamp_parser: Callable[[Any], Any
         init = {k: v for k, v in init.items() if k not in secrets}
         client_kwargs = {k: v for k, v in client_kwargs.items() if k not in secrets}
         config["signature_version"] = UNSIGNED
-    return session.create_client("s3", config=Config(**config), **init, **client_kwargs)
+    client = session.create_client("s3", config=Config(**config), **init, **client_kwargs)
+    return client, session
 
 
 def _translated(exc: Exception) -> Exception:

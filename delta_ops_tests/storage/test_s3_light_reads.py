@@ -111,11 +111,18 @@ def test_a_missing_file_is_reported_by_name(s3_server):
 
 
 def test_writes_and_deletes_still_go_through_s3fs(s3_server):
-    storage = Storage.for_uri(s3_server.fresh_uri("light-write"), s3_server.storage_options)
+    # Options of their own: s3fs hands back a file system built earlier for the same ones.
+    options = {**s3_server.storage_options, "config_kwargs": {"connect_timeout": 7}}
+    storage = Storage.for_uri(s3_server.fresh_uri("light-write"), options)
+    assert storage.list_dir("") == []  # a read first: the light client is built
     assert storage.put_if_absent("a.json", b"1")
     assert not storage.put_if_absent("a.json", b"2")  # If-None-Match: * held
     assert storage.read("a.json") == b"1"
-    assert storage._backend._fs is not None
+    backend = storage._backend
+    assert backend._fs is not None
+    # One loaded S3 service model for both clients.
+    loader = backend._session.get_component("data_loader")
+    assert backend.fs.session.get_component("data_loader") is loader
     assert storage.delete_many(["a.json", "b.json"]) == 1
     assert [f.path for f in storage.list_dir("")] == []
 
