@@ -8,11 +8,11 @@ batches. Listing in key ranges side by side and deleting in batches at the reque
 ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's own names
 and the ``AWS_*`` spellings of delta-rs.
 
-Reads (listings, HEADs, whole-object GETs) go through botocore's synchronous client alone
-(`s3_client`) whenever the options allow it; s3fs, with aiobotocore and aiohttp, is
-imported only when a call needs it: a write, a delete, a large file's ranged reads, or the
-listings and deletes at the request limit. A read-only run such as a snapshot then never
-imports it.
+Reads (listings, HEADs, whole-object GETs) and the listings and deletes at the request
+limit go through botocore's synchronous client alone (`s3_client`) whenever the options
+allow it; s3fs, with aiobotocore and aiohttp, is imported only when a call needs it: a
+write, a single delete or `delete_many`, a large file's ranged reads. A snapshot or a
+VACUUM dry run then never imports it.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
-from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk
-from delta_ops.storage.s3_client import call, light_options, make_client
+from delta_ops.storage.parallel import RequestPolicy
+from delta_ops.storage.s3_bulk import _client_error_code, _keep_listing_xml, _S3Bulk
+from delta_ops.storage.s3_client import ThreadedClient, call, light_options, make_client
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -69,6 +70,7 @@ class _S3Backend(_S3Bulk, _Backend):
         self.light = fs is None
         self._client: Any = None
         self._session: Any = None
+        self._bulk: ThreadedClient | None = None
         self._uri = uri
         self.errors = (OSError, BotoCoreError, ClientError)
         self._fs_kwargs = dict(fs_kwargs or {})
@@ -93,6 +95,27 @@ class _S3Backend(_S3Bulk, _Backend):
         if self._client is None:
             self._client, self._session = make_client(self._fs_kwargs, _timestamp)
         return self._client
+
+    def _bulk_client(self, policy: RequestPolicy) -> ThreadedClient:
+        """The light client's twin for `s3_bulk`: botocore's retries off (the bulk calls
+        retry themselves, see `s3_bulk`), connections and threads for
+        `policy.concurrency` requests, listings parsed by `s3_bulk._listing_page`; in the
+        light client's session (the S3 service model is loaded once)."""
+        bulk = self._bulk
+        if bulk is None or bulk.workers < policy.concurrency:
+            self._light_client()
+            kwargs = dict(self._fs_kwargs)
+            config = dict(kwargs.pop("config_kwargs", None) or {})
+            config["retries"] = {"total_max_attempts": 1, "mode": "standard"}
+            config["max_pool_connections"] = max(
+                int(config.get("max_pool_connections", 10)), policy.concurrency
+            )
+            client, _ = make_client(
+                {**kwargs, "config_kwargs": config}, _timestamp, self._session
+            )
+            client.meta.events.register("before-parse.s3.ListObjectsV2", _keep_listing_xml)
+            bulk = self._bulk = ThreadedClient(client, policy.concurrency)
+        return bulk
 
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
         """One S3 API call, retried and its errors translated as s3fs's `call_s3` does:

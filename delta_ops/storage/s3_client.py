@@ -15,8 +15,10 @@ No section of the Delta protocol is implemented here.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -53,17 +55,19 @@ def light_options(kwargs: Mapping[str, Any]) -> bool:
 
 
 def make_client(
-    kwargs: Mapping[str, Any], timestamp_parser: Callable[[Any], Any]
+    kwargs: Mapping[str, Any], timestamp_parser: Callable[[Any], Any], session: Any = None
 ) -> tuple[Any, Any]:
     """(client, session): a botocore S3 client built from s3fs `kwargs` as s3fs builds its
-    own (its `set_session`), whose responses parse timestamps with `timestamp_parser`."""
+    own (its `set_session`), whose responses parse timestamps with `timestamp_parser`; in
+    `session` (one `make_client` returned) when given, else in a new one."""
     import botocore.session
     from botocore.config import Config
 
-    session = botocore.session.Session(profile=kwargs.get("profile"))
-    session.get_component("response_parser_factory").set_parser_defaults(
-        timestamp_parser=timestamp_parser
-    )
+    if session is None:
+        session = botocore.session.Session(profile=kwargs.get("profile"))
+        session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=timestamp_parser
+        )
     client_kwargs = dict(kwargs.get("client_kwargs") or {})
     init = {
         name: kwargs.get(option)
@@ -139,3 +143,38 @@ def call(work: Callable[[], T]) -> T:
         raise failure
     raise translated from failure
 
+
+
+class ThreadedClient:
+    """A synchronous botocore client called as aiobotocore's is (`await
+    client.list_objects_v2(...)`): each call runs in one of `workers` threads, so that
+    the listings and deletes at the request limit (`s3_bulk`, written for an event loop)
+    keep `workers` requests in flight without aiobotocore."""
+
+    def __init__(self, client: Any, workers: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.client = client
+        self.workers = workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-ops-s3")
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+        function = getattr(self.client, method)
+
+        async def call(**kwargs: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, partial(function, **kwargs))
+
+        return call
+
+    @staticmethod
+    def run(main: Callable[[], Awaitable[T]]) -> T:
+        """`main()` on an event loop of its own, in a thread of its own (the caller's thread
+        may be running a loop already), and its result."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        async def wrapped() -> T:
+            return await main()
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-ops-s3-loop") as one:
+            return one.submit(asyncio.run, wrapped()).result()

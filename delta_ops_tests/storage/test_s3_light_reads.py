@@ -1,6 +1,7 @@
-"""Reads on S3 without s3fs: a snapshot run as its own process against the moto server
-never imports s3fs, aiobotocore or aiohttp (botocore's synchronous client serves its
-listings and GETs), and the light client keeps s3fs's semantics: SlowDown answers are
+"""Reads on S3 without s3fs: a snapshot or a VACUUM dry run, each run as its own process
+against the moto server, never imports s3fs, aiobotocore or aiohttp (botocore's
+synchronous client serves their listings and GETs, at the request limit from threads),
+and the light client keeps s3fs's semantics: SlowDown answers are
 retried, a missing file is reported by name, options it cannot reproduce leave every call
 to s3fs, and writes still go through s3fs."""
 
@@ -75,6 +76,21 @@ def test_a_snapshot_on_s3_imports_neither_s3fs_nor_aiobotocore(s3_server, checkp
     shown, modules = _cli_in_process_of_its_own(["snapshot", uri, "--json", *options])
     assert shown["version"] == 2, shown
     assert modules == [], f"a snapshot on S3 imported {modules}"
+
+
+def test_a_vacuum_dry_run_on_s3_imports_neither_s3fs_nor_aiobotocore(s3_server):
+    uri = _peer_table(s3_server, "light-vacuum", commits=2, checkpoint=False)
+    writer = Storage.for_uri(uri, s3_server.storage_options)
+    writer.put_atomic("stray.parquet", b"not referenced")
+    shown, modules = _cli_in_process_of_its_own(
+        ["vacuum", uri, "--dry-run", "--json", "--retention-hours", "0", "--force-retention",
+         "--storage-option", f"endpoint_url={s3_server.endpoint_url}",
+         "--storage-option", f"key={s3_server.storage_options['key']}",
+         "--storage-option", f"secret={s3_server.storage_options['secret']}",
+         "--storage-option", "AWS_REGION=us-east-1"]
+    )
+    assert "stray.parquet" in json.dumps(shown), shown  # listed at the request limit
+    assert modules == [], f"a VACUUM dry run on S3 imported {modules}"
 
 
 def test_reads_ride_out_slowdown_answers_without_s3fs(s3_server):
