@@ -28,7 +28,13 @@ from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 from delta_ops.storage.parallel import RequestPolicy
 from delta_ops.storage.s3_bulk import _client_error_code, _keep_listing_xml, _S3Bulk
-from delta_ops.storage.s3_client import ThreadedClient, call, light_options, make_client
+from delta_ops.storage.s3_client import (
+    ThreadedClient,
+    call,
+    light_options,
+    make_client,
+    shared,
+)
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -93,7 +99,9 @@ class _S3Backend(_S3Bulk, _Backend):
 
     def _light_client(self) -> Any:
         if self._client is None:
-            self._client, self._session = make_client(self._fs_kwargs, _timestamp)
+            self._client, self._session = shared(
+                ["light", self._fs_kwargs], lambda: make_client(self._fs_kwargs, _timestamp)
+            )
         return self._client
 
     def _bulk_client(self, policy: RequestPolicy) -> ThreadedClient:
@@ -110,11 +118,16 @@ class _S3Backend(_S3Bulk, _Backend):
             config["max_pool_connections"] = max(
                 int(config.get("max_pool_connections", 10)), policy.concurrency
             )
-            client, _ = make_client(
-                {**kwargs, "config_kwargs": config}, _timestamp, self._session
-            )
-            client.meta.events.register("before-parse.s3.ListObjectsV2", _keep_listing_xml)
-            bulk = self._bulk = ThreadedClient(client, policy.concurrency)
+            def build() -> ThreadedClient:
+                client, _ = make_client(
+                    {**kwargs, "config_kwargs": config}, _timestamp, self._session
+                )
+                client.meta.events.register(
+                    "before-parse.s3.ListObjectsV2", _keep_listing_xml
+                )
+                return ThreadedClient(client, policy.concurrency)
+
+            bulk = self._bulk = shared(["bulk", self._fs_kwargs, policy.concurrency], build)
         return bulk
 
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:

@@ -16,6 +16,8 @@ No section of the Delta protocol is implemented here.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -52,6 +54,22 @@ def light_options(kwargs: Mapping[str, Any]) -> bool:
 
     # aiobotocore's AioConfig takes more (connector_args...), which botocore's refuses.
     return set(config) <= set(Config.OPTION_DEFAULTS)
+
+
+_SHARED: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(key: Any, build: Callable[[], T]) -> T:
+    """`build()`, once per process for equal `key`s (the options a client is built from):
+    as fsspec keeps one s3fs file system per set of options, storages opened with the same
+    options share one client (and its connections) instead of building their own."""
+    text = json.dumps(key, sort_keys=True, default=repr)
+    with _SHARED_LOCK:
+        found = _SHARED.get(text)
+        if found is None:
+            found = _SHARED[text] = build()
+        return found
 
 
 def make_client(

@@ -126,6 +126,17 @@ def test_a_missing_file_is_reported_by_name(s3_server):
     assert storage._backend._fs is None
 
 
+def test_storages_with_the_same_options_share_one_light_client(s3_server):
+    one = Storage.for_uri(s3_server.fresh_uri("light-a"), s3_server.storage_options)
+    two = Storage.for_uri(s3_server.fresh_uri("light-b"), s3_server.storage_options)
+    assert one.list_dir("") == two.list_dir("") == []
+    assert one._backend._client is two._backend._client
+    other = {**s3_server.storage_options, "config_kwargs": {"read_timeout": 30}}
+    three = Storage.for_uri(s3_server.fresh_uri("light-c"), other)
+    assert three.list_dir("") == []
+    assert three._backend._client is not one._backend._client
+
+
 def test_writes_and_deletes_still_go_through_s3fs(s3_server):
     # Options of their own: s3fs hands back a file system built earlier for the same ones.
     options = {**s3_server.storage_options, "config_kwargs": {"connect_timeout": 7}}
