@@ -118,6 +118,7 @@ class _S3Backend(_S3Bulk, _Backend):
             config["max_pool_connections"] = max(
                 int(config.get("max_pool_connections", 10)), policy.concurrency
             )
+
             def build() -> ThreadedClient:
                 client, _ = make_client(
                     {**kwargs, "config_kwargs": config}, _timestamp, self._session

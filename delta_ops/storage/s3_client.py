@@ -131,8 +131,6 @@ def call(work: Callable[[], T]) -> T:
     """`work()` (one S3 request and the reading of its answer) with s3fs's retries: a
     SlowDown answer or a dropped or timed-out connection is tried again after 0.1 s,
     0.17 s, 0.29 s... up to `ATTEMPTS` times; botocore's own retries run inside each."""
-    import socket
-
     from botocore.exceptions import (
         ClientError,
         ConnectionError,
@@ -150,7 +148,7 @@ def call(work: Callable[[], T]) -> T:
             failure = exc
             if not any(text in str(exc) for text in _RETRIED_TEXT):
                 break
-        except (socket.timeout, HTTPClientError, ConnectionError, IncompleteRead,
+        except (TimeoutError, HTTPClientError, ConnectionError, IncompleteRead,
                 IncompleteReadError, ResponseParserError) as exc:
             failure = exc
         if attempt + 1 < ATTEMPTS:
