@@ -18,6 +18,8 @@ backend:
 * `s3` (``s3``; ``s3a://``/``s3n://`` are accepted as aliases): through s3fs, calling S3
   itself where the semantics matter: ``ListObjectsV2`` with ``StartAfter`` for log
   listings and a conditional ``PutObject`` (``If-None-Match: *``) for put-if-absent.
+  Reads go through botocore's synchronous client alone (`s3_client`): s3fs is imported
+  only when a write, a delete or a bulk listing needs it.
 * `memory` (``memory``): fsspec's process-global in-memory file system, mutated under a
   lock so that put-if-absent is exclusive between threads.
 * `generic`: any other protocol fsspec knows: reads work; writes that need atomicity are

@@ -6,8 +6,13 @@ conditional ``PutObject`` (``If-None-Match: *``), atomic and exclusive as the pr
 batches. Listing in key ranges side by side and deleting in batches at the request limit
 (own retries with backoff, a concurrency limit that lowers itself) are in `s3_bulk`.
 ``s3a://`` and ``s3n://`` are aliases of ``s3://``. Storage options take s3fs's own names
-and the ``AWS_*`` spellings of delta-rs. s3fs and botocore are imported only when an S3
-storage is built.
+and the ``AWS_*`` spellings of delta-rs.
+
+Reads (listings, HEADs, whole-object GETs) and the listings and deletes at the request
+limit go through botocore's synchronous client alone (`s3_client`) whenever the options
+allow it; s3fs, with aiobotocore and aiohttp, is imported only when a call needs it: a
+write, a single delete or `delete_many`, a large file's ranged reads. A snapshot or a
+VACUUM dry run then never imports it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ from typing import Any, BinaryIO
 
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
-from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk
+from delta_ops.storage.parallel import RequestPolicy
+from delta_ops.storage.s3_bulk import _client_error_code, _keep_listing_xml, _S3Bulk
+from delta_ops.storage.s3_client import (
+    ThreadedClient,
+    call,
+    light_options,
+    make_client,
+    shared,
+)
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -51,16 +64,80 @@ class _S3Backend(_S3Bulk, _Backend):
     #: Keys per DeleteObjects request (S3 accepts at most 1000).
     delete_batch = 1000
 
-    def __init__(self, fs: Any, fs_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, fs: Any, fs_kwargs: Mapping[str, Any] | None = None, uri: str = "s3://"
+    ) -> None:
+        """`fs`: the s3fs file system, or None to read through the light client
+        (`s3_client`) and build the file system from `fs_kwargs` when a call needs it."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        self.fs = fs
+        self._fs = fs
+        #: Whether reads go through the light client (botocore's synchronous one).
+        self.light = fs is None
+        self._client: Any = None
+        self._session: Any = None
+        self._bulk: ThreadedClient | None = None
+        self._uri = uri
         self.errors = (OSError, BotoCoreError, ClientError)
         self._fs_kwargs = dict(fs_kwargs or {})
         self._raw: Any = None
         self._remembered = None
         #: native path -> size, from `list_dir`: lets `open_input` skip s3fs's HEAD.
         self._sizes: dict[str, int] = {}
+
+    @property
+    def fs(self) -> Any:
+        """The s3fs file system, built (and s3fs imported) on first use."""
+        if self._fs is None:
+            # The light client's loader (its S3 service model, loaded already) is shared:
+            # the second client is built in ms, not a tenth of a second or more.
+            loader = None if self._session is None else self._session.get_component(
+                "data_loader"
+            )
+            self._fs = _make_s3fs(self._uri, self._fs_kwargs, loader)
+        return self._fs
+
+    def _light_client(self) -> Any:
+        if self._client is None:
+            self._client, self._session = shared(
+                ["light", self._fs_kwargs], lambda: make_client(self._fs_kwargs, _timestamp)
+            )
+        return self._client
+
+    def _bulk_client(self, policy: RequestPolicy) -> ThreadedClient:
+        """The light client's twin for `s3_bulk`: botocore's retries off (the bulk calls
+        retry themselves, see `s3_bulk`), connections and threads for
+        `policy.concurrency` requests, listings parsed by `s3_bulk._listing_page`; in the
+        light client's session (the S3 service model is loaded once)."""
+        bulk = self._bulk
+        if bulk is None or bulk.workers < policy.concurrency:
+            self._light_client()
+            kwargs = dict(self._fs_kwargs)
+            config = dict(kwargs.pop("config_kwargs", None) or {})
+            config["retries"] = {"total_max_attempts": 1, "mode": "standard"}
+            config["max_pool_connections"] = max(
+                int(config.get("max_pool_connections", 10)), policy.concurrency
+            )
+
+            def build() -> ThreadedClient:
+                client, _ = make_client(
+                    {**kwargs, "config_kwargs": config}, _timestamp, self._session
+                )
+                client.meta.events.register(
+                    "before-parse.s3.ListObjectsV2", _keep_listing_xml
+                )
+                return ThreadedClient(client, policy.concurrency)
+
+            bulk = self._bulk = shared(["bulk", self._fs_kwargs, policy.concurrency], build)
+        return bulk
+
+    def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        """One S3 API call, retried and its errors translated as s3fs's `call_s3` does:
+        through the light client when reads go there, else through s3fs."""
+        if not self.light:
+            return self.fs.call_s3(method, **kwargs)
+        client = self._light_client()
+        return call(lambda: getattr(client, method)(**kwargs))
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         token: str | None = None
@@ -70,7 +147,7 @@ class _S3Backend(_S3Bulk, _Backend):
                 call["MaxKeys"] = self.page_size
             if token:
                 call["ContinuationToken"] = token
-            page = self.fs.call_s3("list_objects_v2", **call)
+            page = self._call("list_objects_v2", **call)
             yield page
             if not page.get("IsTruncated"):
                 return
@@ -125,14 +202,18 @@ class _S3Backend(_S3Bulk, _Backend):
     def read(self, native: str) -> bytes:
         # One GET: with its default concurrency s3fs first sends a HEAD for the size (to
         # split large objects into parallel ranged GETs), a round trip per file read.
-        return bytes(self.fs.cat_file(native, max_concurrency=1))
+        if not self.light:
+            return bytes(self.fs.cat_file(native, max_concurrency=1))
+        bucket, key = self._split(native)
+        client = self._light_client()
+        return call(lambda: bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read()))
 
     def _head(self, native: str) -> dict[str, Any] | None:
         bucket, key = self._split(native)
         if not key:
             return None
         try:
-            return self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+            return self._call("head_object", Bucket=bucket, Key=key)
         except FileNotFoundError:
             return None
 
@@ -147,7 +228,14 @@ class _S3Backend(_S3Bulk, _Backend):
         # listing named as small is read whole in one GET instead (whatever its size is by
         # now: nothing is trusted from the listing but "small"). A large file keeps the
         # HEAD, one request beside the reads it takes anyway.
+        # Through the light client, a file of unknown size costs a HEAD, as in s3fs, and
+        # then one GET when small.
         size = self._sizes.get(native)
+        if size is None and self.light:
+            head = self._head(native)
+            if head is None:
+                raise FileNotFoundError(f"no such object: s3://{native}")
+            size = int(head["ContentLength"])
         if size is not None and size <= WHOLE_READ_BYTES:
             return io.BytesIO(self.read(native))
         return self.fs.open(native, "rb")
@@ -342,19 +430,21 @@ _FSSPEC_COMMON_OPTIONS = frozenset(
 )
 
 
+#: The keyword arguments of `s3fs.S3FileSystem.__init__` (written out, so that checking
+#: options does not import s3fs; a test compares them with the installed s3fs).
+S3FS_OWN_OPTIONS = frozenset(
+    {"anon", "endpoint_url", "key", "secret", "token", "use_ssl", "client_kwargs",
+     "requester_pays", "default_block_size", "default_fill_cache", "default_cache_type",
+     "version_aware", "config_kwargs", "s3_additional_kwargs", "session", "username",
+     "password", "cache_regions", "asynchronous", "loop", "max_concurrency",
+     "fixed_upload_size", "local_expiry_check"}
+)
+
+
 def _s3fs_option_names() -> frozenset[str]:
     """The keyword arguments s3fs.S3FileSystem accepts (its own, fsspec's and the botocore
     session's)."""
-    import inspect
-
-    import s3fs
-
-    params = inspect.signature(s3fs.S3FileSystem.__init__).parameters.values()
-    own = {
-        p.name for p in params
-        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-    }
-    return frozenset(own) | _FSSPEC_COMMON_OPTIONS
+    return S3FS_OWN_OPTIONS | _FSSPEC_COMMON_OPTIONS
 
 
 def _s3fs_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -411,16 +501,30 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
     key = key.strip("/")
     if not bucket:
         raise StorageError(f"S3 URI {uri!r} names no bucket")
+    import importlib.util
+
+    if importlib.util.find_spec("s3fs") is None:  # found without importing it
+        raise StorageError(f"s3fs is needed to reach {uri!r}: pip install 'delta_ops[s3]'")
+    try:
+        kwargs = _s3fs_kwargs(options)
+    except StorageError as exc:
+        raise StorageError(exc.reason, table=uri) from None
+    base = f"{bucket}/{key}" if key else bucket
+    if light_options(kwargs):
+        # Reads through botocore alone; s3fs is built when a write or bulk call needs it.
+        return f"s3://{base}", _S3Backend(None, kwargs, uri), base
+    return f"s3://{base}", _S3Backend(_make_s3fs(uri, kwargs), kwargs, uri), base
+
+
+def _make_s3fs(uri: str, kwargs: Mapping[str, Any], loader: Any = None) -> Any:
+    """The s3fs file system of s3fs `kwargs`, its session parsing timestamps fast and
+    loading service models through `loader` (a botocore data loader) when given."""
     try:
         import s3fs
     except ImportError as exc:
         raise StorageError(
             f"s3fs is needed to reach {uri!r}: pip install 'delta_ops[s3]'"
         ) from exc
-    try:
-        kwargs = _s3fs_kwargs(options)
-    except StorageError as exc:
-        raise StorageError(exc.reason, table=uri) from None
     try:
         fs = s3fs.S3FileSystem(**kwargs)
     except (TypeError, ValueError, KeyError) as exc:
@@ -434,9 +538,10 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
         import aiobotocore.session
 
         fs.session = aiobotocore.session.AioSession(**fs.kwargs)
+        if loader is not None:
+            fs.session.register_component("data_loader", loader)
     _parse_timestamps_fast(fs.session)
-    base = f"{bucket}/{key}" if key else bucket
-    return f"s3://{base}", _S3Backend(fs, kwargs), base
+    return fs
 
 
 def _timestamp(value: Any) -> Any:

@@ -5,7 +5,9 @@ limit that halves on ``503 SlowDown`` (`parallel.AdaptiveLimit`).
 These requests go through a client of their own whose botocore retries are off (s3fs's
 retry loop is not used either): otherwise botocore (up to 5 attempts) and s3fs (5 more
 around each) would retry a SlowDown answer themselves, multiplying the attempts and hiding
-the answer from the limit. No section of the Delta protocol is implemented here.
+the answer from the limit. With the light client (`s3_client`), that client is
+botocore's synchronous one called from threads (`s3_client.ThreadedClient`), and
+aiobotocore is not imported. No section of the Delta protocol is implemented here.
 """
 
 from __future__ import annotations
@@ -145,6 +147,8 @@ class _S3Bulk:
     delete_batch: int
     _fs_kwargs: dict[str, Any]
     _raw: Any
+    light: bool
+    _bulk_client: Callable[[RequestPolicy], Any]
     _remembered: tuple[str, float, list[tuple[str, int, int]]] | None
     #: Whether a range still paging after its first page is cut into more ranges
     #: (`parallel.extrapolated_bounds`).
@@ -191,7 +195,12 @@ class _S3Bulk:
         return raw
 
     def _run(self, policy: RequestPolicy, body: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Run `body(client)` on s3fs's event loop and wait for it."""
+        """Run `body(client)` on s3fs's event loop and wait for it; when reads go through
+        the light client, on a loop of its own with botocore's synchronous client called
+        from threads (`s3_client.ThreadedClient`), without s3fs."""
+        if self.light:
+            threaded = self._bulk_client(policy)
+            return threaded.run(lambda: body(threaded))
         from fsspec.asyn import sync
 
         raw = self._raw_fs(policy)
@@ -206,6 +215,14 @@ class _S3Bulk:
             return await body(raw._s3)
 
         return sync(raw.loop, main)
+
+    def _network_errors(self) -> tuple[type[BaseException], ...]:
+        """Failures of a request besides botocore's and OSError: aiohttp's under s3fs."""
+        if self.light:
+            return (asyncio.TimeoutError,)
+        import aiohttp
+
+        return (aiohttp.ClientError, asyncio.TimeoutError)
 
     @staticmethod
     def _transient(exc: BaseException) -> tuple[bool, bool]:
@@ -230,16 +247,15 @@ class _S3Bulk:
         **kwargs: Any,
     ) -> dict[str, Any]:
         """One S3 call through `limit`, retried with backoff while it fails transiently."""
-        import aiohttp
         from botocore.exceptions import BotoCoreError, ClientError
 
+        network = self._network_errors()
         for attempt in range(policy.attempts):
             await limit.acquire()
             counter[0] += 1
             try:
                 result = await getattr(client, method)(**kwargs)
-            except (ClientError, BotoCoreError, aiohttp.ClientError, OSError,
-                    asyncio.TimeoutError) as exc:
+            except (ClientError, BotoCoreError, OSError, *network) as exc:
                 retry, throttled = self._transient(exc)
                 await limit.release(throttled=throttled)
                 if not retry or attempt + 1 >= policy.attempts:
@@ -419,7 +435,7 @@ class _S3Bulk:
         deleted: list[int] = []
         failed: list[tuple[str, str]] = []
 
-        import aiohttp
+        network = self._network_errors()
 
         async def one(client: Any, limit: AdaptiveLimit, bucket: str, keys: list[str]) -> None:
             pending = keys
@@ -432,7 +448,7 @@ class _S3Bulk:
                         Bucket=bucket,
                         Delete={"Objects": [{"Key": k} for k in pending], "Quiet": False},
                     )
-                except (*self.errors, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (*self.errors, *network) as exc:
                     code, status = _client_error_code(exc)
                     why = f"{code or type(exc).__name__} ({status}): {exc}" if status else str(exc)
                     reasons.update((k, why) for k in pending)

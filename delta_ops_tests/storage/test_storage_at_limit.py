@@ -696,5 +696,8 @@ def test_the_listing_client_shares_the_storage_session(s3_server):
     storage.put_atomic("a.parquet", b"x")
     assert [f.path for f in storage.list_ranges("", [])] == ["a.parquet"]
     backend = storage._backend
-    assert backend._raw is not backend.fs
-    assert backend._raw.session is backend.fs.session
+    # The bulk client is the light client's twin (not s3fs), built in its session: the
+    # same loaded service model.
+    assert backend.light and backend._bulk.client is not backend._client
+    bulk_model = backend._bulk.client.meta.service_model._service_description
+    assert bulk_model is backend._client.meta.service_model._service_description
