@@ -8,8 +8,8 @@ Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 and `table.purge()`. Each is a thin method over its operation in `delta_ops.maintenance`
 (`delta_ops.layout` for the data's maintenance; imported when first called), with the
 same keyword arguments and defaults (destructive ones are dry runs unless
-`dry_run=False`) and the same frozen Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
-long-lived handle never acts on stale state.
+`dry_run=False`) and the same frozen Result. A DeltaTable holds only its storage; every
+call reads the log afresh, so a long-lived handle never acts on stale state.
 """
 
 from __future__ import annotations
