@@ -7,7 +7,7 @@ policies) and `secrets` (environment references, redaction); `component` (the ty
 and Spark); `keys` (asset keys and lineage), `translator` (each asset's spec, and the
 `DeltaOpsTranslator` users subclass), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
-(two steps per table holding its assets and checks, each table's in its own pool), `engines`
+(one step per table holding its assets and checks, each table's in its own pool), `engines`
 (engine per table),
 `sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
 automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a

@@ -30,7 +30,6 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    ObserveResult,
 )
 from pydantic import Field
 
@@ -228,8 +227,10 @@ def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
 # ---- operations (one function per component, called by the asset bodies) -----------------
 
 
-def observe_log(run: TableRun) -> ObserveResult:
-    """The table's current state: version, files, bytes, protocol, file-size histogram."""
+def observe_log(run: TableRun) -> MaterializeResult:
+    """The table's current state: version, files, bytes, protocol, file-size histogram (a
+    materialization of `[t, delta_log]` that only reads: its data version is the table
+    version)."""
     from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
@@ -261,7 +262,7 @@ def observe_log(run: TableRun) -> ObserveResult:
             "storage_options": MetadataValue.json(run.table.redacted_storage_options()),
             "duration_s": MetadataValue.float(round(duration, 3)),
         }
-    return ObserveResult(
+    return MaterializeResult(
         asset_key=asset_key(run.name, DELTA_LOG),
         data_version=DataVersion(str(snap.version)),
         metadata=metadata,

@@ -172,7 +172,7 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
             for parent in graph.get(key).parent_keys
         }
         assert edges == EDGES
-        assert graph.get(AssetKey([t, "delta_log"])).is_observable
+        assert graph.get(AssetKey([t, "delta_log"])).is_materializable
         assert {graph.get(AssetKey([t, c])).group_name for c in COMPONENTS} == {t}
     check_names = {(k.asset_key.path[0], k.asset_key.path[1], k.name)
                    for k in graph.asset_check_keys}
@@ -197,7 +197,7 @@ def test_loading_the_definitions_imports_no_pyspark_and_starts_no_jvm():
         "import delta_ops.definitions as d\n"
         "from dagster import Definitions\n"
         "Definitions.validate_loadable(d.defs)\n"
-        "assert len(d.defs.assets) == 7, len(d.defs.assets)\n"  # overview + 2 steps a table
+        "assert len(d.defs.assets) == 4, len(d.defs.assets)\n"  # overview + 1 step a table
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
         "me = str(os.getpid())\n"
         "kids = []\n"
@@ -268,7 +268,7 @@ def test_asset_specs_show_redacted_storage_options(tmp_path, monkeypatch):
 
 def test_delta_log_is_observed_with_the_table_version_as_data_version(maintained):
     event = maintained["events"][("ckpt", "delta_log")]
-    obs = event.event_specific_data.asset_observation
+    obs = event.event_specific_data.materialization
     assert obs.tags["dagster/data_version"] == "14"
     m = md(event)
     snap = load_snapshot(Storage.for_uri(str(maintained["roots"]["dv"])), 15)
