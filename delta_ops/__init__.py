@@ -10,7 +10,7 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking` and `what_is_due`; their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due` and `fsck`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -55,6 +55,8 @@ _LAZY: dict[str, str] = {
     "what_is_due": "delta_ops.maintenance.due",
     "DuePolicy": "delta_ops.maintenance.due",
     "DueReport": "delta_ops.maintenance.due",
+    "fsck": "delta_ops.maintenance.fsck",
+    "FsckResult": "delta_ops.maintenance.fsck",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -99,6 +101,8 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.due import DuePolicy as DuePolicy
     from delta_ops.maintenance.due import DueReport as DueReport
     from delta_ops.maintenance.due import what_is_due as what_is_due
+    from delta_ops.maintenance.fsck import FsckResult as FsckResult
+    from delta_ops.maintenance.fsck import fsck as fsck
     from delta_ops.maintenance.row_tracking import BackfillResult as BackfillResult
     from delta_ops.maintenance.row_tracking import backfill_row_tracking as backfill_row_tracking
     from delta_ops.maintenance.vacuum import InventorySource as InventorySource

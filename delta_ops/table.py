@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.cleanup import CleanupResult
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
+    from delta_ops.maintenance.fsck import FsckResult
     from delta_ops.maintenance.row_tracking import BackfillProgress, BackfillResult
     from delta_ops.maintenance.vacuum import InventorySource, VacuumResult
 
@@ -148,6 +149,26 @@ class DeltaTable:
             now_ms=now_ms, engine=engine, allow_catalog_managed=allow_catalog_managed,
             inventory=inventory, lite_fallback=lite_fallback, record_history=record_history,
             progress=progress,
+        )
+
+    def fsck(
+        self,
+        *,
+        repair: bool = False,
+        confirm: bool = False,
+        verify_data: bool = False,
+        leftovers: bool = True,
+        engine: Engine | None = None,
+        clock: Clock | None = None,
+    ) -> FsckResult:
+        """Check that the table is whole; with `repair=True, confirm=True`, remove the live
+        files proven missing or whose deletion vector is (a dry run without `confirm`): the
+        arguments and Result of `delta_ops.maintenance.fsck.fsck`."""
+        from delta_ops.maintenance.fsck import fsck
+
+        return fsck(
+            self, repair=repair, confirm=confirm, verify_data=verify_data,
+            leftovers=leftovers, engine=engine, clock=clock,
         )
 
     def write_checksum(

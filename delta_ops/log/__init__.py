@@ -20,7 +20,8 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
 - `segment/`: the files that make version v (`build_log_segment`, `LogSegment`) and the
   cheap questions about them: the protocol/metadata light replay (`read_protocol_metadata`),
   commit timestamps and time travel (`version_at_timestamp`), the cheap state a sensor reads
-  (`inspect_log`, `read_settings`) and whether the log reads (`log_problem`).
+  (`inspect_log`, `read_settings`), whether the log reads (`log_problem`) and every
+  finding about it for fsck (`check_log`).
 - `replay/`: reconciliation, one module per strategy: full and columnar
   (`full_replay.replay`, here `replay_segment`; `columnar_commits`), action by action
   (`action_replay`), streamed (`StreamedActions`), VACUUM's references in memory
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
         write_last_vacuum_info,
     )
     from delta_ops.log.segment.health import LogProblem, log_problem
+    from delta_ops.log.segment.log_check import LogCheck, LogFinding, check_log
     from delta_ops.log.segment.log_segment import Delta, LogSegment, build_log_segment
     from delta_ops.log.segment.log_state import (
         DEFAULT_CHECKPOINT_INTERVAL,
@@ -147,6 +149,9 @@ _FACE: dict[str, str] = {
     # segment/
     "LogProblem": "segment.health",
     "log_problem": "segment.health",
+    "LogCheck": "segment.log_check",
+    "LogFinding": "segment.log_check",
+    "check_log": "segment.log_check",
     "Delta": "segment.log_segment",
     "LogSegment": "segment.log_segment",
     "build_log_segment": "segment.log_segment",
@@ -210,6 +215,8 @@ __all__ = [
     "FileReferences",
     "IctEnablement",
     "LiteWindow",
+    "LogCheck",
+    "LogFinding",
     "LogListing",
     "LogProblem",
     "LogSegment",
@@ -227,6 +234,7 @@ __all__ = [
     "TableSize",
     "advance_last_checkpoint",
     "build_log_segment",
+    "check_log",
     "choose_state",
     "commit_at_or_before",
     "complete_checkpoints",

@@ -72,18 +72,16 @@ def test_cli_fsck_check_files_text_and_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r"files\s+\d+ checked, 0 missing", out)
     gone = _delete_one(root)
-    assert main(["fsck", str(root), "--check-files", "--json"]) == 1
+    assert main(["fsck", str(root), "--check-files", "--json"]) == 3
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["files"]["missing"] == [gone]
-    assert main(["fsck", str(root), "--check-files"]) == 1
+    assert main(["fsck", str(root), "--check-files"]) == 3
     assert f"missing   {gone}" in capsys.readouterr().out
 
 
-def test_cli_fsck_needs_a_check(tmp_path, capsys):
+def test_cli_fsck_check_files_takes_no_repair(tmp_path, capsys):
     root = copy_corpus_table("basic_append", tmp_path / "t")
-    with pytest.raises(SystemExit) as exc:
-        main(["fsck", str(root)])
-    assert exc.value.code == 2
+    assert main(["fsck", str(root), "--check-files", "--repair"]) == 2
     assert "--check-files" in capsys.readouterr().err
 
 

@@ -26,6 +26,11 @@ SLOWDOWN_BODY = (
     b"<Message>Please reduce your request rate.</Message>"
     b"<RequestId>delta-ops-proxy</RequestId><HostId>delta-ops-proxy</HostId></Error>"
 )
+DENIED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message>"
+    b"<RequestId>delta-ops-proxy</RequestId><HostId>delta-ops-proxy</HostId></Error>"
+)
 # Hop-by-hop headers and those aiohttp sets itself.
 _DROP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
@@ -51,14 +56,19 @@ class S3Proxy:
         latency: Seconds each request is held before it is forwarded (or refused).
         slowdown: Share of requests (0..1) answered ``503 SlowDown`` instead.
         seed: Seeds the choice of refused requests.
+        deny: Given a request's kind and path with query (``/bucket?list-type=2&prefix=...``),
+            True to answer it ``403 AccessDenied`` instead of forwarding it (counted as
+            ``AccessDenied``): a store whose policy refuses some requests.
     """
 
     def __init__(
-        self, upstream: str, *, latency: float = 0.05, slowdown: float = 0.0, seed: int = 0
+        self, upstream: str, *, latency: float = 0.05, slowdown: float = 0.0, seed: int = 0,
+        deny: Any = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.latency = latency
         self.slowdown = slowdown
+        self.deny = deny
         self._rng = random.Random(seed)
         self._counts: Counter[str] = Counter()
         #: (kind, path) of every request counted, in order, since the last `reset`.
@@ -96,6 +106,10 @@ class S3Proxy:
         kind = request_kind(request.method, request.path, request.query_string)
         body = await request.read()
         refuse = False
+        if self.deny is not None and self.deny(kind, request.path_qs):
+            with self._lock:
+                self._counts["AccessDenied"] += 1
+            return web.Response(status=403, body=DENIED_BODY, content_type="application/xml")
         with self._lock:
             if self.slowdown and self._rng.random() < self.slowdown:
                 refuse = True

@@ -1,0 +1,388 @@
+"""The data half of fsck: the live data files and deletion vectors of a version against
+one listing of the directories that hold them.
+
+Spec sections: "Add File and Remove File" (a live `add` names a data file of `size`
+bytes), "Deletion Vectors" ("Deletion Vector Descriptor Schema": `u` files resolve to
+`<root>/<prefix>/deletion_vector_<uuid>.bin`, `p` is a path, `i` is inline; "Deletion Vector
+File Storage Format": a version byte, then per DV its size, the bitmap and a CRC-32 of the
+bitmap, all big-endian), "Per-file Statistics" (`numRecords`).
+
+Plan from the snapshot: the listing key of every live file (`protocol.path_identity`) and of
+every DV file, and the top-level directories that hold them. One listing on the engine
+(`Engine.list_files`: threads locally, executors on Spark), made a group of whole
+directories at a time (about `LISTING_GROUP` live files each, so the driver never holds the
+whole listing), answers existence and size for all of them. A listing error raises (never
+read as "missing"), and a file the listing does not show is looked at directly before it is
+called missing (found: `unlisted_file`, a warning: a symbolic link, which listings never
+follow, or a listing that lags). Then, per DV file, the file is read once and each
+descriptor pointing into it decoded (`read_dv_from_file_bytes`: size, CRC-32, bitmap,
+cardinality); inline DVs are decoded from the descriptor. With `verify_data`, every present
+data file's Parquet footer is read on the engine and its row count compared with
+`numRecords` (files whose statistics lack it: footer read only). Files outside the table
+root are counted, not checked.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.commit.row_ids import num_records_from_stats
+from delta_ops.errors import DeletionVectorError, StorageError
+from delta_ops.maintenance.fsck.problems import ERROR, WARNING, Problem
+from delta_ops.protocol.deletion_vectors import (
+    DeletionVectorDescriptor,
+    inline_dv_bitmap,
+    read_dv_from_file_bytes,
+)
+from delta_ops.protocol.path_identity import READER_PATTERN, relative_key
+from delta_ops.storage import Storage
+
+if TYPE_CHECKING:
+    from delta_ops.engine.base import Engine
+
+#: Data files whose footers one engine call reads.
+FOOTER_BATCH = 4096
+#: Rows of a loaded state taken at a time (a streamed one comes in its own batches).
+BATCH = 100_000
+#: Live files whose directories one listing covers (whole directories, so a group may
+#: hold more): the listing held at once is about this size, not the table's.
+LISTING_GROUP = 500_000
+
+
+@dataclass
+class LiveFile:
+    """A live data file whose check found something (kept for the repair)."""
+
+    key: str
+    row: dict[str, Any] = field(default_factory=dict)
+    missing: bool = False
+    dv_key: str | None = None
+    dv_missing: bool = False
+    dv_corrupt: bool = False
+
+
+@dataclass
+class DataCheck:
+    """What `check_data` found."""
+
+    problems: list[Problem] = field(default_factory=list)
+    damaged: dict[str, LiveFile] = field(default_factory=dict)  # key -> file
+    num_files: int = 0
+    num_deletion_vectors: int = 0
+    num_outside_table: int = 0
+
+
+def _directory(key: str) -> str:
+    """The directory `Engine.list_files` lists to find `key`: its top-level directory
+    (listed recursively), or "" (the root's own files)."""
+    head, sep, _ = key.partition("/")
+    return head if sep else ""
+
+
+def _tables(files: Any, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The live files a batch at a time (a loaded state in slices, a streamed one as it
+    streams): the same batches, in the same order, on every call."""
+    if isinstance(files, pa.Table):
+        t = files if columns is None else files.select(columns)
+        for start in range(0, t.num_rows, BATCH):
+            yield t.slice(start, BATCH)
+    else:
+        yield from files.tables(columns)
+
+
+def dv_key(descriptor: DeletionVectorDescriptor, root: str) -> str | None:
+    """The listing key of a `u`/`p` DV's file, None for inline DVs and files outside the
+    root."""
+    if descriptor.storage_type == "u":
+        return descriptor.relative_path()
+    if descriptor.storage_type == "p":
+        return relative_key(descriptor.path_or_inline_dv, root)
+    return None
+
+
+def _keys(paths: pa.Array, root: str) -> pa.Array:
+    """The listing key of each path (null: outside the root); only paths matching
+    `READER_PATTERN` (escapes, URIs, dot segments) go through Python."""
+    paths = paths.cast(pa.string())
+    odd = pc.match_substring_regex(paths, READER_PATTERN)
+    if not pc.any(odd).as_py():
+        return paths
+    keys = [relative_key(p, root) if o else p
+            for p, o in zip(paths.to_pylist(), odd.to_pylist(), strict=True)]
+    return pa.array(keys, pa.string())
+
+
+class _Check:
+    """The state of one `check_data` run: keys and sizes by batch, DV users by DV file."""
+
+    def __init__(self, storage: Storage, snapshot: Any, verify_data: bool) -> None:
+        self.storage, self.snapshot = storage, snapshot
+        self.root, self.version = storage.root, snapshot.version
+        self.out = DataCheck()
+        self.keys: list[pa.Array] = []
+        self.sizes: list[pa.Array] = []
+        self.expected: list[list[int | None]] = []
+        self.verify_data = verify_data
+        # DV file key -> [(data key, descriptor, global row)]
+        self.dv_files: dict[str, list[tuple[str, DeletionVectorDescriptor, int]]] = \
+            defaultdict(list)
+        self.wanted: dict[int, LiveFile] = {}  # global row -> file whose row the repair needs
+
+    def read(self) -> None:
+        columns = ["path", "size", "deletionVector"] + (["stats"] if self.verify_data else [])
+        offset = 0
+        for t in _tables(self.snapshot.files, columns) if self.snapshot.num_files else ():
+            keys = _keys(t.column("path").combine_chunks(), self.root)
+            self.out.num_files += t.num_rows
+            self.out.num_outside_table += keys.null_count
+            self.keys.append(keys)
+            self.sizes.append(t.column("size").combine_chunks())
+            if self.verify_data:
+                self.expected.append([num_records_from_stats(s)
+                                      for s in t.column("stats").to_pylist()])
+            self._deletion_vectors(t, keys, offset)
+            offset += t.num_rows
+
+    def _deletion_vectors(self, t: pa.Table, keys: pa.Array, offset: int) -> None:
+        dv = t.column("deletionVector").combine_chunks()
+        has = pc.and_(dv.is_valid(), pc.struct_field(dv, "storageType").is_valid())
+        if not pc.any(has).as_py():
+            return
+        rows = pc.indices_nonzero(has.fill_null(False)).to_pylist()
+        for i, raw in zip(rows, dv.take(rows).to_pylist(), strict=True):
+            key = keys[i].as_py()
+            if key is None:
+                continue
+            self.out.num_deletion_vectors += 1
+            try:
+                descriptor = DeletionVectorDescriptor.from_dict(raw)
+                if descriptor.is_inline:
+                    inline_dv_bitmap(descriptor)  # checks the cardinality too
+                    continue
+            except DeletionVectorError as exc:
+                self.out.problems.append(Problem(
+                    "corrupt_dv", ERROR, key, f"deletion vector descriptor: {exc.reason}",
+                    self.version, data_file=key))
+                self._damage(key, offset + i).dv_corrupt = True
+                continue
+            at = dv_key(descriptor, self.root)
+            if at is None:
+                self.out.num_outside_table += 1
+                continue
+            self.dv_files[at].append((key, descriptor, offset + i))
+
+    def _damage(self, key: str, row: int) -> LiveFile:
+        found = self.out.damaged.get(key)
+        if found is None:
+            found = self.out.damaged[key] = LiveFile(key)
+            self.wanted[row] = found
+        return found
+
+    def rows_of_damaged(self) -> None:
+        """The whole add row of every damaged file (read again, for the repair's remove)."""
+        if not self.wanted:
+            return
+        offset = 0
+        for t in _tables(self.snapshot.files):
+            for row in [r for r in self.wanted if offset <= r < offset + t.num_rows]:
+                self.wanted[row].row = t.slice(row - offset, 1).to_pylist()[0]
+            offset += t.num_rows
+
+
+def check_data(
+    storage: Storage, snapshot: Any, engine: Engine, *, verify_data: bool = False
+) -> DataCheck:
+    """Existence, size and deletion vectors of every live file of `snapshot` (see the module
+    docstring). The snapshot may be loaded or streamed; the driver holds the listing keys
+    and sizes as Arrow arrays, and Python objects only for the files with a DV and the
+    files found wrong.
+
+    Raises:
+        StorageError: the listing, or a read of a listed DV file, failed.
+    """
+    check = _Check(storage, snapshot, verify_data)
+    check.read()
+    out, version = check.out, check.version
+    keys = pa.chunked_array(check.keys, pa.string()) if check.keys else \
+        pa.chunked_array([], pa.string())
+    sizes = pa.chunked_array(check.sizes, pa.int64()) if check.sizes else \
+        pa.chunked_array([], pa.int64())
+    key_dirs = _directories(keys)
+    counts = pc.value_counts(key_dirs.drop_null()) if len(keys) else None
+    per_dir: dict[str, int] = {} if counts is None else dict(zip(
+        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    for at in check.dv_files:
+        per_dir.setdefault(_directory(at), 0)
+    listed_dv: set[str] = set()
+    dv_wanted = pa.array(sorted(check.dv_files), pa.string())
+    # The directories are listed a group at a time (whole directories, about
+    # `LISTING_GROUP` live files a group): the driver never holds the whole listing.
+    for group in _groups(per_dir):
+        listing = engine.list_files(storage, group)
+        listed_paths = listing.column("path").combine_chunks()
+        listed_sizes = listing.column("size").combine_chunks()
+        del listing
+        if len(dv_wanted):
+            listed_dv.update(pc.filter(listed_paths, pc.is_in(
+                listed_paths, value_set=dv_wanted)).to_pylist())
+        if not len(keys):
+            continue
+        rows = pc.indices_nonzero(
+            pc.is_in(key_dirs, value_set=pa.array(group, pa.string())).fill_null(False))
+        if not len(rows):
+            continue
+        _present(storage, check, rows, keys.take(rows), sizes.take(rows),
+                 listed_paths, listed_sizes)
+
+    # Deletion-vector files: present, and every descriptor into them decodes.
+    for at, users in sorted(check.dv_files.items()):
+        if at not in listed_dv and storage.exists(at):
+            out.problems.append(_unlisted(at, version))
+        elif at not in listed_dv:
+            for key, _d, row in users:
+                out.problems.append(Problem(
+                    "missing_dv", ERROR, at, "deletion vector file does not exist", version,
+                    data_file=key))
+                f = check._damage(key, row)
+                f.dv_key, f.dv_missing = at, True
+            continue
+        data = storage.read(at)
+        for key, descriptor, row in users:
+            problem = dv_problem(data, descriptor, at)
+            if problem is not None:
+                out.problems.append(Problem(
+                    "corrupt_dv", ERROR, at, problem, version, data_file=key))
+                f = check._damage(key, row)
+                f.dv_key, f.dv_corrupt = at, True
+
+    if verify_data and len(keys):
+        expected = [n for batch in check.expected for n in batch]
+        present = [n for n, key in enumerate(keys.to_pylist())
+                   if key is not None and (key not in out.damaged
+                                           or not out.damaged[key].missing)]
+        _verify_footers(storage, engine, [keys[n].as_py() for n in present],
+                        [expected[n] for n in present], out, version)
+    check.rows_of_damaged()
+    return out
+
+
+def _directories(keys: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`_directory` of every key (null for null keys), computed in Arrow."""
+    if not len(keys):
+        return keys
+    parts = pc.split_pattern(keys, "/", max_splits=1)
+    nested = pc.greater(pc.list_value_length(parts), 1)
+    return pc.if_else(nested, pc.list_element(parts, 0), pa.scalar("", pa.string()))
+
+
+def _groups(per_dir: dict[str, int]) -> list[list[str]]:
+    """Directories in groups of about `LISTING_GROUP` live files (a directory is never
+    split)."""
+    groups: list[list[str]] = [[]]
+    size = 0
+    for d in sorted(per_dir):
+        if size + per_dir[d] > LISTING_GROUP and groups[-1]:
+            groups.append([])
+            size = 0
+        groups[-1].append(d)
+        size += per_dir[d]
+    return [g for g in groups if g]
+
+
+def _present(
+    storage: Storage, check: _Check, rows: pa.Array, keys: pa.ChunkedArray,
+    sizes: pa.ChunkedArray, listed_paths: pa.Array, listed_sizes: pa.Array,
+) -> None:
+    """Existence and size of the live files at `rows` (global positions) against the
+    listing of their directories."""
+    out, version = check.out, check.version
+    found = pc.index_in(keys, value_set=listed_paths)
+    absent = pc.and_(found.is_null(), keys.is_valid())
+    for n in pc.indices_nonzero(absent).to_pylist():
+        key = keys[n].as_py()
+        if storage.exists(key):
+            out.problems.append(_unlisted(key, version))
+            continue
+        out.problems.append(Problem(
+            "missing_file", ERROR, key,
+            f"live data file does not exist (the log records {sizes[n].as_py()} bytes)",
+            version))
+        check._damage(key, rows[n].as_py()).missing = True
+    if len(listed_sizes):
+        on_disk = pc.take(listed_sizes, found.fill_null(0))
+        differ = pc.and_(found.is_valid(), pc.not_equal(on_disk, sizes)).fill_null(False)
+        for n in pc.indices_nonzero(differ).to_pylist():
+            out.problems.append(Problem(
+                "size_mismatch", ERROR, keys[n].as_py(),
+                f"file holds {on_disk[n].as_py()} bytes, the log records "
+                f"{sizes[n].as_py()}", version))
+
+
+def _unlisted(key: str, version: int) -> Problem:
+    return Problem(
+        "unlisted_file", WARNING, key,
+        "the listing does not show this live file but a direct look finds it (reached "
+        "through a symbolic link, or the listing is behind); not checked further", version)
+
+
+def dv_problem(data: bytes, descriptor: DeletionVectorDescriptor, file: str) -> str | None:
+    """Why the DV `descriptor` describes does not decode from `data` (its file's bytes),
+    or None when it decodes with the recorded cardinality."""
+    try:
+        read_dv_from_file_bytes(
+            data, descriptor.offset, descriptor.size_in_bytes,
+            expected_cardinality=descriptor.cardinality, file=file,
+        )
+    except DeletionVectorError as exc:
+        return exc.reason
+    return None
+
+
+def _verify_footers(
+    storage: Storage, engine: Engine, keys: list[str], num_records: list[int | None],
+    out: DataCheck, version: int,
+) -> None:
+    """Footers of `keys` read on the engine, a batch at a time; a batch that fails is split
+    until the unreadable files are alone."""
+    expected = dict(zip(keys, num_records, strict=True))
+
+    def run(batch: list[str]) -> None:
+        try:
+            counts = engine.parquet_row_counts(storage, batch)
+        except StorageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a footer that does not read is the finding
+            if len(batch) == 1:
+                out.problems.append(Problem(
+                    "unreadable_parquet", ERROR, batch[0],
+                    f"Parquet footer does not read: {_first_line(exc)}", version))
+                return
+            half = len(batch) // 2
+            run(batch[:half])
+            run(batch[half:])
+            return
+        for path, n in zip(counts.column("path").to_pylist(),
+                           counts.column("num_records").to_pylist(), strict=True):
+            want = expected.get(path)
+            if want is not None and n != want:
+                out.problems.append(Problem(
+                    "row_count_mismatch", ERROR, path,
+                    f"Parquet footer holds {n} rows, statistics say numRecords {want}",
+                    version))
+
+    for start in range(0, len(keys), FOOTER_BATCH):
+        run(keys[start:start + FOOTER_BATCH])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+__all__ = ["DataCheck", "LiveFile", "check_data", "dv_key", "dv_problem"]
