@@ -10,7 +10,8 @@ The public face. A table and its maintenance verbs:
 
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
-`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due` and `fsck`; their frozen
+`verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, `fsck`, `history`
+(also `table_history`) and `restore`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -57,6 +58,12 @@ _LAZY: dict[str, str] = {
     "DueReport": "delta_ops.maintenance.due",
     "fsck": "delta_ops.maintenance.fsck",
     "FsckResult": "delta_ops.maintenance.fsck",
+    "history": "delta_ops.maintenance.history",
+    "table_history": "delta_ops.maintenance.history",
+    "HistoryEntry": "delta_ops.maintenance.history",
+    "HistoryResult": "delta_ops.maintenance.history",
+    "restore": "delta_ops.maintenance.restore",
+    "RestoreResult": "delta_ops.maintenance.restore",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -103,6 +110,12 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.due import what_is_due as what_is_due
     from delta_ops.maintenance.fsck import FsckResult as FsckResult
     from delta_ops.maintenance.fsck import fsck as fsck
+    from delta_ops.maintenance.history import HistoryEntry as HistoryEntry
+    from delta_ops.maintenance.history import HistoryResult as HistoryResult
+    from delta_ops.maintenance.history import history as history
+    from delta_ops.maintenance.history import table_history as table_history
+    from delta_ops.maintenance.restore import RestoreResult as RestoreResult
+    from delta_ops.maintenance.restore import restore as restore
     from delta_ops.maintenance.row_tracking import BackfillResult as BackfillResult
     from delta_ops.maintenance.row_tracking import backfill_row_tracking as backfill_row_tracking
     from delta_ops.maintenance.vacuum import InventorySource as InventorySource

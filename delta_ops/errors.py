@@ -136,6 +136,11 @@ class LiteVacuumUnavailableError(DeltaOpsError):
     again."""
 
 
+class RestoreFilesMissingError(DeltaOpsError):
+    """A restore needs data or deletion vector files that no longer exist (VACUUM, a
+    lifecycle rule or a hand deleted them) or cannot be checked; nothing was committed."""
+
+
 class CrossCheckError(CorruptLogError):
     """A state about to be published (checkpoint, compaction file, `.crc`) differs from the
     same version replayed through an independent path (the previous checkpoint plus the

@@ -3,7 +3,8 @@
 Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
-`table.backfill_row_tracking()` and `table.due()`. Each is a thin method over its operation
+`table.backfill_row_tracking()`, `table.due()`, `table.history(limit=)` and
+`table.restore(version=)`. Each is a thin method over its operation
 in `delta_ops.maintenance` (imported when first called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
@@ -12,7 +13,7 @@ long-lived handle never acts on stale state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from delta_ops.maintenance.compaction import CompactionResult
     from delta_ops.maintenance.due import DuePolicy, DueReport
     from delta_ops.maintenance.fsck import FsckResult
+    from delta_ops.maintenance.history import HistoryResult
+    from delta_ops.maintenance.restore import RestoreResult
     from delta_ops.maintenance.row_tracking import BackfillProgress, BackfillResult
     from delta_ops.maintenance.vacuum import InventorySource, VacuumResult
 
@@ -138,6 +141,7 @@ class DeltaTable:
         lite_fallback: bool = False,
         record_history: bool = False,
         progress: Progress | None = None,
+        keep_versions: Sequence[int] = (),
     ) -> VacuumResult:
         """Delete unreferenced data files older than the retention (a dry run unless
         `dry_run=False`): the arguments and Result of `delta_ops.maintenance.vacuum.vacuum`."""
@@ -148,7 +152,7 @@ class DeltaTable:
             force_retention=force_retention, lite=lite, dry_run=dry_run, clock=clock,
             now_ms=now_ms, engine=engine, allow_catalog_managed=allow_catalog_managed,
             inventory=inventory, lite_fallback=lite_fallback, record_history=record_history,
-            progress=progress,
+            progress=progress, keep_versions=keep_versions,
         )
 
     def fsck(
@@ -235,3 +239,28 @@ class DeltaTable:
         from delta_ops.maintenance.due import what_is_due
 
         return what_is_due(self, policy)
+
+    def history(self, *, limit: int | None = None) -> HistoryResult:
+        """Each version's commitInfo, newest first: the arguments and Result of
+        `delta_ops.maintenance.history.table_history`."""
+        from delta_ops.maintenance.history import table_history
+
+        return table_history(self, limit=limit)
+
+    def restore(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: datetime | int | None = None,
+        dry_run: bool = True,
+        clock: Clock | None = None,
+        max_retries: int = 10,
+    ) -> RestoreResult:
+        """Restore the state of an earlier version in one RESTORE commit (a dry run unless
+        `dry_run=False`): the arguments and Result of `delta_ops.maintenance.restore.restore`."""
+        from delta_ops.maintenance.restore import restore
+
+        return restore(
+            self, version=version, timestamp=timestamp, dry_run=dry_run, clock=clock,
+            max_retries=max_retries,
+        )

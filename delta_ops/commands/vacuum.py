@@ -82,6 +82,19 @@ def _ask_full_listing(reason: str) -> bool:
     return answer in ("y", "yes")
 
 
+def _versions(text: str) -> tuple[int, ...]:
+    """`--keep-versions 12,15`: comma-separated versions (each at least 0)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"--keep-versions takes versions separated by commas (e.g. 12,15), got {text!r}"
+            )
+        out.append(int(part))
+    return tuple(out)
+
+
 def _inventory_time(text: str) -> int:
     """`--inventory-time`: ISO 8601 or milliseconds since the epoch."""
     if text.isdigit():
@@ -115,6 +128,7 @@ def _cmd_vacuum(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
             lite_fallback=lite_fallback,
             record_history=args.record_history,
             progress=progress,
+            keep_versions=args.keep_versions,
         )
 
     try:
@@ -190,6 +204,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="record the run in the table's history as delta-spark does (VACUUM START and "
         "VACUUM END commits with its metrics); refused on catalog-managed tables",
+    )
+    p.add_argument(
+        "--keep-versions",
+        type=_versions,
+        default=(),
+        metavar="V[,V...]",
+        help="keep every data and deletion vector file these versions need, whatever the "
+        "retention, so they stay readable (like deltalake's keep_versions); refused when a "
+        "version is not in the table or its log is gone",
     )
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     p.set_defaults(handler=_cmd_vacuum)

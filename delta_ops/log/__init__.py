@@ -19,13 +19,15 @@ The map of the rooms (each room imports only the rooms above it in this list, pl
   (`parse_json_actions`).
 - `segment/`: the files that make version v (`build_log_segment`, `LogSegment`) and the
   cheap questions about them: the protocol/metadata light replay (`read_protocol_metadata`),
+  which commits and checkpoints one listing holds (`commit_listing`, for history),
   commit timestamps and time travel (`version_at_timestamp`), the cheap state a sensor reads
   (`inspect_log`, `read_settings`), whether the log reads (`log_problem`) and every
   finding about it for fsck (`check_log`).
 - `replay/`: reconciliation, one module per strategy: full and columnar
   (`full_replay.replay`, here `replay_segment`; `columnar_commits`), action by action
   (`action_replay`), streamed (`StreamedActions`), VACUUM's references in memory
-  (`file_references`) and by bucket (`read_references`), the fallback past an unusable
+  (`file_references`) and by bucket (`read_references`), what kept versions need
+  (`kept_version_references`, VACUUM's `keep_versions`), the fallback past an unusable
   checkpoint (`read_with_usable_checkpoint`), bounded delta chunks, staged commits and
   VACUUM LITE's window.
 - `snapshot/`: a version's state: loaded or streamed (`load_snapshot`), small
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
     from delta_ops.log.replay.full_replay import (
         replay as replay_segment,
     )
+    from delta_ops.log.replay.kept_versions import kept_version_references
     from delta_ops.log.replay.reference_buckets import SpilledReferences, read_references
     from delta_ops.log.replay.references import FileReferences, file_references, read_deltas
     from delta_ops.log.replay.staged_commits import (
@@ -100,6 +103,7 @@ if TYPE_CHECKING:
         read_last_vacuum_info,
         write_last_vacuum_info,
     )
+    from delta_ops.log.segment.commit_listing import CommitListing, commit_listing
     from delta_ops.log.segment.health import LogProblem, log_problem
     from delta_ops.log.segment.log_check import LogCheck, LogFinding, check_log
     from delta_ops.log.segment.log_segment import Delta, LogSegment, build_log_segment
@@ -147,6 +151,8 @@ _FACE: dict[str, str] = {
     "complete_checkpoints": "files.log_listing",
     "list_log": "files.log_listing",
     # segment/
+    "CommitListing": "segment.commit_listing",
+    "commit_listing": "segment.commit_listing",
     "LogProblem": "segment.health",
     "log_problem": "segment.health",
     "LogCheck": "segment.log_check",
@@ -175,6 +181,7 @@ _FACE: dict[str, str] = {
     "delta_lines_oldest_first": "replay.full_replay",
     "read_commit": "replay.full_replay",
     "replay_segment": "replay.full_replay:replay",
+    "kept_version_references": "replay.kept_versions",
     "SpilledReferences": "replay.reference_buckets",
     "read_references": "replay.reference_buckets",
     "FileReferences": "replay.references",
@@ -209,6 +216,7 @@ __all__ = [
     "BATCH_ROWS",
     "CheckpointFiles",
     "CheckpointInspection",
+    "CommitListing",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "Delta",
     "ExistingCheckpoint",
@@ -236,6 +244,7 @@ __all__ = [
     "build_log_segment",
     "check_log",
     "choose_state",
+    "commit_listing",
     "commit_at_or_before",
     "complete_checkpoints",
     "delta_lines_oldest_first",
@@ -246,6 +255,7 @@ __all__ = [
     "inspect_checkpoint",
     "inspect_log",
     "is_writer_temp_file",
+    "kept_version_references",
     "last_checkpoint_of",
     "list_log",
     "list_log_dir",

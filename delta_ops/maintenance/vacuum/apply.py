@@ -170,6 +170,7 @@ def vacuum(
     lite_fallback: bool = False,
     record_history: bool = False,
     progress: Progress | None = None,
+    keep_versions: Sequence[int] = (),
 ) -> VacuumResult:
     """Delete files the table no longer references once they are older than the retention.
 
@@ -201,6 +202,10 @@ def vacuum(
         record_history: Record the run in the table's history as delta-spark does
             (`VACUUM START` / `VACUUM END` commits); refused on catalog-managed tables.
         progress: Hears of listing pages, probes and deletes (`engine.progress`).
+        keep_versions: Versions to keep readable, like deltalake's
+            `vacuum(keep_versions=...)`: every data file and deletion vector file their
+            live adds name is kept whatever the retention (the plan and the proof each read
+            them; `log.kept_version_references`).
 
     Raises:
         ValueError: Both `clock` and `now_ms` are given, or both `retention` and
@@ -216,6 +221,8 @@ def vacuum(
             root, or cannot be read (nothing deleted).
         LiteVacuumUnavailableError: Lite mode cannot see every file a full VACUUM would
             delete and `lite_fallback` is off (nothing deleted).
+        VersionNotFoundError: A version in `keep_versions` is not in the table, or its log
+            is gone (log cleanup) so what it needs is unknown (nothing deleted).
     """
     now = start_time(clock, now_ms, operation="vacuum")
     storage = Storage.of(table_or_storage, storage_options)
@@ -225,6 +232,7 @@ def vacuum(
         force_retention=force_retention,
         lite=lite, engine=engine, allow_catalog_managed=allow_catalog_managed,
         inventory=source, lite_fallback=lite_fallback, progress=progress,
+        keep_versions=keep_versions,
     )
     directories: Sequence[str] = plan.directories
     messages = list(plan.messages)

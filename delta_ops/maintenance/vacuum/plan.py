@@ -16,7 +16,8 @@ probes only the files expired tombstones name. Every file of the plan is then pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -42,6 +43,7 @@ from delta_ops.log import (
     ReadOptions,
     SpilledReferences,
     expired_removed_keys,
+    kept_version_references,
     lite_window,
     read_deltas,
     read_protocol_metadata,
@@ -193,6 +195,7 @@ def plan_vacuum(
     inventory: InventorySource | None = None,
     lite_fallback: bool = False,
     progress: Progress | None = None,
+    keep_versions: Sequence[int] = (),
 ) -> VacuumPlan:
     """Decide what VACUUM deletes (reads the log and lists the table; deletes nothing).
 
@@ -221,6 +224,9 @@ def plan_vacuum(
         lite_fallback: In lite mode, when the log no longer covers the window
             (`log.replay.vacuum_info.lite_window`), list the table instead of refusing (and say so).
         progress: Hears of listing pages and probes (`engine.progress`).
+        keep_versions: Versions whose every file (data and DV) is kept whatever the
+            retention (`log.kept_version_references`); the proof checks them again
+            through their full snapshots.
 
     Raises:
         UnsupportedFeatureError: Unknown or unsupported reader or writer features (checked
@@ -233,8 +239,11 @@ def plan_vacuum(
         InventoryError: The inventory cannot be used (see `inventory.py`).
         LiteVacuumUnavailableError: Lite mode when the log no longer holds every commit
             since the last VACUUM, without `lite_fallback`.
+        VersionNotFoundError: A kept version is not in the table or its log is gone
+            (nothing listed, nothing deleted).
     """
     table = storage.root
+    kept_versions = tuple(sorted({int(v) for v in keep_versions}))
     if lite and inventory is not None:
         raise ValueError(
             "VACUUM takes its files from the log (lite) or from an inventory, not both"
@@ -256,6 +265,8 @@ def plan_vacuum(
         retention_ms = int(used.total_seconds() * 1000)
         delete_before = now_ms - retention_ms
         staged = _staged(storage, delete_before, segment.version)
+        if kept_versions:
+            staged = staged.union(kept_version_references(storage, kept_versions))
         refs = read_references(
             storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets,
             options=ReadOptions.from_env(),
@@ -282,6 +293,7 @@ def plan_vacuum(
         return _plan(
             storage, segment, log, lite=lite, engine=engine, inventory=inventory,
             lite_fallback=lite_fallback, progress=progress, now_ms=now_ms,
+            kept_versions=kept_versions,
         )
     finally:
         log.refs.close()  # spilled references remove their files
@@ -329,6 +341,7 @@ def _plan(
     lite_fallback: bool = False,
     progress: Progress | None = None,
     now_ms: int = 0,
+    kept_versions: tuple[int, ...] = (),
 ) -> VacuumPlan:
     table = storage.root
     metadata, retention_ms, delete_before, refs = (
@@ -349,13 +362,19 @@ def _plan(
         "window_end": None if window is None else window.outside,
     }
     notes: list[str] = []
+    if kept_versions:
+        notes.append(
+            "kept every data and deletion vector file of version(s) "
+            + ", ".join(map(str, kept_versions)) + ", whatever the retention"
+        )
     if lite and window is not None:
         if window.covered:
             plan = _plan_lite(
                 storage, refs, prefixes, common, segment.version, window, progress
             )
-            _prove_deletable(storage, plan.files, refs, version=segment.version)
-            return plan
+            _prove_deletable(storage, plan.files, refs, version=segment.version,
+                             keep_versions=kept_versions)
+            return replace(plan, messages=(*notes, *plan.messages))
         reason = window.gap()
         if not lite_fallback:
             raise LiteVacuumUnavailableError(
@@ -407,7 +426,8 @@ def _plan(
     chosen, side_idx = _select(paths, prefixes)
     idx = sorted(set(chosen) | set(side_idx))
     files = [paths[i] for i in idx]
-    _prove_deletable(storage, files, refs, version=segment.version)
+    _prove_deletable(storage, files, refs, version=segment.version,
+                     keep_versions=kept_versions)
     messages: list[str] = list(notes)
     if unreadable:
         shown = ", ".join(sorted(unreadable)[:20])

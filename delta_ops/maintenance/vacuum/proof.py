@@ -13,6 +13,10 @@ Two more readings the plan also makes, made here again on their own:
   line, every `path` of an add or a remove and every deletion vector file they name taken
   as referenced; a file that does not parse, or has an object with a key given twice
   (readers disagree which one wins), refuses the run;
+* the versions VACUUM was asked to keep (`keep_versions`): each is loaded again as a full
+  snapshot (`log.load_snapshot`, not the references-only replay the plan used) and every
+  data file and deletion vector file its live adds name is taken as referenced; a kept
+  version that cannot be loaded refuses the run;
 * aliases on local storage: a referenced path may reach a candidate through a symbolic
   link or `..` after one (`aliases`, which resolved real paths, chose what to drop). Here
   the file system's own identity of a file (device and inode, links followed: a bind
@@ -37,6 +41,7 @@ import pyarrow.compute as pc
 from delta_ops.errors import (
     CorruptLogError,
     DeletionVectorError,
+    DeltaOpsError,
     StorageError,
     UnsafeDeletionError,
 )
@@ -45,11 +50,12 @@ from delta_ops.log import (
     FileReferences,
     SpilledReferences,
     list_log,
+    load_snapshot,
     read_log_files,
     read_staged_commits,
 )
 from delta_ops.protocol.arrays import string_array
-from delta_ops.protocol.deletion_vectors import decode_uuid_path
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, decode_uuid_path
 from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import Storage
 from delta_ops.storage.identity import file_ids, file_links
@@ -120,6 +126,32 @@ def _staged_written(storage: Storage, version: int) -> pa.Array:
     out: list[str] = []
     for commit in commits:
         out += _commit_names(commit.data, commit.path, table, version, staged=True)
+    return string_array(out)
+
+
+def _kept_written(storage: Storage, versions: Sequence[int], version: int) -> pa.Array:
+    """Every data file and DV file the live adds of the kept versions name, read again
+    through each version's full snapshot (not the plan's references-only replay)."""
+    table = storage.root
+    out: list[str] = []
+    for v in versions:
+        try:
+            snap = load_snapshot(storage, v)
+            rows = snap.files.select(["path", "deletionVector"]).to_pylist()
+            for row in rows:
+                out.append(row["path"])
+                dv = row["deletionVector"]
+                if dv and dv.get("storageType") in ("u", "p"):
+                    desc = DeletionVectorDescriptor.from_dict(
+                        {k: val for k, val in dv.items() if val is not None}
+                    )
+                    out.append(desc.relative_path() or desc.path_or_inline_dv)
+        except DeltaOpsError as exc:
+            raise UnsafeDeletionError(
+                f"refusing to VACUUM: cannot read version {v}, which is to be kept "
+                f"({exc.reason}); nothing was deleted",
+                table=table, version=version, file=exc.file,
+            ) from exc
     return string_array(out)
 
 
@@ -332,6 +364,7 @@ def _prove_deletable(
     refs: FileReferences | SpilledReferences,
     *,
     version: int,
+    keep_versions: Sequence[int] = (),
 ) -> None:
     """Refuse the whole run unless every file of the plan is proven deletable: no symbolic
     link on its way and inside the root (`Storage.deletion_hazards`), and unreferenced by
@@ -359,6 +392,8 @@ def _prove_deletable(
     for written in refs.written_chunks():
         named = pc.or_(named, _found_in(loose, _loose_references(written, table)))
     staged = _staged_written(storage, version)
+    if keep_versions:
+        staged = pa.concat_arrays([staged, _kept_written(storage, keep_versions, version)])
     named = pc.or_(named, _found_in(candidates, staged))
     named = pc.or_(named, _found_in(loose, _loose_references(staged, table)))
     if pc.any(named).as_py():
