@@ -11,7 +11,7 @@ The public face. A table and its maintenance verbs:
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
 `verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, `fsck`, `history`
-(also `table_history`) and `restore`; their frozen
+(also `table_history`) and `restore`, and the layout wing's `optimize` and `purge`; their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -64,6 +64,10 @@ _LAZY: dict[str, str] = {
     "HistoryResult": "delta_ops.maintenance.history",
     "restore": "delta_ops.maintenance.restore",
     "RestoreResult": "delta_ops.maintenance.restore",
+    "optimize": "delta_ops.layout.optimize",
+    "OptimizeResult": "delta_ops.layout.optimize",
+    "purge": "delta_ops.layout.purge",
+    "PurgeResult": "delta_ops.layout.purge",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -92,6 +96,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from delta_ops.errors import *  # noqa: F403  (the exception tree, as _ERRORS lists it)
+    from delta_ops.layout.optimize import OptimizeResult as OptimizeResult
+    from delta_ops.layout.optimize import optimize as optimize
+    from delta_ops.layout.purge import PurgeResult as PurgeResult
+    from delta_ops.layout.purge import purge as purge
     from delta_ops.log import Snapshot as Snapshot
     from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
     from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult

@@ -243,3 +243,13 @@ class RegistryError(DeltaOpsError):
 
     def _render(self) -> str:
         return f"{self.file}: {self.reason}" if self.file else self.reason
+
+
+class InvalidPredicateError(DeltaOpsError, ValueError):
+    """A layout `where` predicate that cannot be applied: it names a column that is not a
+    partition column, or is outside the grammar `delta_ops.layout.plan` documents."""
+
+
+class RewriteError(DeltaOpsError):
+    """A data file could not be rewritten by OPTIMIZE or PURGE (it does not fit the table
+    schema, or holds another number of rows than its stats say); names the table and file."""

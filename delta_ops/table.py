@@ -3,9 +3,10 @@
 Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
-`table.backfill_row_tracking()`, `table.due()`, `table.history(limit=)` and
-`table.restore(version=)`. Each is a thin method over its operation
-in `delta_ops.maintenance` (imported when first called), with the same keyword arguments
+`table.backfill_row_tracking()`, `table.due()`, `table.fsck()`, `table.history(limit=)`,
+`table.restore(version=)`, `table.optimize()` and `table.purge()`. Each is a thin method
+over its operation in `delta_ops.maintenance` or `delta_ops.layout` (imported when first
+called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
 long-lived handle never acts on stale state.
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from delta_ops.clock import Clock
     from delta_ops.engine.base import Engine
     from delta_ops.engine.progress import Progress
+    from delta_ops.layout.optimize import OptimizeResult
+    from delta_ops.layout.purge import PurgeResult
     from delta_ops.maintenance.checkpoint import CheckpointKind, CheckpointResult
     from delta_ops.maintenance.checksum import (
         ChecksumPolicy,
@@ -173,6 +176,51 @@ class DeltaTable:
         return fsck(
             self, repair=repair, confirm=confirm, verify_data=verify_data,
             leftovers=leftovers, engine=engine, clock=clock,
+        )
+
+    def optimize(
+        self,
+        *,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        min_file_size: int | str | None = None,
+        min_files: int = 2,
+        max_deleted_rows_ratio: float = 0.05,
+        dry_run: bool = True,
+        engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> OptimizeResult:
+        """Compact small files (a dry run unless `dry_run=False`): the arguments and Result
+        of `delta_ops.layout.optimize.optimize`."""
+        from delta_ops.layout.optimize import optimize
+
+        return optimize(
+            self, where=where, target_size=target_size, min_file_size=min_file_size,
+            min_files=min_files, max_deleted_rows_ratio=max_deleted_rows_ratio,
+            dry_run=dry_run, engine=engine, bins_per_commit=bins_per_commit,
+            row_group_bytes=row_group_bytes, clock=clock,
+        )
+
+    def purge(
+        self,
+        *,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        dry_run: bool = True,
+        engine: Engine | None = None,
+        bins_per_commit: int = 16,
+        row_group_bytes: int | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> PurgeResult:
+        """Rewrite every file with a deletion vector without its deleted rows (a dry run
+        unless `dry_run=False`): the arguments and Result of `delta_ops.layout.purge.purge`."""
+        from delta_ops.layout.purge import purge
+
+        return purge(
+            self, where=where, target_size=target_size, dry_run=dry_run, engine=engine,
+            bins_per_commit=bins_per_commit, row_group_bytes=row_group_bytes, clock=clock,
         )
 
     def write_checksum(

@@ -1,0 +1,43 @@
+"""The layout wing: maintenance of a table's data files (OPTIMIZE, PURGE, statistics).
+
+Spec sections: "Add File and Remove File", "Deletion Vectors", "Column Mapping", "Row
+Tracking", "Change Data Feed", "Per-file Statistics", "Commit Provenance Information".
+
+Each operation is plan (pure, from the snapshot) -> rewrite (an Engine job per bin) ->
+commit (`delta_ops.commit.Transaction`). Modules:
+
+- `plan`: which files are rewritten, in which bins (pure).
+- `rewrite`: one bin streamed row group by row group into new files (`rewrite_bin`, an
+  Engine task).
+- `commit`: the feature gate, and the batch commits (`dataChange=false`, Spark's
+  commitInfo, the isolation rules).
+- `run`: one run of OPTIMIZE or PURGE, batch by batch, and its `LayoutResult`.
+- `optimize`, `purge`: the operations.
+- `statistics` (and `stats`): helper stats's modules; per-file statistics from data
+  (`StatsCollector`) and the statistics operation.
+
+Names load lazily (PEP 562), so importing the package loads no pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "optimize": "delta_ops.layout.optimize",
+    "OptimizeResult": "delta_ops.layout.optimize",
+    "purge": "delta_ops.layout.purge",
+    "PurgeResult": "delta_ops.layout.purge",
+    "LayoutResult": "delta_ops.layout.run",
+    "LayoutPlan": "delta_ops.layout.plan",
+    "InvalidPredicateError": "delta_ops.layout.plan",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'delta_ops.layout' has no attribute {name!r}")

@@ -1,0 +1,435 @@
+"""File statistics computed from data, as Delta Spark writes them in an `add` action's `stats`.
+
+Spec sections: "Per-file Statistics" (`numRecords`, `minValues`, `maxValues`, `nullCount`,
+`tightBounds`; strings cut to a prefix, timestamps truncated to milliseconds), "Column
+Mapping" (statistics are keyed by physical names), "Deletion Vectors" (tight and wide
+bounds) and "Statistics for Variant Columns" (a variant gets a null count only).
+
+The rules are Delta Spark's (`StatisticsCollection`, `DeltaStatsColumnSpec`):
+
+* Which columns: `delta.dataSkippingStatsColumns` when set (names matched case-insensitively,
+  in schema order; naming a struct takes all its leaves), else the first
+  `delta.dataSkippingNumIndexedCols` (default 32, -1 for all) leaf columns of the data
+  schema in schema order, nested struct leaves counted one by one. Partition columns are
+  never counted (their values are in `partitionValues`).
+* Keys are physical names when the table maps columns (`name` or `id`), nested structs as
+  nested objects.
+* `nullCount` for every stats column that is not a struct: arrays, maps, binary, booleans
+  and variants included (the nulls of the column itself). A nested leaf is null where its
+  parent struct is.
+* `minValues`/`maxValues` only for Spark's skipping-eligible types: byte, short, integer,
+  long, float, double, decimal, date, timestamp, timestamp_ntz and string (never boolean,
+  binary, arrays, maps or variants). A struct with no eligible leaf is left out.
+* Strings: min is the minimum cut to its first 32 characters (code points, Spark's
+  `substring`); max is the maximum cut to its first 32 UTF-16 units, extended by every
+  following unit that is >= U+FFFD and ended with the tie-breaker U+FFFD
+  (`truncateMaxStringAgg`), so every value of the column stays <= max. A high surrogate
+  left alone by the cut is written as `?` (Java's UTF-8 encoder does so).
+* Floats: NaN is the largest value (max is NaN when any value is; min is NaN only when all
+  are); between 0.0 and -0.0 the first seen wins (Spark's `Least`/`Greatest` keep the
+  current value on a tie).
+* Timestamps are truncated down to milliseconds (min and max alike, as Spark's JSON
+  format `yyyy-MM-dd'T'HH:mm:ss.SSSXXX` does), written in UTC with `Z`; timestamp_ntz
+  without a zone. Spark writes the instant in the writer's session time zone (`-08:00`);
+  `Z` is the same instant.
+* A file of zero rows: `{"numRecords":0,"minValues":{},"maxValues":{},"nullCount":{}}`
+  (Spark's aggregates over no rows are null and its JSON leaves nulls out).
+* `tightBounds` is written only on tables that support deletion vectors (as Spark does):
+  true for statistics of every physical row of a file without a deletion vector, false
+  when a deletion vector applies (the bounds then cover deleted rows too: wide bounds).
+
+The JSON text is written by `delta_ops.protocol.stats_json` from the typed statistics
+(`delta_ops.protocol.schema.stats_schema`), so it matches what Spark writes byte for byte
+wherever Spark's values are the same. Pure: Arrow kernels over each batch, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.protocol.schema import (
+    DataType,
+    PrimitiveType,
+    StructField,
+    StructType,
+    data_type_to_arrow,
+    stats_schema,
+)
+from delta_ops.protocol.stats_json import stats_json
+from delta_ops.protocol.table_configuration import TableConfiguration
+
+__all__ = [
+    "STRING_PREFIX_LENGTH",
+    "StatsCollector",
+    "parse_stats_columns",
+    "stats_fields",
+    "truncate_max_string",
+    "truncate_min_string",
+]
+
+#: Spark's `spark.databricks.delta.stats.skipping.string.prefixLength` default.
+STRING_PREFIX_LENGTH = 32
+
+_TIE_BREAKER = 0xFFFD
+_MIN_MAX_NAMES = frozenset(
+    {"string", "long", "integer", "short", "byte", "float", "double", "date", "timestamp",
+     "timestamp_ntz"}
+)
+
+
+# ---- strings ------------------------------------------------------------------------------
+
+
+def truncate_min_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str:
+    """The min statistic of a string column whose minimum is `value`: its first `prefix`
+    characters (code points)."""
+    return value[:prefix]
+
+
+def _java_utf8(units: Sequence[int]) -> str:
+    """The text Java's UTF-8 encoder makes of UTF-16 units: lone surrogates become '?'."""
+    out: list[str] = []
+    i = 0
+    while i < len(units):
+        u = units[i]
+        if 0xD800 <= u <= 0xDBFF and i + 1 < len(units) and 0xDC00 <= units[i + 1] <= 0xDFFF:
+            out.append(chr(0x10000 + ((u - 0xD800) << 10) + (units[i + 1] - 0xDC00)))
+            i += 2
+            continue
+        out.append("?" if 0xD800 <= u <= 0xDFFF else chr(u))
+        i += 1
+    return "".join(out)
+
+
+def truncate_max_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str:
+    """The max statistic of a string column whose maximum is `value` (Spark's
+    `truncateMaxStringAgg`, over UTF-16 units): unchanged when at most `prefix` units long,
+    else the first `prefix` units, then the following units while they are >= U+FFFD, then
+    U+FFFD."""
+    raw = value.encode("utf-16-le", "surrogatepass")
+    units = [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw), 2)]
+    if len(units) <= prefix:
+        return value
+    kept = units[:prefix]
+    for u in units[prefix:]:
+        if u < _TIE_BREAKER:
+            break
+        kept.append(u)
+    kept.append(_TIE_BREAKER)
+    return _java_utf8(kept)
+
+
+# ---- which columns --------------------------------------------------------------------------
+
+
+def parse_stats_columns(names: Sequence[str]) -> list[tuple[str, ...]]:
+    """`delta.dataSkippingStatsColumns` entries as lower-case name paths: dots separate
+    parts, backquotes quote a part (a doubled backquote is one)."""
+    paths: list[tuple[str, ...]] = []
+    for name in names:
+        parts: list[str] = []
+        buf: list[str] = []
+        quoted = False
+        i = 0
+        while i < len(name):
+            ch = name[i]
+            if quoted:
+                if ch == "`" and i + 1 < len(name) and name[i + 1] == "`":
+                    buf.append("`")
+                    i += 1
+                elif ch == "`":
+                    quoted = False
+                else:
+                    buf.append(ch)
+            elif ch == "`":
+                quoted = True
+            elif ch == ".":
+                parts.append("".join(buf).strip())
+                buf = []
+            else:
+                buf.append(ch)
+            i += 1
+        parts.append("".join(buf).strip())
+        paths.append(tuple(p.lower() for p in parts))
+    return paths
+
+
+def _leaf_count(t: DataType) -> int:
+    if isinstance(t, StructType):
+        return sum(_leaf_count(f.type) for f in t.fields)
+    return 1
+
+
+def _truncate(fields: Sequence[StructField], limit: int) -> tuple[list[StructField], int]:
+    """Spark's `truncateSchema`: fields up to `limit` leaves, counting nested leaves."""
+    kept: list[StructField] = []
+    count = 0
+    for f in fields:
+        if count >= limit:
+            break
+        if isinstance(f.type, StructType):
+            children, n = _truncate(f.type.fields, limit - count)
+            count += n
+            kept.append(StructField(f.name, StructType(tuple(children)), f.nullable, f.metadata))
+        else:
+            count += 1
+            kept.append(f)
+    return kept, count
+
+
+def _filter(fields: Sequence[StructField], paths: Sequence[tuple[str, ...]]) -> list[StructField]:
+    """Spark's `filterSchema`: the fields the stats-column paths name, in schema order."""
+    by_head: dict[str, list[tuple[str, ...]]] = {}
+    for p in paths:
+        by_head.setdefault(p[0], []).append(p[1:])
+    kept: list[StructField] = []
+    for f in fields:
+        rests = by_head.get(f.name.lower())
+        if rests is None:
+            continue
+        if all(not r for r in rests):
+            kept.append(f)
+        elif isinstance(f.type, StructType):
+            children = _filter(f.type.fields, [r for r in rests if r])
+            kept.append(StructField(f.name, StructType(tuple(children)), f.nullable, f.metadata))
+    return kept
+
+
+def stats_fields(config: TableConfiguration) -> StructType:
+    """The (logical) schema of the columns statistics are collected for, in schema order."""
+    schema = config.schema or StructType(())
+    partitions = {c.lower() for c in config.partition_columns}
+    props = config.properties
+    if props.data_skipping_stats_columns is not None:
+        paths = [p for p in parse_stats_columns(props.data_skipping_stats_columns) if p[0]]
+        return StructType(tuple(_filter(schema.fields, paths)))
+    data = [f for f in schema.fields if f.name.lower() not in partitions]
+    limit = props.data_skipping_num_indexed_cols
+    if limit < 0:
+        return StructType(tuple(data))
+    return StructType(tuple(_truncate(data, limit)[0]))
+
+
+# ---- collecting ------------------------------------------------------------------------------
+
+
+def _eligible(t: DataType) -> bool:
+    return isinstance(t, PrimitiveType) and t.raw is None and (
+        t.name in _MIN_MAX_NAMES or t.is_decimal
+    )
+
+
+@dataclass
+class _Leaf:
+    """One stats column: where it is in a batch and what has been seen so far."""
+
+    path: tuple[str, ...]  # physical names, outermost first
+    type: DataType
+    min_max: bool
+    nulls: int = 0
+    low: Any = None
+    high: Any = None
+    nan_seen: bool = False
+    all_nan: bool = True  # every non-null value seen so far is NaN
+
+
+def _column(batch: pa.RecordBatch | pa.Table, path: tuple[str, ...]) -> pa.Array | None:
+    names = batch.schema.names
+    if path[0] not in names:
+        return None
+    col = batch.column(names.index(path[0]))
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else (
+            col.chunk(0) if col.num_chunks else pa.array([], col.type)
+        )
+    for name in path[1:]:
+        if not pa.types.is_struct(col.type) or col.type.get_field_index(name) < 0:
+            return None
+        col = pc.struct_field(col, name)  # null where the parent struct is null
+    return col
+
+
+def _is_float(t: DataType) -> bool:
+    return isinstance(t, PrimitiveType) and t.name in ("float", "double")
+
+
+def _is_timestamp(t: DataType) -> bool:
+    return isinstance(t, PrimitiveType) and t.name in ("timestamp", "timestamp_ntz")
+
+
+def _millis_floor(micros: int) -> int:
+    return micros // 1000 * 1000
+
+
+class StatsCollector:
+    """Per-file statistics accumulated batch by batch (one row group or batch at a time).
+
+    Args:
+        config: the table's configuration (schema, partition columns, column mapping, the
+            data-skipping properties, whether deletion vectors are supported).
+        tight_bounds: whether the statistics describe every valid row (True: a freshly
+            written file, or a file without a deletion vector) or may cover deleted rows too
+            (False: a deletion vector applies to the file). Written only on tables that
+            support deletion vectors, as Spark does.
+        string_prefix: the string prefix length (Spark's default 32).
+
+    `update(batch)` takes the file's data columns by physical name (no partition columns);
+    a stats column the batch lacks (added to the schema after the file was written) counts
+    as all null, as Spark reads it. Values are cast to the table's current type (type
+    widening). `to_dict()` / `to_json()` give the statistics.
+    """
+
+    def __init__(
+        self,
+        config: TableConfiguration,
+        *,
+        tight_bounds: bool = True,
+        string_prefix: int = STRING_PREFIX_LENGTH,
+    ) -> None:
+        self.config = config
+        self.tight_bounds = tight_bounds
+        self.string_prefix = string_prefix
+        self.num_records = 0
+        self._physical = config.column_mapping_mode != "none"
+        self._fields = stats_fields(config)
+        self._leaves: list[_Leaf] = []
+        self._walk(self._fields.fields, ())
+        self._write_tight_bounds = config.is_feature_supported("deletionVectors")
+
+    def _name(self, f: StructField) -> str:
+        return f.physical_name if self._physical else f.name
+
+    def _walk(self, fields: Sequence[StructField], parent: tuple[str, ...]) -> None:
+        for f in fields:
+            path = (*parent, self._name(f))
+            if isinstance(f.type, StructType):
+                self._walk(f.type.fields, path)
+            else:
+                self._leaves.append(_Leaf(path, f.type, _eligible(f.type)))
+
+    @property
+    def columns(self) -> list[tuple[str, ...]]:
+        """The physical paths of the stats columns, in schema order."""
+        return [leaf.path for leaf in self._leaves]
+
+    # ---- update ------------------------------------------------------------------------
+
+    def update(self, batch: pa.RecordBatch | pa.Table) -> StatsCollector:
+        """Add the rows of `batch` (data columns by physical name); returns self."""
+        n = batch.num_rows
+        if not n:
+            return self
+        self.num_records += n
+        for leaf in self._leaves:
+            col = _column(batch, leaf.path)
+            if col is None:
+                leaf.nulls += n
+                continue
+            leaf.nulls += col.null_count
+            if leaf.min_max and col.null_count < n:
+                self._min_max(leaf, col)
+        return self
+
+    def _min_max(self, leaf: _Leaf, col: pa.Array) -> None:
+        target = data_type_to_arrow(leaf.type)
+        if col.type != target:
+            col = col.cast(target, safe=False) if _is_timestamp(leaf.type) else col.cast(target)
+        if _is_float(leaf.type):
+            self._float_min_max(leaf, col)
+            return
+        mm = pc.min_max(col)
+        low, high = mm["min"].as_py(), mm["max"].as_py()
+        if _is_timestamp(leaf.type):
+            low, high = (pc.cast(mm[k], pa.int64()).as_py() for k in ("min", "max"))
+        if leaf.low is None or low < leaf.low:
+            leaf.low = low
+        if leaf.high is None or high > leaf.high:
+            leaf.high = high
+
+    @staticmethod
+    def _float_min_max(leaf: _Leaf, col: pa.Array) -> None:
+        nan = pc.is_nan(col)
+        if pc.any(nan).as_py():
+            leaf.nan_seen = True
+        if pc.all(nan).as_py():
+            return  # only NaN (and nulls): no finite bound here
+        leaf.all_nan = False
+        mm = pc.min_max(col)  # Arrow skips NaN
+        low, high = mm["min"].as_py(), mm["max"].as_py()
+        if low == 0.0:
+            low = col[pc.index(col, 0.0).as_py()].as_py()  # the first zero seen: +0.0 or -0.0
+        if high == 0.0:
+            high = col[pc.index(col, 0.0).as_py()].as_py()
+        if leaf.low is None or low < leaf.low:
+            leaf.low = low
+        if leaf.high is None or high > leaf.high:
+            leaf.high = high
+
+    # ---- results -------------------------------------------------------------------------
+
+    def _bounds(self, leaf: _Leaf) -> tuple[Any, Any]:
+        low, high = leaf.low, leaf.high
+        if _is_float(leaf.type):
+            if leaf.nan_seen and leaf.all_nan:
+                return math.nan, math.nan
+            if leaf.nan_seen:
+                high = math.nan
+            return low, high
+        if _is_timestamp(leaf.type) and low is not None:
+            return _millis_floor(low), _millis_floor(high)
+        if isinstance(low, str):
+            return (truncate_min_string(low, self.string_prefix),
+                    truncate_max_string(high, self.string_prefix))
+        return low, high
+
+    def _typed(self) -> pa.StructArray:
+        """The statistics as one row of typed statistics (`stats_parsed`)."""
+        arrow_type = stats_schema(
+            self._fields, physical=self._physical, tight_bounds=self._write_tight_bounds
+        )
+        empty = self.num_records == 0
+        low: dict[str, Any] = {}
+        high: dict[str, Any] = {}
+        nulls: dict[str, Any] = {}
+        for leaf in self._leaves:
+            _put(nulls, leaf.path, None if empty else leaf.nulls)
+            if leaf.min_max:
+                lo, hi = self._bounds(leaf)
+                _put(low, leaf.path, lo)
+                _put(high, leaf.path, hi)
+        row: dict[str, Any] = {
+            "numRecords": self.num_records,
+            "minValues": low,
+            "maxValues": high,
+            "nullCount": nulls,
+        }
+        if self._write_tight_bounds:
+            row["tightBounds"] = self.tight_bounds
+        names = {f.name for f in arrow_type}
+        row = {k: v for k, v in row.items() if k in names}
+        return pa.array([row], arrow_type)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The statistics as the parsed JSON object (what `json.loads(to_json())` gives)."""
+        import orjson
+
+        return orjson.loads(self.to_json())
+
+    def to_json(self) -> str:
+        """The `stats` string of the file's `add` action."""
+        text = stats_json(self._typed())[0].as_py()
+        assert text is not None
+        return text
+
+
+def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for name in path[:-1]:
+        tree = tree.setdefault(name, {})
+    tree[path[-1]] = value
+
