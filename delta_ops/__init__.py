@@ -11,7 +11,8 @@ The public face. A table and its maintenance verbs:
 The same operations as functions that take a `TableLike` (a DeltaTable, a `Storage` or a
 table URI): `write_checkpoint`, `cleanup_metadata`, `vacuum`, `write_checksum`,
 `verify_checksum`, `compact_log`, `backfill_row_tracking`, `what_is_due`, `fsck`, `history`
-(also `table_history`) and `restore`, and the layout wing's `optimize` and `purge`; their frozen
+(also `table_history`) and `restore`, and the layout wing's `optimize`, `purge` and
+`compute_stats` (file statistics from data, `delta_ops.layout.stats`); their frozen
 Results, the policies they take, `Retention` (a `datetime.timedelta`, at most
 `MAX_RETENTION`), and every exception of `delta_ops.errors` (`DeltaOpsError` and below).
 
@@ -68,6 +69,8 @@ _LAZY: dict[str, str] = {
     "OptimizeResult": "delta_ops.layout.optimize",
     "purge": "delta_ops.layout.purge",
     "PurgeResult": "delta_ops.layout.purge",
+    "compute_stats": "delta_ops.layout.stats",
+    "StatsResult": "delta_ops.layout.stats",
 }
 
 #: Every exception class of `delta_ops.errors` (the one exception tree).
@@ -100,6 +103,8 @@ if TYPE_CHECKING:
     from delta_ops.layout.optimize import optimize as optimize
     from delta_ops.layout.purge import PurgeResult as PurgeResult
     from delta_ops.layout.purge import purge as purge
+    from delta_ops.layout.stats import StatsResult as StatsResult
+    from delta_ops.layout.stats import compute_stats as compute_stats
     from delta_ops.log import Snapshot as Snapshot
     from delta_ops.maintenance.checkpoint import CheckpointKind as CheckpointKind
     from delta_ops.maintenance.checkpoint import CheckpointResult as CheckpointResult

@@ -253,3 +253,7 @@ class InvalidPredicateError(DeltaOpsError, ValueError):
 class RewriteError(DeltaOpsError):
     """A data file could not be rewritten by OPTIMIZE or PURGE (it does not fit the table
     schema, or holds another number of rows than its stats say); names the table and file."""
+
+
+class StatsReadError(DeltaOpsError):
+    """A data file (or its deletion vector) could not be read to compute its statistics."""

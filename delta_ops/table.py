@@ -4,9 +4,9 @@ Maintenance is a verb on the table: `table.snapshot()`, `table.checkpoint()`,
 `table.cleanup_metadata()`, `table.vacuum()`, `table.write_checksum()`,
 `table.verify_checksum()`, `table.compact_log(start=, end=)`,
 `table.backfill_row_tracking()`, `table.due()`, `table.fsck()`, `table.history(limit=)`,
-`table.restore(version=)`, `table.optimize()` and `table.purge()`. Each is a thin method
-over its operation in `delta_ops.maintenance` or `delta_ops.layout` (imported when first
-called), with the same keyword arguments
+`table.restore(version=)`, `table.optimize()`, `table.purge()` and `table.compute_stats()`.
+Each is a thin method over its operation in `delta_ops.maintenance` or `delta_ops.layout`
+(imported when first called), with the same keyword arguments
 and defaults (destructive ones are dry runs unless `dry_run=False`) and the same frozen
 Result. A DeltaTable holds only its storage; every call reads the log afresh, so a
 long-lived handle never acts on stale state.
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from delta_ops.engine.progress import Progress
     from delta_ops.layout.optimize import OptimizeResult
     from delta_ops.layout.purge import PurgeResult
+    from delta_ops.layout.stats import StatsProgress, StatsResult
     from delta_ops.maintenance.checkpoint import CheckpointKind, CheckpointResult
     from delta_ops.maintenance.checksum import (
         ChecksumPolicy,
@@ -279,6 +280,26 @@ class DeltaTable:
             self, batch_size=batch_size, enable=enable, engine=engine, clock=clock,
             progress=progress, max_conflicts=max_conflicts, max_retries=max_retries,
             sleep=sleep, stream_threshold=stream_threshold, checkpoint_every=checkpoint_every,
+        )
+
+    def compute_stats(
+        self,
+        *,
+        dry_run: bool = True,
+        recompute_all: bool = False,
+        batch_size: int = 1000,
+        max_conflicts: int = 20,
+        clock: Clock | None = None,
+        progress: Callable[[StatsProgress], None] | None = None,
+    ) -> StatsResult:
+        """Give live files the statistics the table asks for, computed from their data (a
+        dry run unless `dry_run=False`): the arguments and Result of
+        `delta_ops.layout.stats.compute_stats`."""
+        from delta_ops.layout.stats import compute_stats
+
+        return compute_stats(
+            self, dry_run=dry_run, recompute_all=recompute_all, batch_size=batch_size,
+            max_conflicts=max_conflicts, clock=clock, progress=progress,
         )
 
     def due(self, policy: DuePolicy | None = None) -> DueReport:

@@ -9,4 +9,4 @@ prints one or the other.
 """
 
 COMMAND_MODULES = ("snapshot", "checkpoint", "cleanup", "vacuum", "crc", "compact", "row_tracking",
-                   "due", "fsck", "history", "restore", "optimize", "purge")
+                   "due", "fsck", "history", "restore", "optimize", "purge", "stats")

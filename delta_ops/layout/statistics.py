@@ -35,8 +35,10 @@ The rules are Delta Spark's (`StatisticsCollection`, `DeltaStatsColumnSpec`):
 * A file of zero rows: `{"numRecords":0,"minValues":{},"maxValues":{},"nullCount":{}}`
   (Spark's aggregates over no rows are null and its JSON leaves nulls out).
 * `tightBounds` is written only on tables that support deletion vectors (as Spark does):
-  true for statistics of every physical row of a file without a deletion vector, false
-  when a deletion vector applies (the bounds then cover deleted rows too: wide bounds).
+  true when the statistics describe exactly the valid rows (a file without a deletion
+  vector, or one whose deleted rows `update(valid=...)` left out), false when the caller
+  says they may cover deleted rows too (`tight_bounds=False`: wide bounds). `numRecords`
+  is always the physical row count.
 
 The JSON text is written by `delta_ops.protocol.stats_json` from the typed statistics
 (`delta_ops.protocol.schema.stats_schema`), so it matches what Spark writes byte for byte
@@ -318,14 +320,27 @@ class StatsCollector:
         """The physical paths of the stats columns, in schema order."""
         return [leaf.path for leaf in self._leaves]
 
+    @property
+    def column_types(self) -> dict[tuple[str, ...], DataType]:
+        """The Delta type of each stats column, by physical path."""
+        return {leaf.path: leaf.type for leaf in self._leaves}
+
     # ---- update ------------------------------------------------------------------------
 
-    def update(self, batch: pa.RecordBatch | pa.Table) -> StatsCollector:
-        """Add the rows of `batch` (data columns by physical name); returns self."""
+    def update(
+        self, batch: pa.RecordBatch | pa.Table, *, valid: pa.Array | None = None
+    ) -> StatsCollector:
+        """Add the rows of `batch` (data columns by physical name); returns self.
+
+        `valid` (a boolean mask, optional) marks the rows a deletion vector keeps: every row
+        counts in `numRecords` (the physical count), only valid rows in the column
+        statistics."""
+        self.num_records += batch.num_rows
+        if valid is not None:
+            batch = batch.filter(valid)
         n = batch.num_rows
         if not n:
             return self
-        self.num_records += n
         for leaf in self._leaves:
             col = _column(batch, leaf.path)
             if col is None:
@@ -393,7 +408,7 @@ class StatsCollector:
         arrow_type = stats_schema(
             self._fields, physical=self._physical, tight_bounds=self._write_tight_bounds
         )
-        empty = self.num_records == 0
+        empty = self.num_records == 0  # Spark's sums over no rows are null
         low: dict[str, Any] = {}
         high: dict[str, Any] = {}
         nulls: dict[str, Any] = {}

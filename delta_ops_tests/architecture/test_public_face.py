@@ -132,6 +132,7 @@ VERBS = {
     "compact_log": ("delta_ops.maintenance.compaction", "compact_log"),
     "backfill_row_tracking": ("delta_ops.maintenance.row_tracking", "backfill_row_tracking"),
     "due": ("delta_ops.maintenance.due", "what_is_due"),
+    "compute_stats": ("delta_ops.layout.stats", "compute_stats"),
 }
 
 
@@ -179,6 +180,7 @@ CALLS = [
     ("vacuum", {"now_ms": FAR_FUTURE, "dry_run": False}),
     ("cleanup_metadata", {"now_ms": FAR_FUTURE}),
     ("cleanup_metadata", {"now_ms": FAR_FUTURE, "dry_run": False}),
+    ("compute_stats", {"dry_run": False, "recompute_all": True}),
 ]
 
 
