@@ -41,7 +41,9 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
+    OPTIMIZE,
     ROW_TRACKING,
+    STATS,
     UPSTREAM,
     VACUUM,
     VERSION_CHECKSUM,
@@ -231,6 +233,7 @@ def observe_log(run: TableRun) -> MaterializeResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram (a
     materialization of `[t, delta_log]` that only reads: its data version is the table
     version)."""
+    from delta_ops.defs.layout_assets import layout_health
     from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
@@ -259,6 +262,7 @@ def observe_log(run: TableRun) -> MaterializeResult:
             "partition_columns": MetadataValue.json(list(snap.partition_columns)),
             "last_commit_timestamp": MetadataValue.timestamp(snap.timestamp / 1000),
             "file_size_histogram": size_histogram(snap.files.column("size")),
+            **layout_health(snap, run.policy.optimize.small_file_bytes),
             "storage_options": MetadataValue.json(run.table.redacted_storage_options()),
             "duration_s": MetadataValue.float(round(duration, 3)),
         }
@@ -424,6 +428,7 @@ def run_vacuum(run: TableRun, log: Callable[[str], None] | None = None) -> Mater
             engine=run.engine(),
             record_history=policy.record_history,
             progress=progress,
+            keep_versions=tuple(policy.keep_versions),
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,
@@ -540,6 +545,10 @@ def run_component(
         return MaterializeResult(asset_key=asset_key(run.name, ROW_TRACKING), metadata=metadata)
     if component == VACUUM:
         return run_vacuum(run, log)
+    if component in (OPTIMIZE, STATS):
+        from delta_ops.defs.layout_assets import run_optimize, run_stats
+
+        return run_optimize(run) if component == OPTIMIZE else run_stats(run)
     return _BODIES[component](run)
 
 

@@ -67,7 +67,9 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
+    OPTIMIZE,
     ROW_TRACKING,
+    STATS,
     VACUUM,
     VERSION_CHECKSUM,
 )
@@ -93,9 +95,11 @@ INSTANCE_CONCURRENCY = "concurrency:\n  pools:\n    default_limit: 1\n"
 #: The order a maintenance step runs them in: version checksums before the checkpoint, so
 #: that the new `.crc` files are derived from the previous one (a checkpoint written first
 #: would start the log listing after it, and the checksum would be computed afresh at the
-#: latest version, skipping the versions in between); metadata cleanup after the checkpoint.
+#: latest version, skipping the versions in between); metadata cleanup after the checkpoint;
+#: OPTIMIZE and statistics last (their commits get their checkpoint and `.crc` from the next
+#: run: a step reads the log once, at its start).
 RUN_ORDER = (VERSION_CHECKSUM, CHECKPOINT, LOG_COMPACTION, METADATA_CLEANUP, VACUUM,
-             ROW_TRACKING)
+             ROW_TRACKING, OPTIMIZE, STATS)
 def _table_of(context) -> str:
     """The table a step belongs to: its op is named `<table>__maintenance`."""
     return context.op_def.name.rsplit("__", 1)[0]
