@@ -49,8 +49,7 @@ OVERVIEW_GROUP = "delta_ops_fleet"
 SHOWN = (CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM)
 #: Checks whose latest result the overview shows (failing ones, by name).
 CHECKED = (
-    (DELTA_LOG, "log_readable"), (DELTA_LOG, "files_exist"),
-    (VERSION_CHECKSUM, "checksum_matches"), (CHECKPOINT, "checkpoint_fresh"),
+    (DELTA_LOG, "log_readable"), (DELTA_LOG, "fsck"), (CHECKPOINT, "checkpoint_fresh"),
 )
 #: Most tables named in the report's attention list.
 MAX_NAMED = 50

@@ -1,14 +1,14 @@
-"""The Dagster definitions of one registered table: one step, seven assets, four checks.
+"""The Dagster definitions of one registered table: one step, nine assets, three checks.
 
 Each table `t` gets one subsettable multi-asset, the step `t__maintenance`, holding:
 
 - `[t, delta_log]`: the log as an asset whose materialization only reads it (version,
   files, bytes, protocol, schema, row count; data version = table version), with the checks
-  `log_readable` and `files_exist`; the watch sensor records observations of it between
+  `log_readable` and `fsck`; the watch sensor records observations of it between
   runs;
-- the six maintenance components (`[t, checkpoint]`, `version_checksum`, `log_compaction`,
-  `metadata_cleanup`, `vacuum`, `row_tracking`) and the checks `checkpoint_fresh` and
-  `checksum_matches`.
+- the eight maintenance components (`[t, checkpoint]`, `version_checksum`, `log_compaction`,
+  `metadata_cleanup`, `vacuum`, `row_tracking`, and the data layout's `optimize` and
+  `stats`: `delta_ops.defs.layout_assets`) and the check `checkpoint_fresh`.
 
 A run runs the selected assets in the step: the log first, then the components in
 `RUN_ORDER` (checksums first, then the order above), so a table's checkpoint and checksums

@@ -11,7 +11,7 @@ holding one table at start. Over GraphQL, one `dagster dev` start:
    gets its assets at the reload of the location (issue 16: discovery by the sensor);
 3. `maintenance` over all tables: the two broken tables' steps fail, each naming the
    problem once (the file and key of the entry, or the unset variable), every other table
-   is maintained (checkpoint, checksums, compaction files written) and `files_exist` fails
+   is maintained (checkpoint, checksums, compaction files written) and `fsck` fails
    on the table with the deleted file, naming it, and passes on the others (a broken entry
    leaves the others loaded; the missing-files check);
 4. two commits appended to three discovered tables by another writer (`deltalake`) and a
@@ -220,17 +220,17 @@ def check_maintenance(dagit: Dagit, roots: dict[str, Path], deleted: str) -> Non
     assert log_file(roots["gone"], 1, "crc").exists()
     assert log_file(roots["sales__returns"], 1, "crc").exists()
 
-    missing = dagit.check_evaluation(["gone", "delta_log"], "files_exist")
+    missing = dagit.check_evaluation(["gone", "delta_log"], "fsck")
     assert missing is not None and missing["success"] is False, missing
     assert missing["severity"] == "ERROR"
-    assert deleted in missing["description"] and "1 of 2" in missing["description"]
-    assert deleted in missing["metadata"]["missing_files"]
-    assert missing["metadata"]["num_missing"] == 1
+    assert deleted in missing["description"] and "1 error(s)" in missing["description"]
+    assert deleted in missing["metadata"]["problems"]
+    assert missing["metadata"]["num_errors"] == 1
     for table in ("dv", "stats", "sales__orders"):
-        intact = dagit.check_evaluation([table, "delta_log"], "files_exist")
-        assert intact is not None and intact["success"] is True, (table, intact)
+        intact = dagit.check_evaluation([table, "delta_log"], "fsck")
+        assert intact is not None and intact["metadata"]["num_errors"] == 0, (table, intact)
     for table in BROKEN:
-        result = dagit.check_evaluation([table, "delta_log"], "files_exist")
+        result = dagit.check_evaluation([table, "delta_log"], "fsck")
         assert result is not None and result["success"] is False, (table, result)
         assert table in result["description"], result
 
