@@ -233,7 +233,7 @@ def observe_log(run: TableRun) -> MaterializeResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram (a
     materialization of `[t, delta_log]` that only reads: its data version is the table
     version)."""
-    from delta_ops.defs.layout_assets import layout_health
+    from delta_ops.defs.layout_assets import last_operations, layout_health
     from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
@@ -263,6 +263,7 @@ def observe_log(run: TableRun) -> MaterializeResult:
             "last_commit_timestamp": MetadataValue.timestamp(snap.timestamp / 1000),
             "file_size_histogram": size_histogram(snap.files.column("size")),
             **layout_health(snap, run.policy.optimize.small_file_bytes),
+            **last_operations(run.storage),
             "storage_options": MetadataValue.json(run.table.redacted_storage_options()),
             "duration_s": MetadataValue.float(round(duration, 3)),
         }

@@ -11,6 +11,8 @@ the `delta_log` materialization shows.
   statistics (spec "Per-file Statistics"); nothing to do when every file has them.
 - `layout_health`: small files, the share of files with a deletion vector, and the share
   with statistics (`numRecords`), from a loaded snapshot.
+- `last_operations`: the newest OPTIMIZE, VACUUM and FSCK commits of the table's history
+  (`delta_ops.maintenance.history`), shown on `delta_log` and in the fleet overview.
 
 A component with nothing to do records a materialization marked `skipped: true` with the
 reason, as the other components do (`delta_ops.defs.assets.noop`).
@@ -128,4 +130,43 @@ def layout_health(snap: Any, small_file_bytes: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["OPTIMIZE_KEYS", "layout_health", "layout_thresholds", "run_optimize", "run_stats"]
+#: Commits `last_operations` reads, newest first (a bounded read on every log observation).
+HISTORY_COMMITS = 50
+#: The history's operations the `delta_log` asset and the fleet overview show the last of
+#: (metadata key -> `commitInfo.operation` values).
+HISTORY_OPERATIONS = {
+    "last_optimize_commit": ("OPTIMIZE",),
+    "last_vacuum_commit": ("VACUUM END", "VACUUM START"),
+    "last_fsck_commit": ("FSCK",),
+}
+
+
+def last_operations(storage: Any) -> dict[str, Any]:
+    """The newest OPTIMIZE, VACUUM and FSCK commits among the table's last
+    `HISTORY_COMMITS` (`delta_ops.maintenance.history.table_history`, spec "Commit
+    Provenance Information"): `last_optimize_commit` etc. as `"v<version> <UTC time>"`, empty when
+    none is among them (VACUUM is in the history only when it records it:
+    `vacuum.record_history`)."""
+    import datetime as dt
+
+    from delta_ops.maintenance.history import table_history
+
+    history = table_history(storage, limit=HISTORY_COMMITS)
+    out = {key: "" for key in HISTORY_OPERATIONS}
+    for entry in history.entries:  # newest first
+        for key, operations in HISTORY_OPERATIONS.items():
+            if not out[key] and entry.operation in operations:
+                when = dt.datetime.fromtimestamp(entry.timestamp / 1000, dt.UTC)
+                out[key] = f"v{entry.version} {when:%Y-%m-%d %H:%M}"
+    return out
+
+
+__all__ = [
+    "HISTORY_OPERATIONS",
+    "OPTIMIZE_KEYS",
+    "last_operations",
+    "layout_health",
+    "layout_thresholds",
+    "run_optimize",
+    "run_stats",
+]
