@@ -236,6 +236,11 @@ class OptimizePolicy(StrictModel):
         description="When the automation looks at it (UTC; it runs only when due); null: no "
         "automation.",
     )
+    in_materialize_all: bool = Field(
+        default=False,
+        description="Run it in any run that selects it, such as the UI's Materialize all "
+        "(otherwise only its cron automation and a run selecting only it run it).",
+    )
     dry_run: bool = Field(default=False, description="Only plan the bins; write nothing.")
     target_size: int | None = Field(
         default=None, ge=1,
@@ -276,6 +281,11 @@ class StatsPolicy(StrictModel):
     cron: str | None = Field(
         default="0 1 * * 0",
         description="When the automation looks at it (UTC); null: no automation.",
+    )
+    in_materialize_all: bool = Field(
+        default=False,
+        description="Run it in any run that selects it, such as the UI's Materialize all "
+        "(otherwise only its cron automation and a run selecting only it run it).",
     )
     dry_run: bool = Field(default=False, description="Only plan; write nothing.")
     recompute_all: bool = Field(

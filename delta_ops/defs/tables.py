@@ -145,7 +145,7 @@ def _table_body(
         if component == METADATA_CLEANUP and CHECKPOINT in failed:
             context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
             continue
-        if component in DESTRUCTIVE:
+        if component in OPT_IN:
             refused = destructive_refusal(context, config, component, run.table)
             if refused is not None:
                 # Not materialized (its output is optional): the asset keeps showing when
@@ -179,6 +179,11 @@ def _table_body(
 #: Components that delete files: left out of a run that selects other components too
 #: (Materialize all) unless the policy or the run's config says otherwise.
 DESTRUCTIVE = frozenset({VACUUM, METADATA_CLEANUP})
+#: Components that rewrite or read every data file (the data layout): left out of a run that
+#: selects other components too in the same way, without `confirm_deletes`.
+HEAVY = frozenset({OPTIMIZE, STATS})
+#: Components a run over many components leaves out unless told (`destructive_refusal`).
+OPT_IN = DESTRUCTIVE | HEAVY
 #: The tag Dagster puts on the runs its automation conditions request (the cron).
 AUTOMATION_TAG = "dagster/from_automation_condition"
 
@@ -187,23 +192,31 @@ def destructive_refusal(
     context: AssetExecutionContext, config: MaintenanceConfig, component: str,
     table: RegisteredTable,
 ) -> str | None:
-    """Why this run does not run the destructive `component`, or None when it does: from
-    the cron automation, a run selecting only destructive components (a deliberate pick;
-    the observed log may be selected with them),
-    `confirm_deletes` in the run config, or the policy's `in_materialize_all`."""
+    """Why this run does not run the opt-in `component` (`OPT_IN`), or None when it does:
+    from the cron automation, a run selecting only opt-in components (a deliberate pick; the
+    log may be selected with them), `confirm_deletes` in the run config (for the destructive
+    ones), or the policy's `in_materialize_all`."""
     if getattr(table.policy, CRON_SECTIONS[component]).in_materialize_all:
         return None
-    if config.confirm_deletes or context.run.tags.get(AUTOMATION_TAG) == "true":
+    if context.run.tags.get(AUTOMATION_TAG) == "true" or (
+            config.confirm_deletes and component in DESTRUCTIVE):
         return None
     picked = context.run.asset_selection
     if picked is not None and picked and all(
-        len(k.path) == 2 and k.path[1] in DESTRUCTIVE | {DELTA_LOG} for k in picked
+        len(k.path) == 2 and k.path[1] in OPT_IN | {DELTA_LOG} for k in picked
     ):
         return None
+    if component in DESTRUCTIVE:
+        return (
+            "not run: this run selects other components too (e.g. Materialize all), and "
+            f"{component} deletes files; it runs from its cron automation, in a run "
+            "selecting only it, with run config confirm_deletes: true, or with the policy's "
+            f"{CRON_SECTIONS[component]}.in_materialize_all: true"
+        )
     return (
         "not run: this run selects other components too (e.g. Materialize all), and "
-        f"{component} deletes files; it runs from its cron automation, in a run selecting "
-        "only it, with run config confirm_deletes: true, or with the policy's "
+        f"{component} reads every data file it may rewrite; it runs from its cron "
+        "automation, in a run selecting only it, or with the policy's "
         f"{CRON_SECTIONS[component]}.in_materialize_all: true"
     )
 
@@ -337,7 +350,9 @@ __all__ = [
     "CHECKS",
     "CRON_SECTIONS",
     "DESCRIPTIONS",
+    "HEAVY",
     "INSTANCE_CONCURRENCY",
+    "OPT_IN",
     "RUN_ORDER",
     "TABLE_POOL_PREFIX",
     "combined_failure",

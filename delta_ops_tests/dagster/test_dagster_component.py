@@ -95,7 +95,7 @@ def test_scaffolded_component_loads_and_maintains_its_table(tmp_path, make_proje
     defs = load(project)
     Definitions.validate_loadable(defs)
     keys = set(defs.resolve_asset_graph().get_all_asset_keys())
-    assert AssetKey(["t", "checkpoint"]) in keys and len(keys) == 7 + 1  # + the overview
+    assert AssetKey(["t", "checkpoint"]) in keys and len(keys) == 9 + 1  # + the overview
     result, done, failed = materialize_all(defs)
     assert not failed
     assert ("t", "version_checksum") in done
@@ -217,7 +217,7 @@ def test_dg_check_and_list_defs_from_the_repository_root(tmp_path):
     keys = {a["asset_key"] for a in data["assets"]}
     assert {a["source"] for a in data["assets"]} == {"delta_ops/location/tables/defs.yaml:4"}
     assert {"events/checkpoint", "customers/log_compaction", "orders_dv/vacuum"} <= keys
-    assert len(keys) == 21 + 1  # three tables and the fleet overview
+    assert len(keys) == 27 + 1  # three tables and the fleet overview
     sensors = {s["name"] for s in data["sensors"]}
     assert {"delta_tables_watch", "delta_tables_partitions"} <= sensors
 
@@ -245,7 +245,7 @@ def test_spark_kind_only_where_spark_runs_and_standard_uri_metadata(tmp_path, ma
     })
     graph = load(project).resolve_asset_graph()
     spark = {k.path[1] for k in graph.get_all_asset_keys() if "spark" in graph.get(k).kinds}
-    assert spark == {"checkpoint", "version_checksum", "vacuum", "row_tracking"}
+    assert spark == {"checkpoint", "version_checksum", "vacuum", "row_tracking", "optimize"}
     node = graph.get(AssetKey(["t", "metadata_cleanup"]))
     assert node.kinds == {"delta"}
     assert node.metadata["dagster/uri"].value == "s3://bucket/t"

@@ -269,7 +269,7 @@ def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     loaded, at_exit = (json.loads(line) for line in out.stdout.splitlines()[-2:])
-    assert loaded["assets"] == 7 * tables + 1  # and the fleet overview
+    assert loaded["assets"] == 9 * tables + 1  # and the fleet overview
     assert loaded["heavy"] == []
     assert loaded["collected_later"] >= 1 and loaded["tracked_later"] > 5000, loaded
     assert loaded["frozen"] == 0

@@ -107,7 +107,15 @@ def test_a_table_is_one_step_with_the_layout_assets_and_three_checks(tmp_path):
 def test_optimize_in_a_run_rewrites_small_files_and_purges_deletion_vectors(tmp_path):
     storage = _layout_table(tmp_path / "t")
     rows = sorted(deltalake_rows(storage))
-    reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
+    # A run over every asset leaves OPTIMIZE and stats out (they read every data file)...
+    plain = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
+        {"name": "t", "uri": str(tmp_path / "t")}]})
+    left_out = _run(build_definitions(plain))
+    assert left_out.success and {OPTIMIZE, STATS}.isdisjoint(_events(left_out))
+    assert load_snapshot(storage).num_files == 6
+    # ... unless the policy puts them in.
+    reg = write_registry(tmp_path, {"defaults": {"engine": "local", "optimize": {
+        "in_materialize_all": True}, "stats": {"in_materialize_all": True}}, "tables": [
         {"name": "t", "uri": str(tmp_path / "t")}]})
     first = _run(build_definitions(reg))
     assert first.success, [e.step_failure_data for e in first.get_step_failure_events()]
@@ -148,7 +156,8 @@ def test_optimize_dry_run_policy_plans_without_writing(tmp_path):
     storage = _layout_table(tmp_path / "t")
     before = load_snapshot(storage).version
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
-        {"name": "t", "uri": str(tmp_path / "t"), "optimize": {"dry_run": True}}]})
+        {"name": "t", "uri": str(tmp_path / "t"),
+         "optimize": {"dry_run": True, "in_materialize_all": True}}]})
     result = _run(build_definitions(reg), asset_selection=[
         AssetKey(["t", "version_checksum"]), AssetKey(["t", OPTIMIZE])])
     m = _events(result)[OPTIMIZE]
@@ -270,6 +279,7 @@ def test_vacuum_keep_versions_keeps_a_version_readable(tmp_path):
     kept_rows = _rows_at(tmp_path / "t", kept)
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
         {"name": "t", "uri": str(tmp_path / "t"),
+         "optimize": {"in_materialize_all": True},
          "vacuum": {"retention": "0 hours", "force_retention": True,
                     "keep_versions": [kept]}}]})
     defs = build_definitions(reg)
@@ -286,7 +296,7 @@ def test_vacuum_keep_versions_keeps_a_version_readable(tmp_path):
 def test_vacuum_without_keep_versions_deletes_the_replaced_files(tmp_path):
     storage = _layout_table(tmp_path / "t")
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
-        {"name": "t", "uri": str(tmp_path / "t"),
+        {"name": "t", "uri": str(tmp_path / "t"), "optimize": {"in_materialize_all": True},
          "vacuum": {"retention": "0 hours", "force_retention": True}}]})
     defs = build_definitions(reg)
     _run(defs, asset_selection=[AssetKey(["t", "version_checksum"]), AssetKey(["t", OPTIMIZE])])
