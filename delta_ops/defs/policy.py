@@ -227,9 +227,10 @@ class RowTrackingPolicy(StrictModel):
 
 class OptimizePolicy(StrictModel):
     """OPTIMIZE (bin-packing of small files, and the rewrite of files whose deletion vectors
-    delete more than `max_deleted_rows_ratio` of their rows): run by its cron automation or
-    any run selecting it, and only when due (`delta_ops.maintenance.due.optimize_need`: the
-    newest .crc shows enough small files or files with deletion vectors)."""
+    delete more than `max_deleted_rows_ratio` of their rows): run by its cron automation, a
+    run selecting only it, or any run with `in_materialize_all`, and only when due
+    (`delta_ops.maintenance.due.optimize_need`: the newest .crc shows enough small files or
+    files with deletion vectors)."""
 
     cron: str | None = Field(
         default="0 2 * * *",
@@ -276,7 +277,8 @@ class OptimizePolicy(StrictModel):
 class StatsPolicy(StrictModel):
     """COMPUTE STATS: statistics computed from the data for the live files that lack them
     (or all, with recompute_all), committed as dataChange=false re-adds; run by its cron
-    automation or any run selecting it, and only when a file lacks statistics."""
+    automation, a run selecting only it, or any run with `in_materialize_all`, and only
+    when a file lacks statistics."""
 
     cron: str | None = Field(
         default="0 1 * * 0",

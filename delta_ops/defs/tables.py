@@ -12,17 +12,19 @@ Each table `t` gets one subsettable multi-asset, the step `t__maintenance`, hold
 
 A run runs the selected assets in the step: the log first, then the components in
 `RUN_ORDER` (checksums first, then the order above), so a table's checkpoint and checksums
-come from one process and one engine. A component with nothing to do (not due, off, report
-only) records a materialization marked `skipped: true` with its reason. VACUUM and
-metadata cleanup (`DESTRUCTIVE`) run only from their cron automation, in a run selecting
-nothing else (but the log), with the run config's `confirm_deletes`, or when the policy
-sets `in_materialize_all`; otherwise the step logs why and leaves them (their outputs are
-optional). A component that fails is logged and the others still run (metadata cleanup is
-not run after a checkpoint that failed); the step then fails naming every failed component
-(one failure keeps its own table/component/version/reason metadata). A table that does not
-exist yet fails the step once, as its `delta_log` ("does not exist yet"), and its components
-do nothing (selected without the log, they log it and do nothing). A table the run cannot
-resolve (invalid registry entry, missing secret) fails the step once, naming the problem.
+come from one process and one engine. OPTIMIZE and statistics (`HEAVY`: they read every data
+file) are opt-in like the destructive components below, without `confirm_deletes`. A
+component with nothing to do (not due, off, report only) records a materialization marked
+`skipped: true` with its reason. VACUUM and metadata cleanup (`DESTRUCTIVE`) run only from
+their cron automation, in a run selecting nothing else (but the log), with the run config's
+`confirm_deletes`, or when the policy sets `in_materialize_all`; otherwise the step logs why
+and leaves them (their outputs are optional). A component that fails is logged and the
+others still run (metadata cleanup is not run after a checkpoint that failed); the step then
+fails naming every failed component (one failure keeps its own
+table/component/version/reason metadata). A table that does not exist yet fails the step
+once, as its `delta_log` ("does not exist yet"), and its components do nothing (selected
+without the log, they log it and do nothing). A table the run cannot resolve (invalid
+registry entry, missing secret) fails the step once, naming the problem.
 
 One step per table (instead of one per asset and check, or one for the log and one for the
 rest) keeps loading 1,000 tables fast: a table is one op and one `AssetsDefinition`, and one
