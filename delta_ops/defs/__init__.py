@@ -11,7 +11,8 @@ Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`,
 (engine per table),
 `sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
 automation), `jobs`, `fsck_job` (the `fsck_repair` job), `layout_assets` (optimize,
-stats), `overview` (the fleet overview the watch sensor reports). What a
+stats), `table_health` (the layout and history `delta_log` shows), `overview` (the fleet
+overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
 `delta_ops.log.segment.log_state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM

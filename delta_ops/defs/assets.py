@@ -41,9 +41,7 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
-    OPTIMIZE,
     ROW_TRACKING,
-    STATS,
     UPSTREAM,
     VACUUM,
     VERSION_CHECKSUM,
@@ -233,7 +231,7 @@ def observe_log(run: TableRun) -> MaterializeResult:
     """The table's current state: version, files, bytes, protocol, file-size histogram (a
     materialization of `[t, delta_log]` that only reads: its data version is the table
     version)."""
-    from delta_ops.defs.layout_assets import last_operations, layout_health
+    from delta_ops.defs.table_health import last_operations, layout_health
     from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
@@ -546,10 +544,6 @@ def run_component(
         return MaterializeResult(asset_key=asset_key(run.name, ROW_TRACKING), metadata=metadata)
     if component == VACUUM:
         return run_vacuum(run, log)
-    if component in (OPTIMIZE, STATS):
-        from delta_ops.defs.layout_assets import run_optimize, run_stats
-
-        return run_optimize(run) if component == OPTIMIZE else run_stats(run)
     return _BODIES[component](run)
 
 

@@ -9,10 +9,9 @@ the `delta_log` materialization shows.
   before and after, bins, rows rewritten, rows and deletion vectors dropped, seconds.
 - `run_stats`: `delta_ops.layout.stats.compute_stats` for the live files that lack
   statistics (spec "Per-file Statistics"); nothing to do when every file has them.
-- `layout_health`: small files, the share of files with a deletion vector, and the share
-  with statistics (`numRecords`), from a loaded snapshot.
-- `last_operations`: the newest OPTIMIZE, VACUUM and FSCK commits of the table's history
-  (`delta_ops.maintenance.history`), shown on `delta_log` and in the fleet overview.
+
+What `delta_log` shows of the layout and of the table's history is
+`delta_ops.defs.table_health`.
 
 A component with nothing to do records a materialization marked `skipped: true` with the
 reason, as the other components do (`delta_ops.defs.assets.noop`).
@@ -21,7 +20,6 @@ reason, as the other components do (`delta_ops.defs.assets.noop`).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from dagster import MaterializeResult, MetadataValue
 
@@ -105,68 +103,4 @@ def run_stats(run: TableRun) -> MaterializeResult:
     )
 
 
-def layout_health(snap: Any, small_file_bytes: int) -> dict[str, Any]:
-    """`small_files`, `deletion_vector_share` and `stats_coverage` of a loaded snapshot (the
-    shares as fractions of the live files; 1.0 / 0.0 for a table without files)."""
-    import pyarrow.compute as pc
-
-    files = snap.files
-    n = files.num_rows
-    if n == 0:
-        return {"small_files": 0, "deletion_vector_share": 0.0, "stats_coverage": 1.0}
-    small = pc.sum(pc.less(files.column("size"), small_file_bytes)).as_py() or 0
-    dvs = 0
-    if "deletionVector" in files.column_names:
-        dvs = n - files.column("deletionVector").null_count
-    with_stats = 0
-    if "stats" in files.column_names:
-        stats = files.column("stats")
-        with_stats = pc.sum(pc.match_substring(pc.fill_null(stats, ""), '"numRecords"')
-                            ).as_py() or 0
-    return {
-        "small_files": int(small),
-        "deletion_vector_share": round(dvs / n, 4),
-        "stats_coverage": round(with_stats / n, 4),
-    }
-
-
-#: Commits `last_operations` reads, newest first (a bounded read on every log observation).
-HISTORY_COMMITS = 50
-#: The history's operations the `delta_log` asset and the fleet overview show the last of
-#: (metadata key -> `commitInfo.operation` values).
-HISTORY_OPERATIONS = {
-    "last_optimize_commit": ("OPTIMIZE",),
-    "last_vacuum_commit": ("VACUUM END", "VACUUM START"),
-    "last_fsck_commit": ("FSCK",),
-}
-
-
-def last_operations(storage: Any) -> dict[str, Any]:
-    """The newest OPTIMIZE, VACUUM and FSCK commits among the table's last
-    `HISTORY_COMMITS` (`delta_ops.maintenance.history.table_history`, spec "Commit
-    Provenance Information"): `last_optimize_commit` etc. as `"v<version> <UTC time>"`, empty when
-    none is among them (VACUUM is in the history only when it records it:
-    `vacuum.record_history`)."""
-    import datetime as dt
-
-    from delta_ops.maintenance.history import table_history
-
-    history = table_history(storage, limit=HISTORY_COMMITS)
-    out = {key: "" for key in HISTORY_OPERATIONS}
-    for entry in history.entries:  # newest first
-        for key, operations in HISTORY_OPERATIONS.items():
-            if not out[key] and entry.operation in operations:
-                when = dt.datetime.fromtimestamp(entry.timestamp / 1000, dt.UTC)
-                out[key] = f"v{entry.version} {when:%Y-%m-%d %H:%M}"
-    return out
-
-
-__all__ = [
-    "HISTORY_OPERATIONS",
-    "OPTIMIZE_KEYS",
-    "last_operations",
-    "layout_health",
-    "layout_thresholds",
-    "run_optimize",
-    "run_stats",
-]
+__all__ = ["OPTIMIZE_KEYS", "layout_thresholds", "run_optimize", "run_stats"]

@@ -5,7 +5,7 @@ version, commits since the checkpoint, what is due or blocked, why a log does no
 from the instance: when each component last materialized, the bytes the last VACUUM
 reclaimed, which checks failed at their latest evaluation, and the newest OPTIMIZE, VACUUM
 and FSCK commits of each table's history as its latest `delta_log` materialization read
-them (`delta_ops.defs.layout_assets.last_operations`). It reports it as an
+them (`delta_ops.defs.table_health.last_operations`). It reports it as an
 observation of the asset `delta_ops_fleet/overview` (an external asset: nothing
 materializes it) whenever it differs from the last one: metadata `tables` (a table, one row
 per table, those needing attention first), `report` (markdown: what needs attention) and
@@ -46,7 +46,7 @@ from delta_ops.defs.keys import (
     VERSION_CHECKSUM,
     asset_key,
 )
-from delta_ops.defs.layout_assets import HISTORY_OPERATIONS
+from delta_ops.defs.table_health import HISTORY_OPERATIONS
 
 OVERVIEW_KEY = AssetKey(["delta_ops_fleet", "overview"])
 OVERVIEW_GROUP = "delta_ops_fleet"

@@ -75,6 +75,7 @@ from delta_ops.defs.keys import (
     VACUUM,
     VERSION_CHECKSUM,
 )
+from delta_ops.defs.layout_assets import run_optimize, run_stats
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
@@ -155,7 +156,11 @@ def _table_body(
                 context.log.warning(f"{name} {component}: {refused}")
                 continue
         try:
-            out = run_component(run, component, config, context.log.info)
+            if component in HEAVY:  # the data layout (`delta_ops.defs.layout_assets`)
+                run.begin(component)
+                out = run_optimize(run) if component == OPTIMIZE else run_stats(run)
+            else:
+                out = run_component(run, component, config, context.log.info)
         except Failure as exc:
             if _is_missing(exc):
                 # The log's step reports it when selected; the components have nothing to do.
