@@ -344,6 +344,14 @@ def headline(component: str, outcome: ComponentOutcome) -> str:
             return (f"{m['files_backfilled']} files backfilled in {m['batches']} batches, "
                     f"row tracking enabled: {m['enabled']}")
         return f"{m['files_missing_row_ids']} files lack row IDs (backfill off in the policy)"
+    if component == "optimize":
+        verb = "would rewrite" if m.get("dry_run") else "rewrote"
+        return (f"{verb} {m['files_removed']} files in {m['bins']} bins: {m['files_before']} "
+                f"-> {m['files_after']} files, {m['rows_rewritten']} rows, "
+                f"{m['deletion_vectors_removed']} deletion vectors purged")
+    if component == "stats":
+        return (f"statistics computed for {m['files_updated']} of {m['files_total']} files"
+                + (" (dry run)" if m.get("dry_run") else ""))
     return ", ".join(f"{k}={v}" for k, v in m.items())
 
 

@@ -160,6 +160,26 @@ class DeltaTable:
             progress=progress, keep_versions=keep_versions,
         )
 
+    def fsck(
+        self,
+        *,
+        repair: bool = False,
+        confirm: bool = False,
+        verify_data: bool = False,
+        leftovers: bool = True,
+        engine: Engine | None = None,
+        clock: Clock | None = None,
+    ) -> FsckResult:
+        """Check that the table is whole; with `repair=True, confirm=True`, remove the live
+        files proven missing or whose deletion vector is (a dry run without `confirm`): the
+        arguments and Result of `delta_ops.maintenance.fsck.fsck`."""
+        from delta_ops.maintenance.fsck import fsck
+
+        return fsck(
+            self, repair=repair, confirm=confirm, verify_data=verify_data,
+            leftovers=leftovers, engine=engine, clock=clock,
+        )
+
     def optimize(
         self,
         *,
@@ -203,26 +223,6 @@ class DeltaTable:
         return purge(
             self, where=where, target_size=target_size, dry_run=dry_run, engine=engine,
             bins_per_commit=bins_per_commit, row_group_bytes=row_group_bytes, clock=clock,
-        )
-
-    def fsck(
-        self,
-        *,
-        repair: bool = False,
-        confirm: bool = False,
-        verify_data: bool = False,
-        leftovers: bool = True,
-        engine: Engine | None = None,
-        clock: Clock | None = None,
-    ) -> FsckResult:
-        """Check that the table is whole; with `repair=True, confirm=True`, remove the live
-        files proven missing or whose deletion vector is (a dry run without `confirm`): the
-        arguments and Result of `delta_ops.maintenance.fsck.fsck`."""
-        from delta_ops.maintenance.fsck import fsck
-
-        return fsck(
-            self, repair=repair, confirm=confirm, verify_data=verify_data,
-            leftovers=leftovers, engine=engine, clock=clock,
         )
 
     def write_checksum(

@@ -4,14 +4,14 @@
 
 Builds the demo tables (`delta_ops.demo`, local Spark) in a temporary directory, with a copy
 of `tables.yaml` beside them, deletes one data file of `orders_dv` (so that its
-`files_exist` check has something to report), starts `dagster dev -w workspace.yaml` (the
+`fsck` check has something to report), starts `dagster dev -w workspace.yaml` (the
 repository's code location) on 127.0.0.1 against that copy, runs `maintenance` and then
 two more rounds of appends to `events` and maintenance of its assets (so that its
 metadata plots have several points), and saves PNGs of:
 
 - `lineage.png`: the lineage of the `events` group;
 - `asset_metadata.png`: the `events` delta_log asset, its metadata plotted;
-- `asset_checks.png`: the checks of `orders_dv`'s delta_log, `files_exist` failing;
+- `asset_checks.png`: the checks of `orders_dv`'s delta_log, `fsck` failing;
 - `backfill_launchpad.png`: the launchpad of `row_tracking_backfill`, one table and the
   op's config with `confirm_protocol_upgrade`.
 
@@ -78,7 +78,7 @@ def prepare(workdir: Path) -> Path:
     snap = load_snapshot(Storage.for_uri(str(dv)))
     victim = sorted(snap.files.column("path").to_pylist())[0]
     (dv / victim).unlink()
-    print(f"  orders_dv: deleted {victim} (for files_exist)", flush=True)
+    print(f"  orders_dv: deleted {victim} (for fsck)", flush=True)
     return registry
 
 
@@ -195,9 +195,9 @@ def shot_asset_metadata(page, base: str) -> None:
 
 
 def shot_checks(page, base: str) -> None:
-    """`orders_dv`/`delta_log`, Checks: files_exist failed, naming the deleted file."""
-    open_page(page, f"{base}/assets/orders_dv/delta_log?view=checks", "files_exist")
-    page.get_by_text("files_exist", exact=True).first.click()
+    """`orders_dv`/`delta_log`, Checks: fsck failed, naming the deleted file."""
+    open_page(page, f"{base}/assets/orders_dv/delta_log?view=checks", "fsck")
+    page.get_by_text("fsck", exact=True).first.click()
     page.get_by_text("are missing").first.wait_for()
     page.wait_for_timeout(1500)
 

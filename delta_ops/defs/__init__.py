@@ -7,10 +7,12 @@ policies) and `secrets` (environment references, redaction); `component` (the ty
 and Spark); `keys` (asset keys and lineage), `translator` (each asset's spec, and the
 `DeltaOpsTranslator` users subclass), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
-(two steps per table holding its assets and checks, each table's in its own pool), `engines`
+(one step per table holding its assets and checks, each table's in its own pool), `engines`
 (engine per table),
 `sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
-automation), `jobs`, `overview` (the fleet overview the watch sensor reports). What a
+automation), `jobs`, `fsck_job` (the `fsck_repair` job), `layout_assets` (optimize,
+stats), `table_health` (the layout and history `delta_log` shows), `overview` (the fleet
+overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
 `delta_ops.log.segment.log_state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
@@ -33,6 +35,7 @@ except ImportError as exc:
     ) from exc
 from dagster import in_process_executor
 
+from delta_ops.defs.fsck_job import fsck_repair_job
 from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
 from delta_ops.defs.overview import overview_spec
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
@@ -91,7 +94,7 @@ def definitions_kwargs(
     assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t, translator))]
     return {
         "assets": assets,
-        "jobs": [maintenance, row_tracking_backfill_job],
+        "jobs": [maintenance, row_tracking_backfill_job, fsck_repair_job],
         "sensors": sensors,
         # Runs the UI launches from an asset selection also share one process (and one
         # Spark session), like `maintenance`.

@@ -30,7 +30,6 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    ObserveResult,
 )
 from pydantic import Field
 
@@ -228,8 +227,11 @@ def _cutoff(result: Any, now_ms: int | None = None) -> dict[str, Any]:
 # ---- operations (one function per component, called by the asset bodies) -----------------
 
 
-def observe_log(run: TableRun) -> ObserveResult:
-    """The table's current state: version, files, bytes, protocol, file-size histogram."""
+def observe_log(run: TableRun) -> MaterializeResult:
+    """The table's current state: version, files, bytes, protocol, file-size histogram (a
+    materialization of `[t, delta_log]` that only reads: its data version is the table
+    version)."""
+    from delta_ops.defs.table_health import last_operations, layout_health
     from delta_ops.log import load_snapshot
 
     with refusals(run.name, DELTA_LOG):
@@ -258,10 +260,12 @@ def observe_log(run: TableRun) -> ObserveResult:
             "partition_columns": MetadataValue.json(list(snap.partition_columns)),
             "last_commit_timestamp": MetadataValue.timestamp(snap.timestamp / 1000),
             "file_size_histogram": size_histogram(snap.files.column("size")),
+            **layout_health(snap, run.policy.optimize.small_file_bytes),
+            **last_operations(run.storage),
             "storage_options": MetadataValue.json(run.table.redacted_storage_options()),
             "duration_s": MetadataValue.float(round(duration, 3)),
         }
-    return ObserveResult(
+    return MaterializeResult(
         asset_key=asset_key(run.name, DELTA_LOG),
         data_version=DataVersion(str(snap.version)),
         metadata=metadata,
@@ -423,6 +427,7 @@ def run_vacuum(run: TableRun, log: Callable[[str], None] | None = None) -> Mater
             engine=run.engine(),
             record_history=policy.record_history,
             progress=progress,
+            keep_versions=tuple(policy.keep_versions),
         ))
     return MaterializeResult(asset_key=asset_key(run.name, VACUUM), metadata=result_metadata(
         result, duration_s=duration, bytes_reclaimed=0 if result.dry_run else result.size_bytes,

@@ -5,11 +5,12 @@
   operation may run on its protocol (spec "Protocol Evolution", "Table Features"; the
   `ensure_supported` gate). The watch sensor evaluates it from its own cheap look at each
   log (`log_readable_evaluation`), so a broken table fails it without any run.
-- `checksum_matches` on `[t, version_checksum]`: the newest `.crc` agrees with the state
-  recomputed from the log (spec "Version Checksum File").
-- `files_exist` on `[t, delta_log]`: every data file the latest version references is in a
-  listing made on the table's engine (`delta_ops.maintenance.fsck`, the CLI's `delta-ops
-  fsck --check-files`; files outside the table root are counted, not checked).
+- `fsck` on `[t, delta_log]`: the table is whole (`delta_ops.maintenance.fsck`, the CLI's
+  `delta-ops fsck`, on the table's engine): the log, checkpoints and sidecars, the newest
+  `.crc` against the state it records (spec "Version Checksum File"), every live data file
+  and deletion vector, and leftovers. Missing or corrupt data, a broken log or a `.crc`
+  that does not match fail it as an error; leftovers only (unreferenced files past the
+  retention, `.tmp` litter) as a warning. The `fsck_repair` job repairs what it names.
 - `checkpoint_fresh` on `[t, checkpoint]`: commits since the last checkpoint are within the
   checkpoint interval (spec "Checkpoints", `delta.checkpointInterval`), found cheaply as the
   sensor does (`delta_ops.log.segment.log_state`, `delta_ops.maintenance.due`).
@@ -39,7 +40,6 @@ from dagster import (
 from delta_ops.defs.assets import (
     CHECKPOINT,
     DELTA_LOG,
-    VERSION_CHECKSUM,
     TableRun,
     asset_key,
     table_run,
@@ -181,71 +181,43 @@ def log_readable_result(run: TableRun) -> AssetCheckResult:
         run.name, run.table.uri, problem=problem, state=state, settings=settings))
 
 
-def files_exist_result(run: TableRun) -> AssetCheckResult:
-    """A cheap FSCK (`delta_ops.maintenance.fsck.check_files_exist`, as `delta-ops fsck
-    --check-files`): the directories holding the live files of the latest version are
-    listed on the table's engine; the failing result names the missing paths."""
-    from delta_ops.maintenance.fsck import check_files_exist  # here: it reads Arrow
+#: Problems a failing `fsck` result lists in its metadata (the count is always complete).
+FSCK_LISTED = 20
+
+
+def fsck_result(run: TableRun) -> AssetCheckResult:
+    """`delta_ops.maintenance.fsck.fsck` on the table's engine: errors fail the check as an
+    error, warnings alone as a warning; the description names the first problems."""
+    from delta_ops.maintenance.fsck import fsck  # here: it reads Arrow
 
     try:
-        result = check_files_exist(run.storage, engine=run.engine())
+        result = fsck(run.storage, engine=run.engine())
     except DeltaOpsError as exc:
         return _unavailable(run, exc)
-    missing = list(result.missing)
+    errors, warnings = result.errors, result.warnings
+    lines = [p.line() for p in result.problems]
+    if not lines:
+        description = (f"version {result.version} is whole: {result.num_files} data files and "
+                       f"{result.num_deletion_vectors} deletion vectors checked, no leftovers")
+    else:
+        description = (f"{len(errors)} error(s), {len(warnings)} warning(s) at version "
+                       f"{result.version}: {'; '.join(lines[:3])}"
+                       f"{' ...' if len(lines) > 3 else ''}")
     return AssetCheckResult(
-        passed=result.ok,
-        severity=AssetCheckSeverity.ERROR,
-        description=(
-            f"all {result.num_checked} data files of version {result.version} exist"
-            if result.ok else
-            f"{len(missing)} of {result.num_files} data files of version {result.version} "
-            f"are missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
-        ),
+        passed=not lines,
+        severity=AssetCheckSeverity.ERROR if errors else AssetCheckSeverity.WARN,
+        description=description,
         metadata={
-            "version": result.version,
+            "version": metadata_or_null(result.version),
             "num_files": result.num_files,
-            "num_missing": len(missing),
-            "missing_files": markdown_list(missing),
+            "num_deletion_vectors": result.num_deletion_vectors,
+            "num_errors": len(errors),
+            "num_warnings": len(warnings),
             "num_outside_table": result.num_outside_table,
+            "problems": markdown_list(lines[:FSCK_LISTED]),
+            "problem_codes": MetadataValue.json(sorted({p.code for p in result.problems})),
+            "notes": MetadataValue.json(list(result.notes)),
             **run.engine_metadata(),
-        },
-    )
-
-
-def checksum_matches_result(run: TableRun) -> AssetCheckResult:
-    from delta_ops.maintenance.checksum import verify_checksum
-    from delta_ops.maintenance.checksum.missing import newest_checksum
-
-    try:
-        state = inspect_log(run.storage)
-        newest = newest_checksum(run.storage, state)
-        if newest is None:
-            off = not run.policy.checksum.enabled
-            return AssetCheckResult(
-                passed=off,
-                severity=AssetCheckSeverity.WARN,
-                description=(
-                    "checksums are off for this table; nothing to verify" if off
-                    else "the table has no version checksum (.crc) yet"
-                ),
-                metadata={"version": state.version},
-            )
-        result = verify_checksum(run.storage, version=newest, engine=run.engine())
-    except DeltaOpsError as exc:
-        return _unavailable(run, exc)
-    fields = sorted({m.field for m in result.mismatches})
-    return AssetCheckResult(
-        passed=result.ok,
-        severity=AssetCheckSeverity.ERROR,
-        description=(
-            f"{newest}.crc matches the table state" if result.ok
-            else f"{newest}.crc does not match the table state in {', '.join(fields)}"
-        ),
-        metadata={
-            "checksum_version": newest,
-            "latest_version": state.version,
-            "mismatched_fields": MetadataValue.json(fields),
-            "mismatches": MetadataValue.json([m.to_dict() for m in result.mismatches][:20]),
         },
     )
 
@@ -324,15 +296,11 @@ CHECKS: dict[str, tuple[str, str, Callable[[TableRun], AssetCheckResult]]] = {
         "each commit's JSON) and every maintenance operation may run on its protocol.",
         log_readable_result,
     ),
-    "files_exist": (
-        DELTA_LOG, "Every data file the latest version references exists (the directories "
-        "holding them listed on the table's engine, as delta-ops fsck --check-files).",
-        files_exist_result,
-    ),
-    "checksum_matches": (
-        VERSION_CHECKSUM,
-        "The newest version checksum (.crc) matches the recomputed table state.",
-        checksum_matches_result,
+    "fsck": (
+        DELTA_LOG, "The table is whole (delta-ops fsck on the table's engine): the log, "
+        "checkpoints, the newest .crc, every live data file and deletion vector; errors fail "
+        "it as an error, leftovers only as a warning.",
+        fsck_result,
     ),
     "checkpoint_fresh": (
         CHECKPOINT, "Commits since the last checkpoint are within the checkpoint interval.",
@@ -373,7 +341,6 @@ __all__ = [
     "log_readable_result",
     "check_specs",
     "checkpoint_fresh_result",
-    "checksum_matches_result",
-    "files_exist_result",
+    "fsck_result",
     "run_check",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from delta_ops.defs.keys import CHECKPOINT, ROW_TRACKING, VACUUM, VERSION_CHECKSUM
+from delta_ops.defs.keys import CHECKPOINT, OPTIMIZE, ROW_TRACKING, VACUUM, VERSION_CHECKSUM
 from delta_ops.defs.policy import Policy
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: Components whose work runs on the table's engine; the others only read and write log
 #: files from the run's process.
-ENGINE_COMPONENTS = frozenset({CHECKPOINT, VERSION_CHECKSUM, VACUUM, ROW_TRACKING})
+ENGINE_COMPONENTS = frozenset({CHECKPOINT, VERSION_CHECKSUM, VACUUM, ROW_TRACKING, OPTIMIZE})
 
 
 @dataclass(frozen=True)

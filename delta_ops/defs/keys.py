@@ -8,6 +8,8 @@ Each registered table `t` gets, in its group, the keys `[t, <component>]`:
       -> log_compaction
       -> vacuum
       -> row_tracking
+      -> optimize
+      -> stats
 
 The components `delta_ops.maintenance.due` decides about keep its names.
 """
@@ -24,9 +26,14 @@ DELTA_LOG = "delta_log"
 METADATA_CLEANUP = "metadata_cleanup"
 VACUUM = "vacuum"
 ROW_TRACKING = "row_tracking"
+#: The data layout (`delta_ops.layout`): OPTIMIZE (with the purge of deletion vectors), and
+#: statistics computed from the data.
+OPTIMIZE = "optimize"
+STATS = "stats"
 #: Every component of a table, upstream first.
 COMPONENTS = (
     DELTA_LOG, CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM, ROW_TRACKING,
+    OPTIMIZE, STATS,
 )
 #: Lineage inside one table: component -> the component it depends on.
 UPSTREAM = {
@@ -35,6 +42,8 @@ UPSTREAM = {
     LOG_COMPACTION: DELTA_LOG,
     VACUUM: DELTA_LOG,
     ROW_TRACKING: DELTA_LOG,
+    OPTIMIZE: DELTA_LOG,
+    STATS: DELTA_LOG,
     METADATA_CLEANUP: CHECKPOINT,
 }
 
@@ -52,7 +61,9 @@ __all__ = [
     "DELTA_LOG",
     "LOG_COMPACTION",
     "METADATA_CLEANUP",
+    "OPTIMIZE",
     "ROW_TRACKING",
+    "STATS",
     "UPSTREAM",
     "VACUUM",
     "VERSION_CHECKSUM",

@@ -3,7 +3,9 @@
 The `delta_tables_watch` sensor builds it at every tick from what it read of each log (status,
 version, commits since the checkpoint, what is due or blocked, why a log does not read) and
 from the instance: when each component last materialized, the bytes the last VACUUM
-reclaimed, and which checks failed at their latest evaluation. It reports it as an
+reclaimed, which checks failed at their latest evaluation, and the newest OPTIMIZE, VACUUM
+and FSCK commits of each table's history as its latest `delta_log` materialization read
+them (`delta_ops.defs.table_health.last_operations`). It reports it as an
 observation of the asset `delta_ops_fleet/overview` (an external asset: nothing
 materializes it) whenever it differs from the last one: metadata `tables` (a table, one row
 per table, those needing attention first), `report` (markdown: what needs attention) and
@@ -38,19 +40,22 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
+    OPTIMIZE,
+    STATS,
     VACUUM,
     VERSION_CHECKSUM,
     asset_key,
 )
+from delta_ops.defs.table_health import HISTORY_OPERATIONS
 
 OVERVIEW_KEY = AssetKey(["delta_ops_fleet", "overview"])
 OVERVIEW_GROUP = "delta_ops_fleet"
 #: Components whose last materialization the overview shows (column `last_<component>`).
-SHOWN = (CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM)
+SHOWN = (CHECKPOINT, VERSION_CHECKSUM, LOG_COMPACTION, METADATA_CLEANUP, VACUUM, OPTIMIZE,
+         STATS)
 #: Checks whose latest result the overview shows (failing ones, by name).
 CHECKED = (
-    (DELTA_LOG, "log_readable"), (DELTA_LOG, "files_exist"),
-    (VERSION_CHECKSUM, "checksum_matches"), (CHECKPOINT, "checkpoint_fresh"),
+    (DELTA_LOG, "log_readable"), (DELTA_LOG, "fsck"), (CHECKPOINT, "checkpoint_fresh"),
 )
 #: Most tables named in the report's attention list.
 MAX_NAMED = 50
@@ -67,6 +72,9 @@ COLUMNS = (
     ("blocked", "string", "Components due but blocked by table features"),
     ("failing_checks", "string", "Checks whose latest result failed"),
     *((f"last_{c}", "string", f"When {c} last materialized (UTC)") for c in SHOWN),
+    *((key, "string", f"The newest {ops[0].split()[0]} commit in the table's history "
+       "(version, UTC time), from its delta_log materialization")
+      for key, ops in HISTORY_OPERATIONS.items()),
     ("bytes_reclaimed", "int", "Bytes the last VACUUM deleted"),
 )
 
@@ -112,12 +120,20 @@ def _reclaimed(entry: Any) -> int | None:
     return int(size.value) if size is not None else None
 
 
+def _history(entry: Any) -> dict[str, str]:
+    """`last_optimize_commit`, `last_vacuum_commit`, `last_fsck_commit` of the table's
+    latest `delta_log` materialization (read from its history then), empty when none."""
+    meta = entry.asset_materialization.metadata if (
+        entry is not None and entry.asset_materialization is not None) else {}
+    return {key: str(meta[key].value) if key in meta else "" for key in HISTORY_OPERATIONS}
+
+
 def fleet_overview(instance: DagsterInstance, rows: Sequence[dict[str, Any]]) -> Overview:
     """The overview of the watch's `rows` (one per table, from `watch_tick`), completed from
     the instance's latest materializations and check results."""
     names = [r["table"] for r in rows]
     latest = instance.get_latest_materialization_events(
-        [asset_key(n, c) for n in names for c in SHOWN])
+        [asset_key(n, c) for n in names for c in (*SHOWN, DELTA_LOG)])
     check_keys = [AssetCheckKey(asset_key(n, on), check) for n in names for on, check in CHECKED]
     failing: dict[str, list[str]] = {}
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(check_keys)
@@ -144,6 +160,7 @@ def fleet_overview(instance: DagsterInstance, rows: Sequence[dict[str, Any]]) ->
             "failing_checks": ", ".join(failed),
             **{f"last_{c}": _when(latest.get(asset_key(name, c))) for c in SHOWN},
             "bytes_reclaimed": _reclaimed(latest.get(asset_key(name, VACUUM))),
+            **_history(latest.get(asset_key(name, DELTA_LOG))),
         }
         full.append(out)
     full.sort(key=lambda r: (not r["attention"], r["table"]))

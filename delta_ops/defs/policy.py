@@ -177,6 +177,12 @@ class VacuumPolicy(_ScheduledPolicy):
         "numDeletedFiles, numVacuumedDirectories). Refused on catalog-managed tables.",
     )
 
+    keep_versions: list[int] = Field(
+        default_factory=list,
+        description="Versions whose files VACUUM keeps, so they still read in full (time "
+        "travel to them keeps working), whatever the retention.",
+    )
+
     @property
     def retention_hours(self) -> float | None:
         if self.retention is None:
@@ -219,6 +225,82 @@ class RowTrackingPolicy(StrictModel):
     enable: bool = True
 
 
+class OptimizePolicy(StrictModel):
+    """OPTIMIZE (bin-packing of small files, and the rewrite of files whose deletion vectors
+    delete more than `max_deleted_rows_ratio` of their rows): run by its cron automation, a
+    run selecting only it, or any run with `in_materialize_all`, and only when due
+    (`delta_ops.maintenance.due.optimize_need`: the newest .crc shows enough small files or
+    files with deletion vectors)."""
+
+    cron: str | None = Field(
+        default="0 2 * * *",
+        description="When the automation looks at it (UTC; it runs only when due); null: no "
+        "automation.",
+    )
+    in_materialize_all: bool = Field(
+        default=False,
+        description="Run it in any run that selects it, such as the UI's Materialize all "
+        "(otherwise only its cron automation and a run selecting only it run it).",
+    )
+    dry_run: bool = Field(default=False, description="Only plan the bins; write nothing.")
+    target_size: int | None = Field(
+        default=None, ge=1,
+        description="Target size of the files written, in bytes (default: the table's "
+        "delta.targetFileSize, else 256 MiB).",
+    )
+    min_files: int = Field(default=2, ge=1, description="Fewest files a bin rewrites.")
+    max_deleted_rows_ratio: float = Field(
+        default=0.05, ge=0.0, le=1.0,
+        description="Files whose deletion vector deletes more than this share of their rows "
+        "are rewritten without it (the purge).",
+    )
+    small_file_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1,
+        description="A file under this size counts as small when deciding whether it is due.",
+    )
+    small_file_share: float = Field(
+        default=0.2, ge=0.0, le=1.0,
+        description="Due when at least this share of the live files is small.",
+    )
+    deletion_vector_share: float = Field(
+        default=0.1, ge=0.0, le=1.0,
+        description="Due when at least this share of the live files carries a deletion "
+        "vector.",
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return _check_cron(v)
+
+
+class StatsPolicy(StrictModel):
+    """COMPUTE STATS: statistics computed from the data for the live files that lack them
+    (or all, with recompute_all), committed as dataChange=false re-adds; run by its cron
+    automation, a run selecting only it, or any run with `in_materialize_all`, and only
+    when a file lacks statistics."""
+
+    cron: str | None = Field(
+        default="0 1 * * 0",
+        description="When the automation looks at it (UTC); null: no automation.",
+    )
+    in_materialize_all: bool = Field(
+        default=False,
+        description="Run it in any run that selects it, such as the UI's Materialize all "
+        "(otherwise only its cron automation and a run selecting only it run it).",
+    )
+    dry_run: bool = Field(default=False, description="Only plan; write nothing.")
+    recompute_all: bool = Field(
+        default=False, description="Recompute the statistics of every live file."
+    )
+    batch_size: int = Field(default=1000, ge=1, description="Most files re-added per commit.")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return _check_cron(v)
+
+
 class AutomationPolicy(StrictModel):
     """How the `delta_tables_watch` sensor turns what is due into runs.
 
@@ -257,6 +339,8 @@ _SECTIONS: dict[str, type[StrictModel]] = {
     "cleanup": CleanupPolicy,
     "row_tracking": RowTrackingPolicy,
     "automation": AutomationPolicy,
+    "optimize": OptimizePolicy,
+    "stats": StatsPolicy,
 }
 
 
@@ -290,6 +374,8 @@ class Policy(StrictModel):
     cleanup: CleanupPolicy = CleanupPolicy()
     row_tracking: RowTrackingPolicy = RowTrackingPolicy()
     automation: AutomationPolicy = AutomationPolicy()
+    optimize: OptimizePolicy = OptimizePolicy()
+    stats: StatsPolicy = StatsPolicy()
 
     def merged(self, override: PolicyOverride) -> Policy:
         """This policy with the fields `override` sets (section by section, field by field)."""
@@ -329,6 +415,8 @@ class PolicyOverride(StrictModel):
     cleanup: CleanupPolicy | None = None
     row_tracking: RowTrackingPolicy | None = None
     automation: AutomationPolicy | None = None
+    optimize: OptimizePolicy | None = None
+    stats: StatsPolicy | None = None
 
 
 
@@ -340,9 +428,11 @@ __all__ = [
     "CleanupPolicy",
     "CompactionPolicy",
     "EngineName",
+    "OptimizePolicy",
     "Policy",
     "PolicyOverride",
     "RowTrackingPolicy",
+    "StatsPolicy",
     "StrictModel",
     "VacuumPolicy",
     "cron_problem",

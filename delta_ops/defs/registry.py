@@ -15,10 +15,15 @@ defaults:
                                  # (off when the table does not set it either)
   vacuum: {cron: "0 3 * * 0", retention: null, dry_run: false, lite: false,
            force_retention: false, allow_catalog_managed: false,
-           in_materialize_all: false}   # also in runs over other components (Materialize all)
+           in_materialize_all: false,   # also in runs over other components (Materialize all)
+           keep_versions: []}           # versions whose files VACUUM keeps
   cleanup: {cron: "0 4 * * *", retention: null, force_retention: false,
             allow_catalog_managed: false, in_materialize_all: false}
   row_tracking: {backfill: false, batch_size: 20000, enable: true}
+  optimize: {cron: "0 2 * * *", dry_run: false, target_size: null, min_files: 2,
+             max_deleted_rows_ratio: 0.05, small_file_bytes: 33554432,
+             small_file_share: 0.2, deletion_vector_share: 0.1}   # runs only when due
+  stats: {cron: "0 1 * * 0", dry_run: false, recompute_all: false, batch_size: 1000}
   automation: {tables_per_run: 250, runs_per_tick: 4, max_runs_in_flight: 4,
                own_run: null}       # the watch sensor's runs (caps: from defaults only)
 spark:                           # optional: where the spark engine runs (default local[*])

@@ -1,27 +1,35 @@
-"""The Dagster definitions of one registered table: two steps, seven assets, four checks.
+"""The Dagster definitions of one registered table: one step, nine assets, three checks.
 
-Each table `t` gets:
+Each table `t` gets one subsettable multi-asset, the step `t__maintenance`, holding:
 
-- `t__delta_log`: an observable source asset `[t, delta_log]` (data version = table
-  version) with the checks `log_readable` and `files_exist`;
-- `t__maintenance`: one subsettable multi-asset holding the six maintenance components
-  (`[t, checkpoint]`, `version_checksum`, `log_compaction`, `metadata_cleanup`, `vacuum`,
-  `row_tracking`) and the checks `checkpoint_fresh` and `checksum_matches`. A run runs the
-  selected components in one step (`RUN_ORDER`: checksums first, then the order above), so
-  a table's checkpoint and checksums come from one process and one engine. A component
-  with nothing to do (not due, off, report only) records a materialization marked
-  `skipped: true` with its reason. VACUUM and metadata cleanup (`DESTRUCTIVE`) run only
-  from their cron automation, in a run selecting nothing else (but the observed log), with
-  the run config's `confirm_deletes`, or when the policy sets `in_materialize_all`;
-  otherwise the step logs why and leaves them (their outputs are optional). A component
-  that fails is logged and the others still run (metadata cleanup is not run after a
-  checkpoint that failed); the step then fails naming every failed component (one failure
-  keeps its own table/component/version/reason metadata). A table that does not exist yet
-  fails only its `delta_log` step ("does not exist yet"); its maintenance step logs it and
-  does nothing. A table the run cannot resolve (invalid registry entry, missing secret)
-  fails both steps, each once, naming the problem.
+- `[t, delta_log]`: the log as an asset whose materialization only reads it (version,
+  files, bytes, protocol, schema, row count; data version = table version), with the checks
+  `log_readable` and `fsck`; the watch sensor records observations of it between
+  runs;
+- the eight maintenance components (`[t, checkpoint]`, `version_checksum`, `log_compaction`,
+  `metadata_cleanup`, `vacuum`, `row_tracking`, and the data layout's `optimize` and
+  `stats`: `delta_ops.defs.layout_assets`) and the check `checkpoint_fresh`.
 
-Two steps per table (instead of one per asset and check) keep loading 1,000 tables fast.
+A run runs the selected assets in the step: the log first, then the components in
+`RUN_ORDER` (checksums first, then the order above), so a table's checkpoint and checksums
+come from one process and one engine. OPTIMIZE and statistics (`HEAVY`: they read every data
+file) are opt-in like the destructive components below, without `confirm_deletes`. A
+component with nothing to do (not due, off, report only) records a materialization marked
+`skipped: true` with its reason. VACUUM and metadata cleanup (`DESTRUCTIVE`) run only from
+their cron automation, in a run selecting nothing else (but the log), with the run config's
+`confirm_deletes`, or when the policy sets `in_materialize_all`; otherwise the step logs why
+and leaves them (their outputs are optional). A component that fails is logged and the
+others still run (metadata cleanup is not run after a checkpoint that failed); the step then
+fails naming every failed component (one failure keeps its own
+table/component/version/reason metadata). A table that does not exist yet fails the step
+once, as its `delta_log` ("does not exist yet"), and its components do nothing (selected
+without the log, they log it and do nothing). A table the run cannot resolve (invalid
+registry entry, missing secret) fails the step once, naming the problem.
+
+One step per table (instead of one per asset and check, or one for the log and one for the
+rest) keeps loading 1,000 tables fast: a table is one op and one `AssetsDefinition`, and one
+table's failure stays its own. The template op's outputs carry no metadata (`_bare_spec`),
+so that each table's copy of them is small; the table's specs carry it.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
 evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`). The
 maintenance step's `pool` is its table's (`table_pool`: `delta_ops_table/<t>`): with the
@@ -34,19 +42,17 @@ keeps runs apart. Owners and tags of the registry entry go on every asset.
 
 
 import functools
-import warnings
 
 from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
-    BetaWarning,
+    AssetSpec,
     Failure,
     In,
     MetadataValue,
     OpDefinition,
     Out,
     multi_asset,
-    multi_observable_source_asset,
 )
 
 from delta_ops.defs.assets import (
@@ -63,10 +69,13 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
+    OPTIMIZE,
     ROW_TRACKING,
+    STATS,
     VACUUM,
     VERSION_CHECKSUM,
 )
+from delta_ops.defs.layout_assets import run_optimize, run_stats
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
@@ -86,43 +95,25 @@ TABLE_POOL_PREFIX = "delta_ops_table/"
 #: end-to-end tests and the benchmarks' `dagster dev` write it; docs/dagster.md explains it.
 INSTANCE_CONCURRENCY = "concurrency:\n  pools:\n    default_limit: 1\n"
 
-#: The materializable components.
-MAINTAINED = tuple(c for c in COMPONENTS if c != DELTA_LOG)
 #: The order a maintenance step runs them in: version checksums before the checkpoint, so
 #: that the new `.crc` files are derived from the previous one (a checkpoint written first
 #: would start the log listing after it, and the checksum would be computed afresh at the
-#: latest version, skipping the versions in between); metadata cleanup after the checkpoint.
+#: latest version, skipping the versions in between); metadata cleanup after the checkpoint;
+#: OPTIMIZE and statistics last (their commits get their checkpoint and `.crc` from the next
+#: run: a step reads the log once, at its start).
 RUN_ORDER = (VERSION_CHECKSUM, CHECKPOINT, LOG_COMPACTION, METADATA_CLEANUP, VACUUM,
-             ROW_TRACKING)
+             ROW_TRACKING, OPTIMIZE, STATS)
 def _table_of(context) -> str:
-    """The table a step belongs to: its op is named `<table>__<step>`."""
+    """The table a step belongs to: its op is named `<table>__maintenance`."""
     return context.op_def.name.rsplit("__", 1)[0]
 
 
-def _observe_body(context, registry: RegistryResource, spark: SparkResource):
-    name = _table_of(context)
-    selected = {k.name for k in context.selected_asset_check_keys}
-    failure: Failure | None = None
-    run: TableRun | None = None
-    try:
-        # One run for the step: the observation and the checks share the table, its
-        # storage, the clock and the engine.
-        run = table_run(name, DELTA_LOG, registry, spark)
-    except Failure as exc:
-        failure = exc
-    if context.selected_asset_keys and run is not None:
-        try:
-            yield observe_log(run)
-        except Failure as exc:
-            failure = exc
-    for check in CHECKS:
-        if check in selected:
-            yield run_check(check, name, registry, spark, run=run)
-    if failure is not None and context.selected_asset_keys:
-        raise failure
+def _is_missing(failure: Failure) -> bool:
+    error = failure.metadata.get("error")
+    return error is not None and error.value == "NotATableError"
 
 
-def _maintain_body(
+def _table_body(
     context: AssetExecutionContext,
     config: MaintenanceConfig,
     registry: RegistryResource,
@@ -143,13 +134,21 @@ def _maintain_body(
         selected = set()
     else:
         unresolved = None
+    if DELTA_LOG in selected:
+        try:
+            yield observe_log(run)
+        except Failure as exc:
+            failed[DELTA_LOG] = exc
+            if _is_missing(exc):
+                # One clear "does not exist yet" (the log's), not one per component.
+                selected = set()
     for component in RUN_ORDER:
         if component not in selected:
             continue
         if component == METADATA_CLEANUP and CHECKPOINT in failed:
             context.log.warning(f"{name}: metadata cleanup not run: the checkpoint failed")
             continue
-        if component in DESTRUCTIVE:
+        if component in OPT_IN:
             refused = destructive_refusal(context, config, component, run.table)
             if refused is not None:
                 # Not materialized (its output is optional): the asset keeps showing when
@@ -157,11 +156,14 @@ def _maintain_body(
                 context.log.warning(f"{name} {component}: {refused}")
                 continue
         try:
-            out = run_component(run, component, config, context.log.info)
+            if component in HEAVY:  # the data layout (`delta_ops.defs.layout_assets`)
+                run.begin(component)
+                out = run_optimize(run) if component == OPTIMIZE else run_stats(run)
+            else:
+                out = run_component(run, component, config, context.log.info)
         except Failure as exc:
-            error = exc.metadata.get("error")
-            if error is not None and error.value == "NotATableError":
-                # One clear "does not exist yet" (the delta_log step's), not six failures.
+            if _is_missing(exc):
+                # The log's step reports it when selected; the components have nothing to do.
                 context.log.warning(f"{exc.description}: nothing to maintain")
                 break
             context.log.error(exc.description or f"{name} {component} failed")
@@ -171,8 +173,9 @@ def _maintain_body(
         if (out.metadata or {}).get("skipped") is not None and reason is not None:
             context.log.info(f"{name} {component}: {getattr(reason, 'value', reason)}")
         yield out
+    checks = {k.name for k in context.selected_asset_check_keys}
     for check in CHECKS:
-        if any(k.name == check for k in context.selected_asset_check_keys):
+        if check in checks:
             yield run_check(check, name, registry, spark, run=run)
     if unresolved is not None:
         raise unresolved
@@ -183,6 +186,11 @@ def _maintain_body(
 #: Components that delete files: left out of a run that selects other components too
 #: (Materialize all) unless the policy or the run's config says otherwise.
 DESTRUCTIVE = frozenset({VACUUM, METADATA_CLEANUP})
+#: Components that rewrite or read every data file (the data layout): left out of a run that
+#: selects other components too in the same way, without `confirm_deletes`.
+HEAVY = frozenset({OPTIMIZE, STATS})
+#: Components a run over many components leaves out unless told (`destructive_refusal`).
+OPT_IN = DESTRUCTIVE | HEAVY
 #: The tag Dagster puts on the runs its automation conditions request (the cron).
 AUTOMATION_TAG = "dagster/from_automation_condition"
 
@@ -191,23 +199,31 @@ def destructive_refusal(
     context: AssetExecutionContext, config: MaintenanceConfig, component: str,
     table: RegisteredTable,
 ) -> str | None:
-    """Why this run does not run the destructive `component`, or None when it does: from
-    the cron automation, a run selecting only destructive components (a deliberate pick;
-    the observed log may be selected with them),
-    `confirm_deletes` in the run config, or the policy's `in_materialize_all`."""
+    """Why this run does not run the opt-in `component` (`OPT_IN`), or None when it does:
+    from the cron automation, a run selecting only opt-in components (a deliberate pick; the
+    log may be selected with them), `confirm_deletes` in the run config (for the destructive
+    ones), or the policy's `in_materialize_all`."""
     if getattr(table.policy, CRON_SECTIONS[component]).in_materialize_all:
         return None
-    if config.confirm_deletes or context.run.tags.get(AUTOMATION_TAG) == "true":
+    if context.run.tags.get(AUTOMATION_TAG) == "true" or (
+            config.confirm_deletes and component in DESTRUCTIVE):
         return None
     picked = context.run.asset_selection
     if picked is not None and picked and all(
-        len(k.path) == 2 and k.path[1] in DESTRUCTIVE | {DELTA_LOG} for k in picked
+        len(k.path) == 2 and k.path[1] in OPT_IN | {DELTA_LOG} for k in picked
     ):
         return None
+    if component in DESTRUCTIVE:
+        return (
+            "not run: this run selects other components too (e.g. Materialize all), and "
+            f"{component} deletes files; it runs from its cron automation, in a run "
+            "selecting only it, with run config confirm_deletes: true, or with the policy's "
+            f"{CRON_SECTIONS[component]}.in_materialize_all: true"
+        )
     return (
         "not run: this run selects other components too (e.g. Materialize all), and "
-        f"{component} deletes files; it runs from its cron automation, in a run selecting "
-        "only it, with run config confirm_deletes: true, or with the policy's "
+        f"{component} reads every data file it may rewrite; it runs from its cron "
+        "automation, in a run selecting only it, or with the policy's "
         f"{CRON_SECTIONS[component]}.in_materialize_all: true"
     )
 
@@ -222,23 +238,22 @@ def table_pool(name: str) -> str:
     return TABLE_POOL_PREFIX + name
 
 
+def _bare_spec(table: RegisteredTable, component: str) -> AssetSpec:
+    spec = component_spec(table, component)
+    return AssetSpec(spec.key, deps=spec.deps, skippable=spec.skippable)
+
+
 @functools.cache
-def _template(step: str, pool: str | None) -> AssetsDefinition:
-    """The step's op, built once (the decorators inspect the function, which is what costs
+def _template(pool: str | None) -> AssetsDefinition:
+    """The step's op, built once (the decorator inspects the function, which is what costs
     at 1,000 tables); each table's step is this op renamed, with the table's specs."""
-    if step == DELTA_LOG:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the decorator is marked beta
-            return multi_observable_source_asset(
-                specs=[component_spec(_TEMPLATE, DELTA_LOG)],
-                check_specs=check_specs(_TEMPLATE, DELTA_LOG),
-                name=f"{_TEMPLATE.name}__{DELTA_LOG}", can_subset=True,
-            )(_observe_body)
     return multi_asset(
-        specs=[component_spec(_TEMPLATE, c) for c in MAINTAINED],
-        check_specs=[s for c in MAINTAINED for s in check_specs(_TEMPLATE, c)],
+        # Bare specs (key, lineage, skippable): the op's outputs carry no metadata, which
+        # each table's op would copy; the table's AssetsDefinition gets the full specs.
+        specs=[_bare_spec(_TEMPLATE, c) for c in COMPONENTS],
+        check_specs=[s for c in COMPONENTS for s in check_specs(_TEMPLATE, c)],
         name=f"{_TEMPLATE.name}__maintenance", can_subset=True, pool=pool,
-    )(_maintain_body)
+    )(_table_body)
 
 
 def _from_template(
@@ -247,9 +262,7 @@ def _from_template(
 ) -> AssetsDefinition:
     specs = {c: translated_spec(translator, table, c) for c in components}
     checks = {s.name: s for c in components for s in check_specs(table, c)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BetaWarning)  # execution_type (observable) is beta
-        return _assets_definition(template, table, step, specs, checks, description)
+    return _assets_definition(template, table, step, specs, checks, description)
 
 
 def _assets_definition(template, table, step, specs, checks, description) -> AssetsDefinition:
@@ -265,7 +278,6 @@ def _assets_definition(template, table, step, specs, checks, description) -> Ass
         check_specs_by_output_name={
             out: checks[spec.name] for out, spec in template.check_specs_by_output_name.items()
         },
-        execution_type=template.execution_type,
     )
 
 
@@ -297,22 +309,14 @@ def _template_io(op: OpDefinition) -> tuple[dict[str, In], dict[str, Out]]:
             {d.name: Out.from_definition(d) for d in op.output_defs})
 
 
-def delta_log_asset(
+def table_asset(
     table: RegisteredTable, translator: DeltaOpsTranslator | None = None
 ) -> AssetsDefinition:
-    """`t__delta_log`: the observed `[t, delta_log]` and its checks."""
-    return _from_template(_template(DELTA_LOG, None), table, DELTA_LOG, (DELTA_LOG,),
-                          translator or DeltaOpsTranslator())
-
-
-def maintenance_asset(
-    table: RegisteredTable, translator: DeltaOpsTranslator | None = None
-) -> AssetsDefinition:
-    """`t__maintenance`: the six maintenance components of `t` and their checks, in the
-    table's own pool (`table_pool`)."""
+    """`t__maintenance`: every component of `t` (the log and the six maintenance
+    components) and their checks, in the table's own pool (`table_pool`)."""
     return _from_template(
-        _template("maintenance", table_pool(_TEMPLATE.name)), table, "maintenance",
-        MAINTAINED, translator or DeltaOpsTranslator(),
+        _template(table_pool(_TEMPLATE.name)), table, "maintenance",
+        COMPONENTS, translator or DeltaOpsTranslator(),
         description=f"Maintenance of {table.name}: the selected components, in order, in one "
         "step.",
     )
@@ -344,18 +348,18 @@ def combined_failure(table: str, failed: dict[str, Failure]) -> Failure:
 def table_assets(
     table: RegisteredTable, translator: DeltaOpsTranslator | None = None
 ) -> list[AssetsDefinition]:
-    """Every asset and check of one registered table (two steps); `translator` describes
+    """Every asset and check of one registered table (one step); `translator` describes
     the assets (default: `DeltaOpsTranslator`)."""
-    translator = translator or DeltaOpsTranslator()
-    return [delta_log_asset(table, translator), maintenance_asset(table, translator)]
+    return [table_asset(table, translator)]
 
 
 __all__ = [
     "CHECKS",
     "CRON_SECTIONS",
     "DESCRIPTIONS",
+    "HEAVY",
     "INSTANCE_CONCURRENCY",
-    "MAINTAINED",
+    "OPT_IN",
     "RUN_ORDER",
     "TABLE_POOL_PREFIX",
     "combined_failure",

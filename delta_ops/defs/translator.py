@@ -29,7 +29,9 @@ from delta_ops.defs.keys import (
     DELTA_LOG,
     LOG_COMPACTION,
     METADATA_CLEANUP,
+    OPTIMIZE,
     ROW_TRACKING,
+    STATS,
     UPSTREAM,
     VACUUM,
     VERSION_CHECKSUM,
@@ -38,7 +40,8 @@ from delta_ops.defs.keys import (
 from delta_ops.defs.registry import RegisteredTable
 
 #: Components whose policy section holds a cron (their AutomationCondition).
-CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup"}
+CRON_SECTIONS = {VACUUM: "vacuum", METADATA_CLEANUP: "cleanup", OPTIMIZE: "optimize",
+                 STATS: "stats"}
 
 DESCRIPTIONS = {
     DELTA_LOG: "The table's transaction log, observed: version, live files, bytes, protocol, "
@@ -56,6 +59,11 @@ DESCRIPTIONS = {
     "protocol check).",
     ROW_TRACKING: "Row-tracking state: files lacking row IDs; the backfill assigns them and "
     "enables delta.enableRowTracking.",
+    OPTIMIZE: "OPTIMIZE when due (small files or deletion vectors past the policy's shares, "
+    "read from the newest .crc): small files bin-packed and files whose deletion vectors "
+    "delete more than the ratio rewritten without them (dataChange=false).",
+    STATS: "Statistics computed from the data for the live files that lack them, committed "
+    "as dataChange=false re-adds.",
 }
 
 

@@ -206,7 +206,7 @@ def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
 
 def read_crc(storage: Any, version: int) -> "VersionChecksum | None":
     """The `.crc` of `version`, None when it is gone or does not parse (the
-    `checksum_matches` check is where a bad one is reported)."""
+    `fsck` check is where a bad one is reported)."""
     from delta_ops.protocol.crc import parse_checksum
 
     try:
@@ -465,7 +465,7 @@ def watch_request(group: list[_Due]) -> RunRequest:
         run_key=run_key,
         asset_selection=[asset_key(d.name, c) for d in group for c in d.components],
         # The due work only: the watch reports log_readable and checkpoint_fresh itself, and
-        # checking a .crc just written (checksum_matches) tripled a fleet step's time.
+        # checking a .crc just written (fsck, then checksum_matches) tripled a fleet step's time.
         asset_check_keys=[],
         tags=tags,
     )

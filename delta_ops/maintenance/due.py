@@ -10,7 +10,10 @@ Compaction Files" (`delta.logCompactionInterval`), "Protocol Evolution" / "Table
   policy's, else the table's `delta.checkpointInterval`, else 10);
 - version checksum: due when checksums are on and the latest version has no `.crc`;
 - log compaction: due when the compaction policy (the policy's interval, else the table's
-  `delta.logCompactionInterval`, else off) plans a window that has no file yet.
+  `delta.logCompactionInterval`, else off) plans a window that has no file yet;
+- optimize (`optimize_need`, for the Dagster `optimize` asset): due when the newest `.crc`
+  (spec "Version Checksum File": `fileSizeHistogram`, `numDeletionVectors`) shows enough
+  small files or files with deletion vectors, read without a replay.
 
     >>> from delta_ops.maintenance.due import what_is_due
     >>> report = what_is_due("s3://bucket/table")
@@ -290,9 +293,11 @@ __all__ = [
     "COMPONENTS",
     "LOG_COMPACTION",
     "OPERATIONS",
+    "OPTIMIZE",
     "VERSION_CHECKSUM",
     "DuePolicy",
     "DueReport",
+    "LayoutThresholds",
     "Need",
     "checkpoint_current",
     "checkpoint_interval",
@@ -302,6 +307,73 @@ __all__ = [
     "compaction_interval",
     "compaction_need",
     "due",
+    "optimize_need",
+    "small_files",
     "wanted_checkpoint_kind",
     "what_is_due",
 ]
+
+
+# ---- the data layout: OPTIMIZE, from the newest `.crc` (no replay) ---------------------------
+
+OPTIMIZE = "optimize"
+
+
+@dataclass(frozen=True)
+class LayoutThresholds:
+    """When a table's data layout needs OPTIMIZE (with its purge of deletion vectors).
+
+    Attributes:
+        small_file_bytes: a file under this size is small.
+        small_file_share: due when at least this share of the live files is small (and there
+            are at least `min_small_files` of them).
+        min_small_files: fewer small files than this are never worth a rewrite.
+        deletion_vector_share: due when at least this share of the live files carries a
+            deletion vector (OPTIMIZE rewrites the files whose deleted rows pass its ratio).
+    """
+
+    small_file_bytes: int = 32 * 1024 * 1024
+    small_file_share: float = 0.2
+    min_small_files: int = 2
+    deletion_vector_share: float = 0.1
+
+
+def small_files(histogram: Any, small_file_bytes: int) -> int:
+    """Files a `.crc` file-size histogram (`FileSizeHistogram`) proves smaller than
+    `small_file_bytes`: the files of every bin whose upper boundary is at most that size
+    (a bin straddling the threshold is not counted)."""
+    bounds = list(histogram.sorted_bin_boundaries)
+    counts = list(histogram.file_counts)
+    total = 0
+    for i, count in enumerate(counts):
+        upper = bounds[i + 1] if i + 1 < len(bounds) else None
+        if upper is not None and upper <= small_file_bytes:
+            total += count
+    return total
+
+
+def optimize_need(crc: Any, version: int, thresholds: LayoutThresholds) -> Need:
+    """Whether OPTIMIZE is due, from the version checksum `crc` of `version`
+    (`delta_ops.protocol.crc.VersionChecksum`: `numFiles`, the file-size histogram and
+    `numDeletionVectors`), read without a replay; `crc` None: not due (no checksum says)."""
+    if crc is None:
+        return Need(OPTIMIZE, False, version, f"version {version} has no .crc to read the "
+                    "file sizes from (the version_checksum component writes it)")
+    files = crc.num_files
+    if not files:
+        return Need(OPTIMIZE, False, version, "the table has no live files")
+    reasons: list[str] = []
+    if crc.file_size_histogram is not None:
+        small = small_files(crc.file_size_histogram, thresholds.small_file_bytes)
+        if small >= thresholds.min_small_files and small / files >= thresholds.small_file_share:
+            reasons.append(f"{small} of {files} files are under {thresholds.small_file_bytes} "
+                           f"bytes (share {small / files:.2f} >= "
+                           f"{thresholds.small_file_share})")
+    dvs = crc.num_deletion_vectors or 0
+    if dvs and dvs / files >= thresholds.deletion_vector_share:
+        reasons.append(f"{dvs} of {files} files carry a deletion vector (share "
+                       f"{dvs / files:.2f} >= {thresholds.deletion_vector_share})")
+    if reasons:
+        return Need(OPTIMIZE, True, version, "; ".join(reasons))
+    return Need(OPTIMIZE, False, version, f"{files} files: small files and deletion vectors "
+                "under the thresholds")

@@ -95,7 +95,7 @@ def test_scaffolded_component_loads_and_maintains_its_table(tmp_path, make_proje
     defs = load(project)
     Definitions.validate_loadable(defs)
     keys = set(defs.resolve_asset_graph().get_all_asset_keys())
-    assert AssetKey(["t", "checkpoint"]) in keys and len(keys) == 7 + 1  # + the overview
+    assert AssetKey(["t", "checkpoint"]) in keys and len(keys) == 9 + 1  # + the overview
     result, done, failed = materialize_all(defs)
     assert not failed
     assert ("t", "version_checksum") in done
@@ -121,19 +121,20 @@ def test_an_invalid_entry_fails_only_its_own_assets(tmp_path, make_project):
     assert tables == {"good", "bad_cron", "twice", "invalid_defs_yaml_tables_4",
                       "delta_ops_fleet"}
     _, done, failed = materialize_all(defs)
-    assert ("good", "delta_log") not in failed and ("good", "version_checksum") in done
+    assert ("good", "maintenance") not in failed and ("good", "version_checksum") in done
     # A run over every asset leaves VACUUM out unless the policy puts it in (issue 23).
     assert ("good", "vacuum") not in done
     assert {t for t, _ in failed} == {"bad_cron", "twice", "invalid_defs_yaml_tables_4"}
-    bad = failed[("bad_cron", "delta_log")]
+    bad = failed[("bad_cron", "maintenance")]
     assert "defs.yaml tables[1].vacuum.cron" in bad.description
     assert "expected 5 fields" in bad.description
     assert f"{project / 'broken_proj' / 'defs' / 'tables' / 'defs.yaml'}: " in bad.description
-    # The maintenance step fails once with the same reason, not once per component.
-    maintained = failed[("bad_cron", "maintenance")].description
-    assert maintained.count("vacuum.cron") == 1 and "components failed" not in maintained
-    assert "given 2 times" in failed[("twice", "delta_log")].description
-    assert "not a valid name" in failed[("invalid_defs_yaml_tables_4", "delta_log")].description
+    # The table's one step fails once with the reason, not once per component.
+    assert bad.description.count("vacuum.cron") == 1
+    assert "components failed" not in bad.description
+    assert "given 2 times" in failed[("twice", "maintenance")].description
+    assert "not a valid name" in failed[
+        ("invalid_defs_yaml_tables_4", "maintenance")].description
     # The watch sensor logs the invalid entries and goes on with the valid one.
     sensor = defs.resolve_sensor_def("delta_tables_watch")
     tick = sensor(build_sensor_context(instance=DagsterInstance.ephemeral(), definitions=defs,
@@ -216,7 +217,7 @@ def test_dg_check_and_list_defs_from_the_repository_root(tmp_path):
     keys = {a["asset_key"] for a in data["assets"]}
     assert {a["source"] for a in data["assets"]} == {"delta_ops/location/tables/defs.yaml:4"}
     assert {"events/checkpoint", "customers/log_compaction", "orders_dv/vacuum"} <= keys
-    assert len(keys) == 21 + 1  # three tables and the fleet overview
+    assert len(keys) == 27 + 1  # three tables and the fleet overview
     sensors = {s["name"] for s in data["sensors"]}
     assert {"delta_tables_watch", "delta_tables_partitions"} <= sensors
 
@@ -244,7 +245,7 @@ def test_spark_kind_only_where_spark_runs_and_standard_uri_metadata(tmp_path, ma
     })
     graph = load(project).resolve_asset_graph()
     spark = {k.path[1] for k in graph.get_all_asset_keys() if "spark" in graph.get(k).kinds}
-    assert spark == {"checkpoint", "version_checksum", "vacuum", "row_tracking"}
+    assert spark == {"checkpoint", "version_checksum", "vacuum", "row_tracking", "optimize"}
     node = graph.get(AssetKey(["t", "metadata_cleanup"]))
     assert node.kinds == {"delta"}
     assert node.metadata["dagster/uri"].value == "s3://bucket/t"

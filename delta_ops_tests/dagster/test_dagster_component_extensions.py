@@ -59,7 +59,7 @@ def test_a_translator_describes_the_assets_and_the_step_still_runs(tmp_path):
                                         "tables": [{"name": "t", "uri": str(root)}]}))
     defs = Definitions(**definitions_kwargs(registry, translator=Curated()))
     specs = _specs(defs)
-    assert len(specs) == 7
+    assert len(specs) == 9
     assert {s.group_name for s in specs.values()} == {"curated"}
     assert all(s.tags["team"] == "lake" and s.tags["delta_ops/component"] == k.path[1]
                for k, s in specs.items())
@@ -123,7 +123,7 @@ def test_asset_post_processors_change_the_specs(tmp_path, monkeypatch):
     defs = load_from_defs_folder(path_within_project=project)
     Definitions.validate_loadable(defs)
     specs = {k: s for k, s in _specs(defs).items() if k.path[0] in ("t", "u")}
-    assert len(specs) == 14
+    assert len(specs) == 18
     assert all(s.tags["team"] == "lake" for s in specs.values())
     assert {k.path[0] for k, s in specs.items() if s.metadata.get("tier") == "gold"} == {"u"}
     # The table's own metadata is kept (merge).

@@ -36,7 +36,7 @@ from delta_ops.defs import build_definitions
 from delta_ops.defs.assets import COMPONENTS, CheckpointConfig, TableRun, result_metadata
 from delta_ops.defs.checks import (
     checkpoint_fresh_result,
-    checksum_matches_result,
+    fsck_result,
     log_readable_result,
 )
 from delta_ops.defs.jobs import TABLE_PARTITIONS
@@ -67,6 +67,8 @@ EDGES = {
     ("log_compaction", "delta_log"),
     ("vacuum", "delta_log"),
     ("row_tracking", "delta_log"),
+    ("optimize", "delta_log"),
+    ("stats", "delta_log"),
     ("metadata_cleanup", "checkpoint"),
 }
 
@@ -172,13 +174,14 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
             for parent in graph.get(key).parent_keys
         }
         assert edges == EDGES
-        assert graph.get(AssetKey([t, "delta_log"])).is_observable
+        assert graph.get(AssetKey([t, "delta_log"])).is_materializable
         assert {graph.get(AssetKey([t, c])).group_name for c in COMPONENTS} == {t}
     check_names = {(k.asset_key.path[0], k.asset_key.path[1], k.name)
                    for k in graph.asset_check_keys}
     for t in names:
-        assert {(t, "delta_log", "log_readable"), (t, "version_checksum", "checksum_matches"),
-                (t, "checkpoint", "checkpoint_fresh")} <= check_names
+        assert {(t, "delta_log", "log_readable"), (t, "delta_log", "fsck"),
+                (t, "checkpoint", "checkpoint_fresh")} == {
+                    c for c in check_names if c[0] == t}
     assert {j.name for j in defs.jobs} >= {"maintenance", "row_tracking_backfill"}
     assert {s.name for s in defs.sensors} == {
         "delta_tables_watch", "delta_tables_partitions", "delta_tables_automation"}
@@ -197,7 +200,7 @@ def test_loading_the_definitions_imports_no_pyspark_and_starts_no_jvm():
         "import delta_ops.definitions as d\n"
         "from dagster import Definitions\n"
         "Definitions.validate_loadable(d.defs)\n"
-        "assert len(d.defs.assets) == 7, len(d.defs.assets)\n"  # overview + 2 steps a table
+        "assert len(d.defs.assets) == 4, len(d.defs.assets)\n"  # overview + 1 step a table
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
         "me = str(os.getpid())\n"
         "kids = []\n"
@@ -268,7 +271,7 @@ def test_asset_specs_show_redacted_storage_options(tmp_path, monkeypatch):
 
 def test_delta_log_is_observed_with_the_table_version_as_data_version(maintained):
     event = maintained["events"][("ckpt", "delta_log")]
-    obs = event.event_specific_data.asset_observation
+    obs = event.event_specific_data.materialization
     assert obs.tags["dagster/data_version"] == "14"
     m = md(event)
     snap = load_snapshot(Storage.for_uri(str(maintained["roots"]["dv"])), 15)
@@ -316,8 +319,11 @@ def test_version_checksum_is_written_and_verified(maintained):
     assert (root / "_delta_log" / "00000000000000000014.crc").exists()
     m = md(maintained["events"][("ckpt", "version_checksum")])
     assert (m["version"], m["num_written"], m["written"]) == (14, 1, [14])
-    check = maintained["checks"][("ckpt", "checksum_matches")]
-    assert check.passed and check.description == "14.crc matches the table state"
+    check = maintained["checks"][("ckpt", "fsck")]  # it compares the newest .crc too
+    assert check.metadata["version"].value == 14
+    # The .crc just written matches; the golden table is a log without data files, which
+    # fsck names (one `missing_file` error each), so the check fails on those alone.
+    assert check.metadata["problem_codes"].value == ["missing_file"]
     off = md(maintained["events"][("crc", "version_checksum")])
     assert off["skipped"] is True and "off" in off["reason"]
 
@@ -400,8 +406,8 @@ def test_checks_in_the_maintenance_run(maintained):
     assert coll.metadata["blocked_operations"].value["vacuum"] == ["collations"]
     fresh = checks[("ckpt", "checkpoint_fresh")]
     assert fresh.passed and fresh.metadata["commits_since_checkpoint"].value == 0
-    crc = checks[("crc", "checksum_matches")]
-    assert crc.passed and crc.metadata["checksum_version"].value == 2
+    crc = checks[("crc", "fsck")]
+    assert crc.metadata["num_errors"].value == 0 and crc.metadata["version"].value == 2
 
 
 def test_result_metadata_keeps_numbers_as_numbers():
@@ -527,15 +533,16 @@ def test_checksum_check_catches_a_tampered_crc(tmp_path):
         "golden__commit-info-containing-arbitrary-operationParams-types", tmp_path / "t")
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
                                     "tables": [{"name": "t", "uri": str(root)}]})
-    assert checksum_matches_result(_run(reg, "t")).passed
+    assert fsck_result(_run(reg, "t")).metadata["num_errors"].value == 0
     crc = root / "_delta_log" / "00000000000000000002.crc"
     obj = json.loads(crc.read_text())
     obj["numFiles"] += 1
     crc.write_text(json.dumps(obj))
-    result = checksum_matches_result(_run(reg, "t"))
+    result = fsck_result(_run(reg, "t"))
     assert not result.passed and result.severity.value == "ERROR"
-    assert "numFiles" in result.metadata["mismatched_fields"].value
-    assert result.description == "2.crc does not match the table state in numFiles"
+    assert result.metadata["problem_codes"].value == ["checksum_mismatch"]
+    assert "00000000000000000002.crc" in result.description
+    assert "numFiles" in result.description
 
 
 def test_checksum_check_without_any_crc(tmp_path):
@@ -544,10 +551,12 @@ def test_checksum_check_without_any_crc(tmp_path):
         {"name": "on", "uri": str(root)},
         {"name": "off", "uri": str(root), "checksum": {"enabled": False}},
     ]})
-    on = checksum_matches_result(_run(reg, "on"))
-    assert not on.passed and on.severity.value == "WARN"
-    assert on.description == "the table has no version checksum (.crc) yet"
-    assert checksum_matches_result(_run(reg, "off")).passed
+    # A table without any .crc is not hurt: fsck has nothing to compare (the
+    # version_checksum component writes them; the watch says when one is due).
+    on = fsck_result(_run(reg, "on"))
+    assert "checksum_mismatch" not in on.metadata["problem_codes"].value
+    assert on.metadata["num_errors"].value == 0
+    assert fsck_result(_run(reg, "off")).metadata["num_errors"].value == 0
 
 
 def test_checkpoint_fresh_and_protocol_checks_direct(tmp_path):
@@ -586,7 +595,8 @@ def test_cron_conditions_follow_each_table_policy_without_schedules(maintained):
         if graph.get(k).automation_condition is not None
     }
     names = ["ckpt", "stats", "dv", "coll", "short", "crc", "missing"]
-    expected = {(t, c) for t in names for c in ("vacuum", "metadata_cleanup")} - {
+    expected = {(t, c) for t in names
+                for c in ("vacuum", "metadata_cleanup", "optimize", "stats")} - {
         ("ckpt", "vacuum")}  # cron: null
     assert set(conditions) == expected
     assert "30 4 * * *" in conditions[("ckpt", "metadata_cleanup")].get_label()
@@ -692,35 +702,37 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
         asset_selection=[AssetKey(["t", "delta_log"]), AssetKey(["t", "vacuum"])],
     )
     assert result.success
-    (mat,) = result.asset_materializations_for_node("t__maintenance")
+    (mat,) = [m for m in result.asset_materializations_for_node("t__maintenance")
+              if m.asset_key.path[1] == "vacuum"]
     assert mat.metadata["num_files"].value == len(before - data_files(root)) > 0
     assert mat.metadata["engine"].value == "spark"
     # A session the run started is stopped when the run ends; one it joined is left running.
     assert SparkContext._active_spark_context is already
 
 
-def test_files_exist_check_names_a_deleted_data_file(tmp_path):
+def test_fsck_check_names_a_deleted_data_file(tmp_path):
     root = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "t")
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
                                     "tables": [{"name": "t", "uri": str(root)}]})
     defs = build_definitions(reg)
     job = defs.resolve_job_def("maintenance")
 
-    def files_exist():
+    def fsck():
         result = job.execute_in_process(
             instance=DagsterInstance.ephemeral(), raise_on_error=False,
             asset_selection=[AssetKey(["t", "delta_log"])],
         )
         (evaluation,) = [e for e in result.get_asset_check_evaluations()
-                         if e.check_name == "files_exist"]
+                         if e.check_name == "fsck"]
         return evaluation
 
-    intact = files_exist()
-    assert intact.passed and intact.metadata["num_missing"].value == 0
+    intact = fsck()
+    assert intact.metadata["num_errors"].value == 0
     live = load_snapshot(Storage.for_uri(str(root))).files.column("path").to_pylist()
     gone = sorted(live)[0]
     (root / unquote(gone)).unlink()
-    broken = files_exist()
-    assert not broken.passed
-    assert broken.metadata["num_missing"].value == 1
+    broken = fsck()
+    assert not broken.passed and broken.severity.value == "ERROR"
+    assert broken.metadata["num_errors"].value == 1
+    assert "missing_file" in broken.metadata["problem_codes"].value
     assert unquote(gone) in broken.description or gone in broken.description

@@ -11,7 +11,7 @@ holding one table at start. Over GraphQL, one `dagster dev` start:
    gets its assets at the reload of the location (issue 16: discovery by the sensor);
 3. `maintenance` over all tables: the two broken tables' steps fail, each naming the
    problem once (the file and key of the entry, or the unset variable), every other table
-   is maintained (checkpoint, checksums, compaction files written) and `files_exist` fails
+   is maintained (checkpoint, checksums, compaction files written) and `fsck` fails
    on the table with the deleted file, naming it, and passes on the others (a broken entry
    leaves the others loaded; the missing-files check);
 4. two commits appended to three discovered tables by another writer (`deltalake`) and a
@@ -55,11 +55,11 @@ from delta_ops_tests.support.dg_project import new_project, write_component
 pytestmark = pytest.mark.e2e
 
 COMPONENTS = ("delta_log", "checkpoint", "version_checksum", "log_compaction",
-              "metadata_cleanup", "vacuum", "row_tracking")
+              "metadata_cleanup", "vacuum", "row_tracking", "optimize", "stats")
 EDGES = {
     ("checkpoint", "delta_log"), ("version_checksum", "delta_log"),
     ("log_compaction", "delta_log"), ("vacuum", "delta_log"), ("row_tracking", "delta_log"),
-    ("metadata_cleanup", "checkpoint"),
+    ("optimize", "delta_log"), ("stats", "delta_log"), ("metadata_cleanup", "checkpoint"),
 }
 PROJECT = "e2e_proj"
 REGISTERED = {"ckpt", "dv", "stats"}           # from the registry file
@@ -160,7 +160,8 @@ def assert_graph(dagit: Dagit, tables: set[str]) -> None:
         edges = {(n["assetKey"]["path"][1], d["path"][1]) for n in mine
                  for d in n["dependencyKeys"]}
         assert edges == EDGES, table
-        assert [n["assetKey"]["path"][1] for n in mine if n["isObservable"]] == ["delta_log"]
+        # One step per table: the log is materialized by reading it, nothing is observable.
+        assert [n["assetKey"]["path"][1] for n in mine if n["isObservable"]] == []
     assert {n["groupName"] for n in nodes if n["assetKey"]["path"][0] == "dv"} == {"dv"}
 
 
@@ -192,10 +193,10 @@ def check_maintenance(dagit: Dagit, roots: dict[str, Path], deleted: str) -> Non
     run_id = dagit.launch("maintenance")
     assert dagit.wait(run_id, timeout=120) == "FAILURE"  # the two broken tables' steps
     steps = dagit.step_stats(run_id)
-    broken_steps = {f"{t}__{s}" for t in BROKEN for s in ("delta_log", "maintenance")}
+    broken_steps = {f"{t}__maintenance" for t in BROKEN}  # one step per table
     assert {k for k, s in steps.items() if s != "SUCCESS"} == broken_steps, steps
     good = REGISTERED | DISCOVERED | {"gone"}
-    assert {f"{t}__{s}" for t in good for s in ("delta_log", "maintenance")} == {
+    assert {f"{t}__maintenance" for t in good} == {
         k for k, s in steps.items() if s == "SUCCESS"}
     failures = {e["stepKey"]: e["error"]["message"] for e in dagit.events(run_id)
                 if e["__typename"] == "ExecutionStepFailureEvent"}
@@ -220,17 +221,17 @@ def check_maintenance(dagit: Dagit, roots: dict[str, Path], deleted: str) -> Non
     assert log_file(roots["gone"], 1, "crc").exists()
     assert log_file(roots["sales__returns"], 1, "crc").exists()
 
-    missing = dagit.check_evaluation(["gone", "delta_log"], "files_exist")
+    missing = dagit.check_evaluation(["gone", "delta_log"], "fsck")
     assert missing is not None and missing["success"] is False, missing
     assert missing["severity"] == "ERROR"
-    assert deleted in missing["description"] and "1 of 2" in missing["description"]
-    assert deleted in missing["metadata"]["missing_files"]
-    assert missing["metadata"]["num_missing"] == 1
+    assert deleted in missing["description"] and "1 error(s)" in missing["description"]
+    assert deleted in missing["metadata"]["problems"]
+    assert missing["metadata"]["num_errors"] == 1
     for table in ("dv", "stats", "sales__orders"):
-        intact = dagit.check_evaluation([table, "delta_log"], "files_exist")
-        assert intact is not None and intact["success"] is True, (table, intact)
+        intact = dagit.check_evaluation([table, "delta_log"], "fsck")
+        assert intact is not None and intact["metadata"]["num_errors"] == 0, (table, intact)
     for table in BROKEN:
-        result = dagit.check_evaluation([table, "delta_log"], "files_exist")
+        result = dagit.check_evaluation([table, "delta_log"], "fsck")
         assert result is not None and result["success"] is False, (table, result)
         assert table in result["description"], result
 

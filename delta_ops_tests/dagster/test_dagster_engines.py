@@ -153,7 +153,7 @@ DEAD_MASTER_BOUND_S = 45
 
 def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
     master = f"spark://{LOCAL_IP}:{free_port()}"
-    # Version checksums up to the latest version exist: checksum_matches needs the engine.
+    # Version checksums up to the latest version exist: fsck compares them on the engine.
     root = copy_corpus_table(
         "golden__commit-info-containing-arbitrary-operationParams-types", tmp_path / "t")
     reg = write_registry(tmp_path, {
@@ -184,14 +184,13 @@ def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
     assert {c: f["error"] for c, f in failures.items()} == {
         "version_checksum": "EngineError", "vacuum": "EngineError"}
     # The components that needed no engine still ran, and every check returned a result
-    # with a reason: checksum_matches names the master instead of crashing the step.
+    # with a reason: fsck names the master instead of crashing the step.
     done = {tuple(m.asset_key.path) for m in result.asset_materializations_for_node(
         "t__maintenance")}
     assert ("t", "metadata_cleanup") in done
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert set(checks) == {"log_readable", "files_exist", "checkpoint_fresh",
-                           "checksum_matches"}
-    matches = checks["checksum_matches"]
+    assert set(checks) == {"log_readable", "fsck", "checkpoint_fresh"}
+    matches = checks["fsck"]
     assert matches.passed is False
     assert f"cannot reach Spark master {master}" in matches.description
     assert matches.metadata["error"].value == "EngineError"

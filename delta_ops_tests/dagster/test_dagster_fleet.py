@@ -181,13 +181,13 @@ def test_cursor_round_trip_and_older_or_broken_cursors():
         assert load_cursor(garbage) == {}
 
 
-@pytest.mark.parametrize("step", ["delta_log", "maintenance"])
+@pytest.mark.parametrize("step", ["maintenance"])
 def test_a_table_step_is_its_template_op_renamed(step):
     """Each table's step is the template op copied under the table's name (loading 1,000
     tables validates the op once): the same op Dagster's own renaming gives."""
     from delta_ops.defs.tables import _template, renamed_op, table_pool
 
-    template = _template(step, table_pool("table") if step == "maintenance" else None).op
+    template = _template(table_pool("table")).op
     ours = renamed_op(template, f"sales__{step}", "Maintenance of sales")
     theirs = template.with_replaced_properties(name=f"sales__{step}",
                                                description="Maintenance of sales")
@@ -208,7 +208,7 @@ def test_an_op_with_more_than_its_plain_attributes_is_renamed_by_dagster():
 
     from delta_ops.defs.tables import _template, renamed_op, table_pool
 
-    template = _template("maintenance", table_pool("table")).op
+    template = _template(table_pool("table")).op
     cached = copy.copy(template)
     cached._some_cache = {"name": "table__maintenance"}  # what a Dagster upgrade might add
     renamed = renamed_op(cached, "sales__maintenance", None)
@@ -269,7 +269,7 @@ def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     loaded, at_exit = (json.loads(line) for line in out.stdout.splitlines()[-2:])
-    assert loaded["assets"] == 7 * tables + 1  # and the fleet overview
+    assert loaded["assets"] == 9 * tables + 1  # and the fleet overview
     assert loaded["heavy"] == []
     assert loaded["collected_later"] >= 1 and loaded["tracked_later"] > 5000, loaded
     assert loaded["frozen"] == 0

@@ -174,7 +174,7 @@ def test_the_observed_log_carries_the_standard_keys(observed, name):
     kind, metadata = events[(table, "delta_log")]
     root = corpus_path(name)
     snap = load_snapshot(Storage.for_uri(str(root)))
-    assert kind == "OBSERVATION"
+    assert kind == "MATERIALIZATION"
     assert isinstance(metadata["dagster/uri"], PathMetadataValue)
     assert metadata["dagster/uri"].value == snap.table
     assert metadata["dagster/table_name"].value == table
