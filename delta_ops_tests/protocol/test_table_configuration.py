@@ -318,9 +318,9 @@ def _free_calls(source: str) -> list[str]:
 
 
 def test_outside_protocol_only_the_protocol_alone_gates_are_free_calls():
-    """Outside `protocol/`, the free functions are left for the gate on a protocol without
-    its metadata: log compaction (it reads only the protocol) and the Dagster check's cache
-    per distinct protocol. Everything else asks a `TableConfiguration`."""
+    """Outside `protocol/`, one free function is left, the gate on a protocol without its
+    metadata: the Dagster check's cache per distinct protocol. Everything else (log
+    compaction included) asks a `TableConfiguration`."""
     root = REPO_ROOT / "delta_ops"
     assert (root / "__init__.py").is_file()
     found = {}
@@ -332,7 +332,7 @@ def test_outside_protocol_only_the_protocol_alone_gates_are_free_calls():
             found[path.relative_to(root).as_posix()] = calls
     assert sorted(c for calls in found.values() for c in calls) == [
         "features.ensure_supported(protocol"
-    ] * 2, found
+    ], found
 
 
 def test_the_free_call_check_sees_the_old_shape():
