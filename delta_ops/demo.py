@@ -275,10 +275,13 @@ def _plain_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect_outcomes(result: Any) -> tuple[dict[str, dict[str, ComponentOutcome]],
-                                            dict[str, dict[str, bool]]]:
-    """Per table and component: the outcome; per table: check name -> passed."""
+                                            dict[str, dict[str, str]]]:
+    """Per table and component: the outcome; per table: check name -> "passed", "warned"
+    (failed with severity WARN: leftovers, say) or "FAILED" (severity ERROR)."""
+    from dagster import AssetCheckSeverity
+
     outcomes: dict[str, dict[str, ComponentOutcome]] = defaultdict(dict)
-    checks: dict[str, dict[str, bool]] = defaultdict(dict)
+    checks: dict[str, dict[str, str]] = defaultdict(dict)
     for event in result.all_events:
         kind = event.event_type_value
         data = event.event_specific_data
@@ -295,7 +298,10 @@ def collect_outcomes(result: Any) -> tuple[dict[str, dict[str, ComponentOutcome]
                 "failed", {}, data.error.message.strip().splitlines()[-1] if data.error else None
             )
         elif kind == "ASSET_CHECK_EVALUATION":
-            checks[data.asset_key.path[0]][data.check_name] = data.passed
+            checks[data.asset_key.path[0]][data.check_name] = (
+                "passed" if data.passed
+                else "warned" if data.severity == AssetCheckSeverity.WARN else "FAILED"
+            )
     return outcomes, checks
 
 
@@ -314,6 +320,9 @@ def headline(component: str, outcome: ComponentOutcome) -> str:
     if outcome.status == "failed":
         return f"FAILED: {outcome.error}"
     if outcome.status == "not run":
+        if component in ("optimize", "stats"):
+            return ("not in this run: opt-in (its cron automation, a run selecting only it, "
+                    f"or the policy's {component}.in_materialize_all)")
         return "not run (an upstream step failed, or the run left it out: see its log)"
     if m.get("skipped"):
         return f"skipped: {m.get('reason')}"
@@ -366,7 +375,7 @@ def print_summary(result: Any, registry: Any, built: dict[str, str], out: Any = 
             print(f"  {component:<17} {headline(component, outcome)}", file=out)
         if checks[table.name]:
             listed = ", ".join(
-                f"{name} {'passed' if ok else 'FAILED'}" for name, ok in sorted(
+                f"{name} {word}" for name, word in sorted(
                     checks[table.name].items())
             )
             print(f"  {'checks':<17} {listed}", file=out)

@@ -152,8 +152,10 @@ def _table_body(
             refused = destructive_refusal(context, config, component, run.table)
             if refused is not None:
                 # Not materialized (its output is optional): the asset keeps showing when
-                # it last really ran.
-                context.log.warning(f"{name} {component}: {refused}")
+                # it last really ran. A destructive one left out is a warning; a heavy
+                # one (optimize, stats) left out of a broad run is the policy working.
+                log = context.log.warning if component in DESTRUCTIVE else context.log.info
+                log(f"{name} {component}: {refused}")
                 continue
         try:
             if component in HEAVY:  # the data layout (`delta_ops.defs.layout_assets`)
