@@ -389,6 +389,9 @@ def test_no_test_file_is_over_800_lines(tmp_path):
 def test_operations_take_storage_options_and_a_clock_the_same_way():
     import inspect
 
+    from delta_ops.layout.optimize import optimize
+    from delta_ops.layout.purge import purge
+    from delta_ops.layout.stats import compute_stats
     from delta_ops.maintenance.checkpoint import write_checkpoint
     from delta_ops.maintenance.checksum import (
         compute_checksum,
@@ -398,18 +401,29 @@ def test_operations_take_storage_options_and_a_clock_the_same_way():
     )
     from delta_ops.maintenance.cleanup import cleanup_metadata
     from delta_ops.maintenance.compaction import compact_log
+    from delta_ops.maintenance.fsck import fsck
+    from delta_ops.maintenance.history import table_history
+    from delta_ops.maintenance.restore import restore
     from delta_ops.maintenance.row_tracking import backfill_row_tracking
     from delta_ops.maintenance.vacuum import vacuum
 
-    timed = [vacuum, cleanup_metadata, write_checkpoint, backfill_row_tracking]
+    rewriting = [optimize, purge, compute_stats, restore]
+    timed = [vacuum, cleanup_metadata, write_checkpoint, backfill_row_tracking, fsck,
+             *rewriting]
     for op in [*timed, compute_checksum, verify_checksum, write_checksum, write_checksums,
-               compact_log]:
+               compact_log, table_history]:
         params = inspect.signature(op).parameters
         assert params["storage_options"].kind is inspect.Parameter.KEYWORD_ONLY, op.__name__
         assert params["storage_options"].default is None, op.__name__
     for op in timed:
         clock = inspect.signature(op).parameters["clock"]
         assert clock.kind is inspect.Parameter.KEYWORD_ONLY and clock.default is None, op
+    # What rewrites or deletes is a dry run unless the caller says otherwise; fsck repairs
+    # only with repair=True and confirm=True.
+    for op in [vacuum, cleanup_metadata, *rewriting]:
+        assert inspect.signature(op).parameters["dry_run"].default is True, op.__name__
+    fsck_params = inspect.signature(fsck).parameters
+    assert fsck_params["repair"].default is False and fsck_params["confirm"].default is False
 
 
 # ---- the log's face and the import directions of ARCHITECTURE.md ---------------------------
