@@ -143,7 +143,11 @@ class _Check:
         self.total = total = snapshot.num_files
         # One bucket: held in memory; more: spilled by the bucket of the directory, so a
         # bucket's directories are listed together and its files joined with that listing.
-        self.buckets = max(1, -(-total // max(1, group_files)))
+        # Four buckets a group, so that groups of whole buckets come out even (a bucket
+        # holds whole directories, picked by hash).
+        self.group_files = max(1, group_files)
+        groups = -(-total // self.group_files)
+        self.buckets = 1 if groups <= 1 else 4 * groups
         self.held: list[pa.Table] = []
         self.spill = BucketSpill(_SPILL, "dir", self.buckets, name="fsck") \
             if self.buckets > 1 else None
@@ -280,18 +284,18 @@ def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
         by_bucket[b].append(d)
     listed_dv: set[str] = set()
     dv_wanted = pa.array(sorted(check.dv_files), pa.string())
-    # A bucket at a time: its directories listed once (each directory is in one bucket),
-    # its live files joined with that listing. The driver holds one bucket's files and
-    # one bucket's listing.
-    for b in sorted(by_bucket):
-        listing = engine.list_files(storage, by_bucket[b])
+    # A group of buckets (about `group_files` live files) at a time: its directories listed
+    # once (each directory is in one bucket), its live files joined with that listing. The
+    # driver holds one group's files and listing.
+    for group in _groups(by_bucket, check.per_dir, check.group_files):
+        listing = engine.list_files(storage, sorted(d for b in group for d in by_bucket[b]))
         listed_paths = listing.column("path").combine_chunks()
         listed_sizes = listing.column("size").combine_chunks()
         del listing
         if len(dv_wanted):
             listed_dv.update(pc.filter(listed_paths, pc.is_in(
                 listed_paths, value_set=dv_wanted)).to_pylist())
-        files = check.bucket(b)
+        files = pa.concat_tables([check.bucket(b) for b in group]).combine_chunks()
         if not files.num_rows:
             continue
         keys = files.column("key").combine_chunks()
@@ -328,6 +332,22 @@ def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
                 f.dv_key, f.dv_corrupt = at, True
     check.rows_of_damaged()
     return out
+
+
+def _groups(by_bucket: dict[int, list[str]], per_dir: dict[str, int],
+            group_files: int) -> list[list[int]]:
+    """Buckets in groups of at most `group_files` live files (a bucket is never split, so
+    a bucket larger than that is a group alone)."""
+    groups: list[list[int]] = [[]]
+    size = 0
+    for b in sorted(by_bucket):
+        n = sum(per_dir[d] for d in by_bucket[b])
+        if groups[-1] and size + n > group_files:
+            groups.append([])
+            size = 0
+        groups[-1].append(b)
+        size += n
+    return [g for g in groups if g]
 
 
 def _directories(keys: pa.Array) -> pa.Array:
