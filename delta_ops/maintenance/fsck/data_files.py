@@ -12,10 +12,11 @@ every DV file, and the top-level directories that hold them. One listing on the 
 (`Engine.list_files`: threads locally, executors on Spark) answers existence and size for
 all of them, each directory listed once. Up to `LISTING_GROUP` live files are held in
 memory and their directories listed together; a larger state is spilled to disk
-(`engine.spill.BucketSpill`, as VACUUM's and the rebuild's spills) in about
-`num_files / LISTING_GROUP` buckets by the hash of each file's directory, and checked a
-bucket at a time: the bucket's directories listed, its files joined with that listing. So
-the driver holds one bucket's files and listing, never the table's. A listing error raises
+(`engine.spill.BucketSpill`, as VACUUM's and the rebuild's spills) in four buckets per
+`LISTING_GROUP` files by the hash of each file's directory, and checked a group of whole
+buckets (about `LISTING_GROUP` files) at a time: the group's directories listed, its files
+joined with that listing. So the driver holds one group's files and listing, never the
+table's. A listing error raises
 (never read as "missing"), and a file the listing does not show is looked at directly before
 it is called missing (found: `unlisted_file`, a warning: a symbolic link, which listings
 never follow, or a listing that lags). Then, per DV file, the file is read once and each
@@ -254,10 +255,10 @@ def check_data(
     """Existence, size and deletion vectors of every live file of `snapshot` (see the module
     docstring). The snapshot may be loaded or streamed. Up to `group_files` (default
     `LISTING_GROUP`) live files are held in memory and their directories listed at once;
-    beyond that they are spilled to disk in about `num_files / group_files` buckets by the hash of their directory, and
-    checked a bucket at a time (its directories listed, its files joined with the
-    listing). Python objects are held only for the files with a DV and the files found
-    wrong.
+    beyond that they are spilled to disk in four buckets per `group_files` by the hash of
+    their directory, and checked a group of whole buckets (about `group_files` files) at
+    a time (its directories listed, its files joined with the listing). Python objects
+    are held only for the files with a DV and the files found wrong.
 
     Raises:
         StorageError: the listing, or a read of a listed DV file, failed.
