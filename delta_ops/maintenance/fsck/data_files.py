@@ -9,12 +9,17 @@ bitmap, all big-endian), "Per-file Statistics" (`numRecords`).
 
 Plan from the snapshot: the listing key of every live file (`protocol.path_identity`) and of
 every DV file, and the top-level directories that hold them. One listing on the engine
-(`Engine.list_files`: threads locally, executors on Spark), made a group of whole
-directories at a time (about `LISTING_GROUP` live files each, so the driver never holds the
-whole listing), answers existence and size for all of them. A listing error raises (never
-read as "missing"), and a file the listing does not show is looked at directly before it is
-called missing (found: `unlisted_file`, a warning: a symbolic link, which listings never
-follow, or a listing that lags). Then, per DV file, the file is read once and each
+(`Engine.list_files`: threads locally, executors on Spark) answers existence and size for
+all of them, each directory listed once. Up to `LISTING_GROUP` live files are held in
+memory and their directories listed together; a larger state is spilled to disk
+(`engine.spill.BucketSpill`, as VACUUM's and the rebuild's spills) in four buckets per
+`LISTING_GROUP` files by the hash of each file's directory, and checked a group of whole
+buckets (about `LISTING_GROUP` files) at a time: the group's directories listed, its files
+joined with that listing. So the driver holds one group's files and listing, never the
+table's. A listing error raises
+(never read as "missing"), and a file the listing does not show is looked at directly before
+it is called missing (found: `unlisted_file`, a warning: a symbolic link, which listings
+never follow, or a listing that lags). Then, per DV file, the file is read once and each
 descriptor pointing into it decoded (`read_dv_from_file_bytes`: size, CRC-32, bitmap,
 cardinality); inline DVs are decoded from the descriptor. With `verify_data`, every present
 data file's Parquet footer is read on the engine and its row count compared with
@@ -33,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.commit.row_ids import num_records_from_stats
+from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, StorageError
 from delta_ops.maintenance.fsck.problems import ERROR, WARNING, Problem
 from delta_ops.protocol.deletion_vectors import (
@@ -118,36 +124,83 @@ def _keys(paths: pa.Array, root: str) -> pa.Array:
     return pa.array(keys, pa.string())
 
 
-class _Check:
-    """The state of one `check_data` run: keys and sizes by batch, DV users by DV file."""
+_SPILL = pa.schema([
+    ("dir", pa.string()), ("key", pa.string()), ("size", pa.int64()), ("row", pa.int64()),
+    ("expected", pa.int64()),
+])
 
-    def __init__(self, storage: Storage, snapshot: Any, verify_data: bool) -> None:
+
+class _Check:
+    """The state of one `check_data` run: the live files (directory, key, size, row and,
+    with `verify_data`, `numRecords`) by bucket of their directory, DV users by DV file."""
+
+    def __init__(
+        self, storage: Storage, snapshot: Any, verify_data: bool, group_files: int
+    ) -> None:
         self.storage, self.snapshot = storage, snapshot
         self.root, self.version = storage.root, snapshot.version
         self.out = DataCheck()
-        self.keys: list[pa.Array] = []
-        self.sizes: list[pa.Array] = []
-        self.expected: list[list[int | None]] = []
         self.verify_data = verify_data
+        self.total = total = snapshot.num_files
+        # One bucket: held in memory; more: spilled by the bucket of the directory, so a
+        # bucket's directories are listed together and its files joined with that listing.
+        # Four buckets a group, so that groups of whole buckets come out even (a bucket
+        # holds whole directories, picked by hash).
+        self.group_files = max(1, group_files)
+        groups = -(-total // self.group_files)
+        self.buckets = 1 if groups <= 1 else 4 * groups
+        self.held: list[pa.Table] = []
+        self.spill = BucketSpill(_SPILL, "dir", self.buckets, name="fsck") \
+            if self.buckets > 1 else None
+        self.per_dir: dict[str, int] = {}
         # DV file key -> [(data key, descriptor, global row)]
         self.dv_files: dict[str, list[tuple[str, DeletionVectorDescriptor, int]]] = \
             defaultdict(list)
         self.wanted: dict[int, LiveFile] = {}  # global row -> file whose row the repair needs
 
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+
     def read(self) -> None:
         columns = ["path", "size", "deletionVector"] + (["stats"] if self.verify_data else [])
         offset = 0
-        for t in _tables(self.snapshot.files, columns) if self.snapshot.num_files else ():
+        for t in _tables(self.snapshot.files, columns) if self.total else ():
             keys = _keys(t.column("path").combine_chunks(), self.root)
             self.out.num_files += t.num_rows
             self.out.num_outside_table += keys.null_count
-            self.keys.append(keys)
-            self.sizes.append(t.column("size").combine_chunks())
-            if self.verify_data:
-                self.expected.append([num_records_from_stats(s)
-                                      for s in t.column("stats").to_pylist()])
+            self._keep(t, keys, offset)
             self._deletion_vectors(t, keys, offset)
             offset += t.num_rows
+
+    def _keep(self, t: pa.Table, keys: pa.Array, offset: int) -> None:
+        """The batch's files inside the root, held or spilled by directory."""
+        n = t.num_rows
+        expected = pa.array([num_records_from_stats(s) for s in t.column("stats").to_pylist()],
+                            pa.int64()) if self.verify_data else pa.nulls(n, pa.int64())
+        batch = pa.table([
+            _directories(keys), keys, t.column("size").combine_chunks().cast(pa.int64()),
+            pa.array(range(offset, offset + n), pa.int64()), expected,
+        ], schema=_SPILL)
+        if keys.null_count:
+            batch = batch.filter(keys.is_valid())
+        if not batch.num_rows:
+            return
+        counts = pc.value_counts(batch.column("dir"))
+        for d, c in zip(counts.field("values").to_pylist(),
+                        counts.field("counts").to_pylist(), strict=True):
+            self.per_dir[d] = self.per_dir.get(d, 0) + c
+        if self.spill is None:
+            self.held.append(batch)
+        else:
+            self.spill.append(batch)
+
+    def bucket(self, b: int) -> pa.Table:
+        """The live files whose directories are in bucket `b`."""
+        if self.spill is None:
+            return pa.concat_tables(self.held).combine_chunks() if self.held \
+                else _SPILL.empty_table()
+        return self.spill.bucket(b).combine_chunks()
 
     def _deletion_vectors(self, t: pa.Table, keys: pa.Array, offset: int) -> None:
         dv = t.column("deletionVector").combine_chunks()
@@ -196,49 +249,67 @@ class _Check:
 
 
 def check_data(
-    storage: Storage, snapshot: Any, engine: Engine, *, verify_data: bool = False
+    storage: Storage, snapshot: Any, engine: Engine, *, verify_data: bool = False,
+    group_files: int | None = None,
 ) -> DataCheck:
     """Existence, size and deletion vectors of every live file of `snapshot` (see the module
-    docstring). The snapshot may be loaded or streamed; the driver holds the listing keys
-    and sizes as Arrow arrays, and Python objects only for the files with a DV and the
-    files found wrong.
+    docstring). The snapshot may be loaded or streamed. Up to `group_files` (default
+    `LISTING_GROUP`) live files are held in memory and their directories listed at once;
+    beyond that they are spilled to disk in four buckets per `group_files` by the hash of
+    their directory, and checked a group of whole buckets (about `group_files` files) at
+    a time (its directories listed, its files joined with the listing). Python objects
+    are held only for the files with a DV and the files found wrong.
 
     Raises:
         StorageError: the listing, or a read of a listed DV file, failed.
     """
-    check = _Check(storage, snapshot, verify_data)
+    check = _Check(storage, snapshot, verify_data,
+                   LISTING_GROUP if group_files is None else group_files)
+    try:
+        return _run(storage, engine, check)
+    finally:
+        check.close()
+
+
+def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
     check.read()
     out, version = check.out, check.version
-    keys = pa.chunked_array(check.keys, pa.string()) if check.keys else \
-        pa.chunked_array([], pa.string())
-    sizes = pa.chunked_array(check.sizes, pa.int64()) if check.sizes else \
-        pa.chunked_array([], pa.int64())
-    key_dirs = _directories(keys)
-    counts = pc.value_counts(key_dirs.drop_null()) if len(keys) else None
-    per_dir: dict[str, int] = {} if counts is None else dict(zip(
-        counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    per_dir = check.per_dir
     for at in check.dv_files:
         per_dir.setdefault(_directory(at), 0)
+    directories = sorted(per_dir)
+    ids = bucket_ids(pa.array(directories, pa.string()), check.buckets).tolist() \
+        if directories and check.buckets > 1 else [0] * len(directories)
+    by_bucket: dict[int, list[str]] = defaultdict(list)
+    for d, b in zip(directories, ids, strict=True):
+        by_bucket[b].append(d)
     listed_dv: set[str] = set()
     dv_wanted = pa.array(sorted(check.dv_files), pa.string())
-    # The directories are listed a group at a time (whole directories, about
-    # `LISTING_GROUP` live files a group): the driver never holds the whole listing.
-    for group in _groups(per_dir):
-        listing = engine.list_files(storage, group)
+    # A group of buckets (about `group_files` live files) at a time: its directories listed
+    # once (each directory is in one bucket), its live files joined with that listing. The
+    # driver holds one group's files and listing.
+    for group in _groups(by_bucket, check.per_dir, check.group_files):
+        listing = engine.list_files(storage, sorted(d for b in group for d in by_bucket[b]))
         listed_paths = listing.column("path").combine_chunks()
         listed_sizes = listing.column("size").combine_chunks()
         del listing
         if len(dv_wanted):
             listed_dv.update(pc.filter(listed_paths, pc.is_in(
                 listed_paths, value_set=dv_wanted)).to_pylist())
-        if not len(keys):
+        files = pa.concat_tables([check.bucket(b) for b in group]).combine_chunks()
+        if not files.num_rows:
             continue
-        rows = pc.indices_nonzero(
-            pc.is_in(key_dirs, value_set=pa.array(group, pa.string())).fill_null(False))
-        if not len(rows):
-            continue
-        _present(storage, check, rows, keys.take(rows), sizes.take(rows),
-                 listed_paths, listed_sizes)
+        keys = files.column("key").combine_chunks()
+        _present(storage, check, files.column("row").combine_chunks(), keys,
+                 files.column("size").combine_chunks(), listed_paths, listed_sizes)
+        del listed_paths, listed_sizes
+        if check.verify_data:
+            gone = [k for k, f in out.damaged.items() if f.missing]
+            present = pc.invert(pc.is_in(keys, value_set=pa.array(gone, pa.string()))) \
+                if gone else pa.array([True] * len(keys))
+            _verify_footers(storage, engine, pc.filter(keys, present).to_pylist(),
+                            pc.filter(files.column("expected"), present).to_pylist(),
+                            out, version)
 
     # Deletion-vector files: present, and every descriptor into them decodes.
     for at, users in sorted(check.dv_files.items()):
@@ -260,39 +331,33 @@ def check_data(
                     "corrupt_dv", ERROR, at, problem, version, data_file=key))
                 f = check._damage(key, row)
                 f.dv_key, f.dv_corrupt = at, True
-
-    if verify_data and len(keys):
-        expected = [n for batch in check.expected for n in batch]
-        present = [n for n, key in enumerate(keys.to_pylist())
-                   if key is not None and (key not in out.damaged
-                                           or not out.damaged[key].missing)]
-        _verify_footers(storage, engine, [keys[n].as_py() for n in present],
-                        [expected[n] for n in present], out, version)
     check.rows_of_damaged()
     return out
 
 
-def _directories(keys: pa.ChunkedArray) -> pa.ChunkedArray:
+def _groups(by_bucket: dict[int, list[str]], per_dir: dict[str, int],
+            group_files: int) -> list[list[int]]:
+    """Buckets in groups of at most `group_files` live files (a bucket is never split, so
+    a bucket larger than that is a group alone)."""
+    groups: list[list[int]] = [[]]
+    size = 0
+    for b in sorted(by_bucket):
+        n = sum(per_dir[d] for d in by_bucket[b])
+        if groups[-1] and size + n > group_files:
+            groups.append([])
+            size = 0
+        groups[-1].append(b)
+        size += n
+    return [g for g in groups if g]
+
+
+def _directories(keys: pa.Array) -> pa.Array:
     """`_directory` of every key (null for null keys), computed in Arrow."""
     if not len(keys):
         return keys
     parts = pc.split_pattern(keys, "/", max_splits=1)
     nested = pc.greater(pc.list_value_length(parts), 1)
     return pc.if_else(nested, pc.list_element(parts, 0), pa.scalar("", pa.string()))
-
-
-def _groups(per_dir: dict[str, int]) -> list[list[str]]:
-    """Directories in groups of about `LISTING_GROUP` live files (a directory is never
-    split)."""
-    groups: list[list[str]] = [[]]
-    size = 0
-    for d in sorted(per_dir):
-        if size + per_dir[d] > LISTING_GROUP and groups[-1]:
-            groups.append([])
-            size = 0
-        groups[-1].append(d)
-        size += per_dir[d]
-    return [g for g in groups if g]
 
 
 def _present(
