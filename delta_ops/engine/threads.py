@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Task", "default_io_threads", "io_map", "io_submit", "io_threads", "set_io_threads"]
+__all__ = ["Task", "default_io_threads", "io_map", "io_submit", "io_threads", "request_threads",
+           "run_in_own_thread", "set_io_threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -120,3 +121,26 @@ def io_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
             task.cancel()
         raise
     return out
+
+
+# ---- threads that wait on an object store's request limit ----------------------------------
+
+
+def request_threads(workers: int, name: str) -> ThreadPoolExecutor:
+    """A pool of `workers` threads for blocking requests that an event loop awaits
+    (`loop.run_in_executor`): the S3 listings and deletes at the request limit keep
+    `workers` requests in flight (`storage.s3_bulk`, `storage.s3_client`). Its size is the
+    store's concurrency limit, not the I/O pool's rule, and it is a pool of its own because
+    the loop that awaits these calls may itself be awaited by a task of the I/O pool: sharing
+    that pool could leave every thread waiting. It lives as long as its owner (the S3
+    client, kept per storage options for the process)."""
+    if workers < 1:
+        raise ValueError(f"a request pool needs at least one thread, got {workers}")
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+
+def run_in_own_thread(fn: Callable[[], R]) -> R:
+    """`fn()` in a new thread of its own, and its result (or its error): for a call that runs
+    an event loop (`asyncio.run`) from a thread that may be running one already."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta_ops-loop") as one:
+        return one.submit(fn).result()

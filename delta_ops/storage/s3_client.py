@@ -168,11 +168,11 @@ class ThreadedClient:
     keep `workers` requests in flight without aiobotocore."""
 
     def __init__(self, client: Any, workers: int) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+        from delta_ops.engine.threads import request_threads
 
         self.client = client
         self.workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-ops-s3")
+        self._pool = request_threads(workers, "delta-ops-s3")
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         function = getattr(self.client, method)
@@ -187,10 +187,9 @@ class ThreadedClient:
     def run(main: Callable[[], Awaitable[T]]) -> T:
         """`main()` on an event loop of its own, in a thread of its own (the caller's thread
         may be running a loop already), and its result."""
-        from concurrent.futures import ThreadPoolExecutor
+        from delta_ops.engine.threads import run_in_own_thread
 
         async def wrapped() -> T:
             return await main()
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-ops-s3-loop") as one:
-            return one.submit(asyncio.run, wrapped()).result()
+        return run_in_own_thread(lambda: asyncio.run(wrapped()))

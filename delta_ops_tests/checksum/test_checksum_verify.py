@@ -127,12 +127,14 @@ def test_every_recorded_crc_in_the_corpus_verifies_but_the_true_differences():
 
 
 def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path):
-    """`checksum_matches` passes on the table `crc verify` accepts and fails, naming
-    allFiles, where `crc verify` finds a changed typed statistic."""
+    """The Dagster `fsck` check (which took over `checksum_matches`) passes on the table
+    `crc verify` accepts, and fails as an error naming allFiles where `crc verify` finds a
+    changed typed statistic."""
     import yaml
+    from dagster import AssetCheckSeverity
 
     from delta_ops.defs.assets import TableRun
-    from delta_ops.defs.checks import checksum_matches_result
+    from delta_ops.defs.checks import fsck_result
     from delta_ops.defs.registry import load_registry
     from delta_ops.defs.resources import SparkResource
 
@@ -144,9 +146,10 @@ def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path
 
     def check():
         run = TableRun(load_registry(registry).table("t"), "test", SparkResource(), 0)
-        return checksum_matches_result(run)
+        return fsck_result(run)
 
-    assert check().passed
+    before = check()
+    assert before.passed, before.description
 
     def edit(crc):
         stats = json.loads(crc["allFiles"][1]["stats"])
@@ -155,6 +158,7 @@ def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path
 
     _edit_crc(struct_stats_only, edit)
     result = check()
-    assert not result.passed
-    assert result.metadata["mismatched_fields"].value == ["allFiles"]
+    assert not result.passed and result.severity == AssetCheckSeverity.ERROR
+    assert "checksum_mismatch" in result.metadata["problem_codes"].value
+    assert "allFiles" in result.description
     assert [m.field for m in verify_checksum(str(struct_stats_only)).mismatches] == ["allFiles"]
