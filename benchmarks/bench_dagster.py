@@ -169,7 +169,7 @@ def child_run() -> dict:
     from dagster import DagsterInstance
     from fleet_proj.definitions import defs  # type: ignore[import-not-found]
 
-    job = defs.resolve_job_def("maintenance")
+    job = defs.resolve_implicit_global_asset_job_def()
     start = time.perf_counter()
     result = job.execute_in_process(instance=DagsterInstance.get(), raise_on_error=False)
     materializations = result.get_asset_materialization_events()

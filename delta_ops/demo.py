@@ -14,7 +14,7 @@
      The demo is a checkout's entry point (`make demo`): it reads that folder by path and
      never imports the tests' package.
 
-2. Runs the `maintenance` job in this process through Dagster (DAGSTER_HOME defaults to
+2. Runs every asset (the implicit asset job) in this process through Dagster (DAGSTER_HOME defaults to
    `.dagster_home/`, so `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows
    these runs; its dagster.yaml gets one slot per table pool, so no two runs maintain one
    table at once), and prints a summary per table and component from the run's events.
@@ -382,11 +382,11 @@ def print_summary(result: Any, registry: Any, built: dict[str, str], out: Any = 
 
 
 def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
-    """Run `maintenance` in this process on a persistent instance (DAGSTER_HOME)."""
+    """Run every asset (the implicit asset job) in this process on a persistent instance (DAGSTER_HOME)."""
     from dagster import DagsterInstance
 
     from delta_ops.defs import build_definitions
-    from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
+    from delta_ops.defs.jobs import TABLE_PARTITIONS
     from delta_ops.defs.registry import load_registry
     from delta_ops.defs.tables import INSTANCE_CONCURRENCY
 
@@ -408,7 +408,7 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
         missing = [n for n in registry.names if n not in known]
         if missing:
             instance.add_dynamic_partitions(TABLE_PARTITIONS.name, missing)
-        result = defs.resolve_job_def(MAINTENANCE_JOB).execute_in_process(
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
             instance=instance, raise_on_error=False, run_config=demo_run_config(registry.names),
             tags={"delta_ops/launched_by": "make demo"},
         )
@@ -416,7 +416,7 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
 
 
 def demo_run_config(tables: Iterable[str]) -> dict[str, Any]:
-    """The demo's run of the `maintenance` job: warnings only on the console, and every
+    """The demo's run of every asset: warnings only on the console, and every
     table maintained in full (`confirm_deletes`: VACUUM and metadata cleanup run in this
     run too; a run of the whole job leaves them out otherwise)."""
     return {

@@ -5,7 +5,7 @@
 Builds the demo tables (`delta_ops.demo`, local Spark) in a temporary directory, with a copy
 of `tables.yaml` beside them, deletes one data file of `orders_dv` (so that its
 `fsck` check has something to report), starts `dagster dev -w workspace.yaml` (the
-repository's code location) on 127.0.0.1 against that copy, runs `maintenance` and then
+repository's code location) on 127.0.0.1 against that copy, runs every asset and then
 two more rounds of appends to `events` and maintenance of its assets (so that its
 metadata plots have several points), and saves PNGs of:
 
@@ -106,13 +106,13 @@ def append_day(root: Path, day: date, rows: int = 300) -> int:
 
 
 def launch_assets(dagit: Dagit, keys: list[list[str]]) -> str:
-    """A run of `maintenance` for the given assets (as "Materialize selected" does)."""
+    """A run of the implicit asset job for the given assets (as "Materialize selected" does)."""
     data = dagit.query(
         """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
              __typename ... on LaunchRunSuccess { run { runId } }
              ... on PythonError { message } } }""",
         {"p": {"selector": {"repositoryLocationName": "delta_ops",
-                            "repositoryName": "__repository__", "jobName": "maintenance",
+                            "repositoryName": "__repository__", "jobName": "__ASSET_JOB",
                             "assetSelection": [{"path": k} for k in keys]},
                "runConfigData": {}}},
     )["launchRun"]
@@ -121,10 +121,10 @@ def launch_assets(dagit: Dagit, keys: list[list[str]]) -> str:
 
 
 def populate(dagit: Dagit, tables: Path) -> None:
-    """`maintenance` over every table, then rounds of appends to `events` and maintenance
+    """Every asset of every table (the implicit asset job), then rounds of appends to `events` and maintenance
     of its assets."""
     started = time.monotonic()
-    run_id = dagit.launch("maintenance")
+    run_id = dagit.launch("__ASSET_JOB")
     status = dagit.wait(run_id, timeout=600)
     print(f"  maintenance: {status} ({time.monotonic() - started:.0f} s)", flush=True)
     events = tables / "events"

@@ -36,7 +36,7 @@ except ImportError as exc:
 from dagster import in_process_executor
 
 from delta_ops.defs.fsck_job import fsck_repair_job
-from delta_ops.defs.jobs import maintenance_job, row_tracking_backfill_job
+from delta_ops.defs.jobs import row_tracking_backfill_job
 from delta_ops.defs.overview import overview_spec
 from delta_ops.defs.registry import Registry, default_registry_path, load_registry
 from delta_ops.defs.resources import (
@@ -82,9 +82,8 @@ def definitions_kwargs(
                 registry if registry is not None else default_registry_path()
             )
         registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
-    maintenance = maintenance_job(registry)
     sensors = [
-        watch_sensor(maintenance, registry.names),
+        watch_sensor(registry.names),
         partitions_sensor(registry, row_tracking_backfill_job),
         automation_sensor(),
     ]
@@ -94,10 +93,12 @@ def definitions_kwargs(
     assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t, translator))]
     return {
         "assets": assets,
-        "jobs": [maintenance, row_tracking_backfill_job, fsck_repair_job],
+        # No job over every table's assets: a run over all tables (or a selection of them)
+        # is a run of the implicit asset job (`delta_ops.defs.jobs`).
+        "jobs": [row_tracking_backfill_job, fsck_repair_job],
         "sensors": sensors,
-        # Runs the UI launches from an asset selection also share one process (and one
-        # Spark session), like `maintenance`.
+        # Runs of the implicit asset job (the UI's, the watch's, the automation's) share
+        # one process and one Spark session.
         "executor": in_process_executor,
         "resources": {
             "registry": registry_resource,

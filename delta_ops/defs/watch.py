@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetCheckEvaluation,
+    AssetSelection,
     AssetObservation,
     DagsterInstance,
     DagsterRunStatus,
@@ -95,9 +96,10 @@ IN_PROGRESS = (
     DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
     DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING,
 )
-#: Jobs whose runs maintain the tables of their asset selection (the UI's asset runs
-#: use the implicit asset job).
-MAINTAINING_JOBS = (MAINTENANCE_JOB, "__ASSET_JOB")
+#: Jobs whose runs maintain the tables of their asset selection: the implicit asset job (the
+#: UI's asset runs, the watch's and the automation's runs), and the `maintenance` job of
+#: older deployments, whose runs may still be queued.
+MAINTAINING_JOBS = ("__ASSET_JOB", MAINTENANCE_JOB)
 
 
 @dataclass(frozen=True)
@@ -522,13 +524,15 @@ def evaluate_watch(
     return tick.requests, tick.cursor
 
 
-def watch_sensor(maintenance_job, loaded: list[str] | None = None):
-    """The watch sensor; `loaded`: the tables the definitions have assets for."""
+def watch_sensor(loaded: list[str] | None = None):
+    """The watch sensor; `loaded`: the tables the definitions have assets for. It targets
+    the assets, so its runs are runs of the implicit asset job over the due components (no
+    job of its own: a job over every asset would be a second job graph of the fleet)."""
     loaded_names = frozenset(loaded) if loaded is not None else None
 
     @sensor(
         name=WATCH_SENSOR,
-        job=maintenance_job,
+        asset_selection=AssetSelection.all(),
         minimum_interval_seconds=WATCH_INTERVAL_S,
         default_status=DefaultSensorStatus.STOPPED,
         description="Watches every registered table's log (no replay, no Spark): records "

@@ -75,13 +75,12 @@ def test_the_demos_run_config_is_valid_and_confirms_deletes():
     from dagster import validate_run_config
 
     from delta_ops.defs import build_definitions
-    from delta_ops.defs.jobs import MAINTENANCE_JOB
     from delta_ops.defs.registry import load_registry
     from delta_ops.demo import demo_run_config
 
     registry = load_registry(REPO_ROOT / "tables.yaml")
     config = demo_run_config(registry.names)
-    job = build_definitions(registry).resolve_job_def(MAINTENANCE_JOB)
+    job = build_definitions(registry).resolve_implicit_global_asset_job_def()
     validated = validate_run_config(job, config)
     maintenance = {f"{n}__maintenance" for n in registry.names}
     assert maintenance <= set(validated["ops"])

@@ -60,7 +60,7 @@ def load(project: Path) -> Definitions:
 
 def materialize_all(defs: Definitions, instance: DagsterInstance | None = None):
     instance = instance or DagsterInstance.ephemeral()
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, raise_on_error=False
     )
     done = {tuple(e.event_specific_data.materialization.asset_key.path)
@@ -274,7 +274,7 @@ def test_one_run_derives_the_checksums_from_the_previous_one_before_checkpointin
     rows = DeltaTable(str(root)).to_pyarrow_table().slice(0, 1)
     for _ in range(2):
         write_deltalake(str(root), rows, mode="append")
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance,
         asset_selection=[AssetKey(["t", "checkpoint"]), AssetKey(["t", "version_checksum"])],
     )

@@ -137,7 +137,7 @@ def maintained(tmp_path_factory):
     })
     defs = build_definitions(reg)
     instance = DagsterInstance.ephemeral()
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, raise_on_error=False
     )
     events: dict[tuple[str, str], object] = {}
@@ -182,7 +182,10 @@ def test_definitions_validate_and_cover_every_table_and_component(maintained):
         assert {(t, "delta_log", "log_readable"), (t, "delta_log", "fsck"),
                 (t, "checkpoint", "checkpoint_fresh")} == {
                     c for c in check_names if c[0] == t}
-    assert {j.name for j in defs.jobs} >= {"maintenance", "row_tracking_backfill"}
+    # No job over every table's assets (a second job graph of the fleet at every load): a
+    # run over all tables is the implicit asset job, which the watch sensor targets too.
+    assert {j.name for j in defs.jobs} == {"row_tracking_backfill", "fsck_repair"}
+    assert defs.resolve_sensor_def("delta_tables_watch").asset_selection is not None
     assert {s.name for s in defs.sensors} == {
         "delta_tables_watch", "delta_tables_partitions", "delta_tables_automation"}
 
@@ -250,14 +253,14 @@ def test_asset_specs_show_redacted_storage_options(tmp_path, monkeypatch):
     spec_md = defs.resolve_asset_graph().get(AssetKey(["t", "vacuum"])).metadata
     assert spec_md["storage_options"].value == {"token": "$DELTA_OPS_TEST_TOKEN"}
     instance = DagsterInstance.ephemeral()
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, raise_on_error=False
     )
     assert result.success
     logged = json.dumps([str(e) for e in instance.all_logs(result.run_id)])
     assert "s3cr3t-value" not in logged and "$DELTA_OPS_TEST_TOKEN" in logged
     monkeypatch.delenv("DELTA_OPS_TEST_TOKEN")
-    failed = defs.resolve_job_def("maintenance").execute_in_process(
+    failed = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, raise_on_error=False, asset_selection=[AssetKey(["t", "vacuum"])]
     )
     (failure,) = failed.get_step_failure_events()
@@ -622,7 +625,7 @@ def test_cron_condition_requests_only_its_asset_once_per_tick(maintained):
         defs, instance, asset_selection=selection,
         evaluation_time=after + dt.timedelta(minutes=5), cursor=second.cursor)
     assert third.total_requested == 0  # once per cron tick
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=[AssetKey(["short", "metadata_cleanup"])])
     keys = [e.event_specific_data.materialization.asset_key
             for e in result.get_asset_materialization_events()]
@@ -697,7 +700,7 @@ def test_spark_engine_session_lives_inside_the_run(tmp_path):
                           conf=dict(TEST_CONF))
     defs = build_definitions(reg, spark=spark)
     already = SparkContext._active_spark_context  # another test's session, if any
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=DagsterInstance.ephemeral(),
         asset_selection=[AssetKey(["t", "delta_log"]), AssetKey(["t", "vacuum"])],
     )
@@ -715,7 +718,7 @@ def test_fsck_check_names_a_deleted_data_file(tmp_path):
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"},
                                     "tables": [{"name": "t", "uri": str(root)}]})
     defs = build_definitions(reg)
-    job = defs.resolve_job_def("maintenance")
+    job = defs.resolve_implicit_global_asset_job_def()
 
     def fsck():
         result = job.execute_in_process(

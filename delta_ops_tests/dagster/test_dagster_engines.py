@@ -111,7 +111,7 @@ def test_a_small_table_runs_locally_and_a_larger_one_on_spark(tmp_path):
     graph = defs.resolve_asset_graph()
     engine_md = graph.get(AssetKey(["small", "vacuum"])).metadata["engine"]
     assert getattr(engine_md, "value", engine_md) == "spark above 2 files, else local"
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=DagsterInstance.ephemeral(),
         asset_selection=[AssetKey([t, c]) for t in ("small", "large")
                          for c in ("vacuum", "version_checksum")],
@@ -164,7 +164,7 @@ def test_a_dead_spark_master_fails_the_step_fast_naming_it(tmp_path):
     })
     defs = build_definitions(reg, spark=SparkResource(master=master, local_ip=LOCAL_IP))
     start = time.monotonic()
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=DagsterInstance.ephemeral(), raise_on_error=False)
     elapsed = time.monotonic() - start
     assert elapsed < DEAD_MASTER_BOUND_S, elapsed

@@ -37,7 +37,7 @@ def _layout_table(root: Path) -> Storage:
 
 
 def _run(defs: Definitions, instance: DagsterInstance | None = None, **kwargs):
-    return defs.resolve_job_def("maintenance").execute_in_process(
+    return defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance or DagsterInstance.ephemeral(), raise_on_error=False, **kwargs)
 
 

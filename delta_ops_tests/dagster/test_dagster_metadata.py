@@ -35,7 +35,7 @@ DAY = 86_400
 
 
 def run_all(defs: Definitions, **kwargs):
-    return defs.resolve_job_def("maintenance").execute_in_process(
+    return defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=DagsterInstance.ephemeral(), raise_on_error=False, **kwargs)
 
 

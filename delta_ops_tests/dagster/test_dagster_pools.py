@@ -60,7 +60,7 @@ from dagster import DagsterEventType, DagsterInstance
 from delta_ops.defs import build_definitions
 from delta_ops.defs.keys import CHECKPOINT, VERSION_CHECKSUM, asset_key
 registry, name, ready, go = sys.argv[1:]
-job = build_definitions(Path(registry)).resolve_job_def("maintenance")
+job = build_definitions(Path(registry)).resolve_implicit_global_asset_job_def()
 with DagsterInstance.get() as instance:
     Path(ready).touch()
     while not Path(go).exists():

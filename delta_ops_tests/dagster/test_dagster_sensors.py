@@ -99,7 +99,7 @@ def test_watch_sensor_is_quiet_once_maintained(watched):
     first = _tick(defs, instance)
     selection = [AssetKey(["ckpt", "checkpoint"]), AssetKey(["ckpt", "version_checksum"]),
                  AssetKey(["stats", "log_compaction"])]
-    run = defs.resolve_job_def("maintenance").execute_in_process(
+    run = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=selection)
     assert run.success
     second = _tick(defs, instance, first.cursor)

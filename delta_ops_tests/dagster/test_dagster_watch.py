@@ -124,7 +124,7 @@ def test_the_watch_observation_carries_files_bytes_and_schema_from_the_crc(tmp_p
     defs = build_definitions(registry(tmp_path, {"t": root}))
     instance = DagsterInstance.ephemeral()
     first = tick(defs, instance)
-    run = defs.resolve_job_def("maintenance").execute_in_process(
+    run = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=instance, asset_selection=[AssetKey(["t", "version_checksum"])])
     assert run.success
     second = tick(defs, instance, first.cursor)
@@ -171,7 +171,7 @@ def test_a_table_in_a_queued_run_is_not_requested_and_in_flight_runs_cap_new_one
     defs = build_definitions(registry(tmp_path, tables,
                                       automation={"max_runs_in_flight": 2}))
     instance = DagsterInstance.ephemeral()
-    job = defs.resolve_job_def("maintenance")
+    job = defs.resolve_implicit_global_asset_job_def()
     # A run the UI launched for t00, not started yet: t00 is in flight.
     instance.create_run_for_job(job_def=job, asset_selection=frozenset(
         {AssetKey(["t00", "checkpoint"])}))
@@ -224,7 +224,7 @@ def test_vacuum_stays_out_of_a_run_over_everything_unless_confirmed(tmp_path):
     root = _aged(tmp_path)
     before = sorted(p.name for p in root.rglob("*.parquet"))
     defs = build_definitions(registry(tmp_path, {"t": root}))
-    job = defs.resolve_job_def("maintenance")
+    job = defs.resolve_implicit_global_asset_job_def()
     instance = DagsterInstance.ephemeral()
     everything = job.execute_in_process(instance=instance)
     assert everything.success and not _vacuumed(everything)
@@ -244,7 +244,7 @@ def test_vacuum_stays_out_of_a_run_over_everything_unless_confirmed(tmp_path):
 def test_no_op_components_materialize_marked_skipped(tmp_path):
     root = copy_corpus_table("golden__checkpoint", tmp_path / "t")
     defs = build_definitions(registry(tmp_path, {"t": root}))
-    result = defs.resolve_job_def("maintenance").execute_in_process(
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
         instance=DagsterInstance.ephemeral(), asset_selection=[
             AssetKey(["t", "log_compaction"]), AssetKey(["t", "row_tracking"])])
     done = {e.event_specific_data.materialization.asset_key.path[1]:
