@@ -250,7 +250,7 @@ def test_asset_specs_show_redacted_storage_options(tmp_path, monkeypatch):
         "storage_options": {"token": {"env": "DELTA_OPS_TEST_TOKEN"}},
     }]})
     defs = build_definitions(reg)
-    spec_md = defs.resolve_asset_graph().get(AssetKey(["t", "vacuum"])).metadata
+    spec_md = defs.resolve_asset_graph().get(AssetKey(["t", "delta_log"])).metadata
     assert spec_md["storage_options"].value == {"token": "$DELTA_OPS_TEST_TOKEN"}
     instance = DagsterInstance.ephemeral()
     result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
