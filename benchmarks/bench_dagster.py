@@ -22,7 +22,7 @@ the discovery sensor does), then reports:
   through Dagster (`build_sensor_context`) without, then with, the cursor, in a process
   that loaded the definitions (as a code server has); `cursor_bytes`, `requests` (one per
   table) and `observations` of the first tick;
-- `run_s` / `run_process_s`: one `maintenance` run of every asset of every table
+- `run_s` / `run_process_s`: one run of every asset of every table (the implicit asset job)
   (`execute_in_process`, the default SQLite instance in a fresh DAGSTER_HOME, as `dagster
   dev` has), and its whole process; `run_success`, `materializations`, `engines` (how many
   materializations ran on which engine: the default policy sends these small tables to the

@@ -216,7 +216,7 @@ class CleanupPolicy(_ScheduledPolicy):
 
 
 class RowTrackingPolicy(StrictModel):
-    """backfill: the `maintenance` job backfills row IDs (otherwise it only reports what is
+    """backfill: a table's maintenance step backfills row IDs (otherwise it only reports what is
     missing; the `row_tracking_backfill` job always backfills); batch_size: files per
     commit; enable: set delta.enableRowTracking=true at the end."""
 

@@ -34,7 +34,7 @@ VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cro
 evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`). The
 maintenance step's `pool` is its table's (`table_pool`: `delta_ops_table/<t>`): with the
 instance's `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`), two runs never
-maintain one table at once (a manual run, the `maintenance` job, the cron automation and the
+maintain one table at once (a manual run, *Materialize all*, the cron automation and the
 watch alike: the later step waits for the slot), while different tables run in parallel.
 Without that setting a pool has no limit and nothing but the watch's own in-flight check
 keeps runs apart. Owners and tags of the registry entry go on every asset.
