@@ -14,10 +14,11 @@
      The demo is a checkout's entry point (`make demo`): it reads that folder by path and
      never imports the tests' package.
 
-2. Runs every asset (the implicit asset job) in this process through Dagster (DAGSTER_HOME defaults to
-   `.dagster_home/`, so `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows
-   these runs; its dagster.yaml gets one slot per table pool, so no two runs maintain one
-   table at once), and prints a summary per table and component from the run's events.
+2. Runs every asset (the implicit asset job) in this process through Dagster
+   (DAGSTER_HOME defaults to `.dagster_home/`, so
+   `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows these runs; its
+   dagster.yaml gets one slot per table pool, so no two runs maintain one table at once),
+   and prints a summary per table and component from the run's events.
 
 Protocol sections: "Add File and Remove File", "Creation of New Log Entries" (the commits);
 the maintenance operations through the Dagster assets.
@@ -382,7 +383,8 @@ def print_summary(result: Any, registry: Any, built: dict[str, str], out: Any = 
 
 
 def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
-    """Run every asset (the implicit asset job) in this process on a persistent instance (DAGSTER_HOME)."""
+    """Run every asset (the implicit asset job) in this process on a persistent instance
+    (DAGSTER_HOME)."""
     from dagster import DagsterInstance
 
     from delta_ops.defs import build_definitions

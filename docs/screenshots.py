@@ -121,8 +121,8 @@ def launch_assets(dagit: Dagit, keys: list[list[str]]) -> str:
 
 
 def populate(dagit: Dagit, tables: Path) -> None:
-    """Every asset of every table (the implicit asset job), then rounds of appends to `events` and maintenance
-    of its assets."""
+    """Every asset of every table (the implicit asset job), then rounds of appends to
+    `events` and maintenance of its assets."""
     started = time.monotonic()
     run_id = dagit.launch("__ASSET_JOB")
     status = dagit.wait(run_id, timeout=600)

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetCheckEvaluation,
-    AssetSelection,
     AssetObservation,
+    AssetSelection,
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,

@@ -17,7 +17,7 @@ TABLE_KEYS = {"dagster/uri", "dagster/table_name", "uri", "storage_options", "en
 def _defs(tmp_path):
     roots = [copy_corpus_table("basic_append", tmp_path / n) for n in ("a", "b")]
     reg = write_registry(tmp_path, {"defaults": {"engine": "local"}, "tables": [
-        {"name": n, "uri": str(r)} for n, r in zip(("a", "b"), roots)]})
+        {"name": n, "uri": str(r)} for n, r in zip(("a", "b"), roots, strict=True)]})
     return build_definitions(reg)
 
 
