@@ -6,11 +6,16 @@ batch is allocated and freed on Arrow's and the engine's threads, and mimalloc (
 default pool) keeps freed pages mapped per thread. Measured on the scale benchmarks' table
 (`benchmarks/bench_fsck.py`): after the data check, live Arrow memory is about 1 MB and live
 Python memory about 30 MB at 1M and at 3M live files, yet the process held about 360 and
-450 MB (at 1M, 190 MB of it in mimalloc's arena, half of which a collection from the main
+450 MB (at 1M, 190 MB of it in mimalloc's arena, two thirds of which a collection from the main
 thread does not give back); VACUUM's dry run then added over 100 MB on top. With jemalloc
 (its freed pages decay back to the system) the whole run's peak is about 40% lower (1M:
-524 to 330 MB, 3M: 634 to 373 MB, single runs). The system allocator stands in when this Arrow has no jemalloc. A pool named in
-`ARROW_DEFAULT_MEMORY_POOL` is the user's choice and is kept.
+524 to 330 MB, 3M: 634 to 373 MB, single runs). The system allocator stands in when this
+Arrow has no jemalloc. A pool named in `ARROW_DEFAULT_MEMORY_POOL` is the user's choice and
+is kept.
+
+Only pyarrow calls that take the default pool see the change (`pyarrow.set_memory_pool`);
+Arrow's C++ code that allocates from its own default (chosen at startup, which
+`ARROW_DEFAULT_MEMORY_POOL` sets) keeps that one.
 
 The pool is Arrow's process-wide default, set for the length of a `returning_pool` block
 (nested and concurrent blocks share it: the first sets it, the last restores the one that
