@@ -10,11 +10,11 @@ removes) are not leftovers.
 Memory: the plan is asked to spill its references from `KEYS_PER_BUCKET` live files on, in
 one bucket per `KEYS_PER_BUCKET` live files (the data check's group size), instead of
 VACUUM's own sizing (spill from an estimated 500,000 file actions, one bucket per 500,000,
-so from 350,000 to 500,000 keys per bucket as tables grow): the listing is anti-joined a
-bucket at a time, and a bucket's keys and hash set then stay the same size whatever the
-table's. The plan, and so the findings, do not depend on the buckets (VACUUM's tests hold
-the spilled plan to the in-memory one; `fsck/test_fsck_leftovers_buckets.py` holds these
-findings to VACUUM's dry run).
+so 250,000 to 500,000 estimated actions per bucket, varying with the table): the listing
+is anti-joined a bucket at a time, and a bucket's keys and hash set then stay the same
+size whatever the table's. The plan, and so the findings, do not depend on the buckets
+(VACUUM's tests hold the spilled plan to the in-memory one;
+`fsck/test_fsck_leftovers_buckets.py` holds these findings to VACUUM's dry run).
 """
 
 from __future__ import annotations
