@@ -114,6 +114,7 @@ def fsck(
         ValueError: `confirm` without `repair`.
     """
     from delta_ops.engine.local import LocalEngine
+    from delta_ops.maintenance.fsck.memory import returning_pool
 
     if confirm and not repair:
         raise ValueError("confirm applies to a repair: give repair=True (--repair) as well")
@@ -121,14 +122,17 @@ def fsck(
     own = engine is None
     run_on: Engine = engine if engine is not None else LocalEngine()
     try:
-        check, snapshot, problems, notes, data = _check(
-            storage, run_on, verify_data=verify_data, leftovers=leftovers, clock=clock,
-            refusing=repair and confirm,
-        )
-        repaired = None
-        if repair:
-            repaired = _repair(storage, snapshot, data, confirm=confirm,
-                               verify_data=verify_data, clock=clock)
+        # A pool that hands freed batches back: without it the driver's memory grows
+        # with the table although no batch does (`memory`).
+        with returning_pool():
+            check, snapshot, problems, notes, data = _check(
+                storage, run_on, verify_data=verify_data, leftovers=leftovers, clock=clock,
+                refusing=repair and confirm,
+            )
+            repaired = None
+            if repair:
+                repaired = _repair(storage, snapshot, data, confirm=confirm,
+                                   verify_data=verify_data, clock=clock)
     finally:
         if own:
             run_on.close()
@@ -202,7 +206,8 @@ def _checks(
             return check, None, problems, notes, DataCheck()
         problems += data.problems
         if leftovers:
-            found, note = unreferenced_files(storage, run_on, clock=clock)
+            found, note = unreferenced_files(storage, run_on, clock=clock,
+                                             live_files=data.num_files)
             problems += found
             if note:
                 notes.append(note)
