@@ -23,11 +23,11 @@ first. A file rolls over once it reaches the target size, and the bin's last fil
 the bin. Files are named `part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory,
 with the codec of the table's files.
 
-On the local file system a new file is written in place, under its final name
-(`Storage.root` is `file://` and the absolute path), and fsynced before it is reported; elsewhere it is written to a
-local temporary file and uploaded (`Storage.put_atomic`: it appears complete or not at
-all). Either way the new files are not yet part of the table: no reader looks at a file no
-commit names. `delta_ops.layout.commit` commits them; a file being written when the bin
+On the local file system (a `file://` root) a new file is written in place, under its
+final name, and fsynced before it is reported; elsewhere it is written to a local
+temporary file and uploaded (`Storage.put_atomic`: it appears complete or not at all).
+Either way the new files are not yet part of the table: no reader looks at a file no commit
+names. `delta_ops.layout.commit` commits them; a file being written when the bin
 fails is deleted, and files of a killed run or of a bin that cannot commit stay
 unreferenced, for VACUUM (as Spark's and deltalake's writers leave theirs).
 """
