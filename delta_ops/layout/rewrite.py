@@ -114,7 +114,8 @@ class RewriteSettings:
         compression: Parquet codec name as the footer writes it ("SNAPPY", "ZSTD", ...).
         target_size: Roll over to a new output file once the one written reaches this.
         row_group_bytes: Arrow bytes buffered per output row group.
-        scratch_dir: Where temporary output files are written (None: the system's).
+        scratch_dir: Where temporary output files are written for an object store (None:
+            the system's); local tables get theirs written in place.
     """
 
     table: str
