@@ -15,7 +15,10 @@ side changes a file it did not write; the log copied), sides alternated in every
 
 1. `delta-ops optimize SMALL --target-size 64 MiB` vs `DeltaTable(p).optimize.compact(
    target_size=64 MiB)` in one Python process each. Goals: time ratio <= 0.5, peak RSS <=
-   deltalake's.
+   deltalake's. A third process gives the floor: pyarrow alone reading every partition
+   and writing it back (one partition per core, row groups of 1Mi rows, snappy).
+   deltalake 1.6.6 differs in its writer: it writes ZSTD (the table's files are snappy,
+   which ours keeps) in row groups of 1Mi rows, and runs a bin per core as ours does.
 2. `delta-ops purge DV` vs the floor: one Python process that reads the same 600 files with
    pyarrow (`pq.read_table`) and writes each back (`pq.write_table`, snappy). Reported as MB/s
    of input bytes; goal: ours takes at most 1.5x the floor's time.
@@ -24,6 +27,13 @@ side changes a file it did not write; the log copied), sides alternated in every
 
 After every run the table is checked (untimed) with deltalake: the same row count, and
 fewer files after optimize or no deletion vector after purge, so both sides did the work.
+
+Figures (2 cores shared with two other sessions' work, load 3-5; 3 rounds, medians, peak
+RSS the largest): optimize SMALL 25.6 s vs deltalake 29.5 s (ratio 0.87), 430 vs 299 MB;
+in a separate alternated run of the same shape: before this session's change 16.9 s /
+458 MB, after 17.2 s / 439 MB, deltalake 23.3 s / 312 MB, the pyarrow floor 13.5 s /
+345 MB (0.58 of deltalake). Purge DV 8.0 s vs the floor 10.4 s (0.77), 397 vs 180 MB.
+BIN 34.2 s vs deltalake 41.3 s, 286 vs 319 MB. docs/layout.md has the table.
 
 `python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
 2 GB bin gets half as many, at least one).
@@ -230,6 +240,35 @@ for i, name in enumerate(names):
 """
 
 
+#: The floor of (1): the same partitions read and written by pyarrow alone, one partition per
+#: core at a time, in row groups of 1Mi rows with the table's codec (no plan, statistics,
+#: row tracking or commit).
+_FLOOR_COMPACT = """
+import glob, os, sys
+from concurrent.futures import ThreadPoolExecutor
+import pyarrow as pa, pyarrow.parquet as pq
+root, out = sys.argv[1], sys.argv[2]
+parts = sorted(glob.glob(root + "/part=*"))
+def one(i):
+    w, buf, n = None, [], 0
+    for f in sorted(glob.glob(parts[i] + "/*.parquet")):
+        for b in pq.ParquetFile(f).iter_batches(batch_size=65536):
+            if w is None:
+                w = pq.ParquetWriter(f"{out}/floor-{i:03d}.parquet", b.schema,
+                                     compression="snappy")
+            buf.append(b)
+            n += b.num_rows
+            if n >= 1 << 20:
+                w.write_table(pa.Table.from_batches(buf), row_group_size=n)
+                buf, n = [], 0
+    if buf:
+        w.write_table(pa.Table.from_batches(buf), row_group_size=n)
+    w.close()
+with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    list(pool.map(one, range(len(parts))))
+"""
+
+
 def _check(path: Path, rows: int, *, max_files: int | None = None, no_dvs: bool = False) -> None:
     """deltalake reads `rows` rows (its SQL engine applies deletion vectors); at most
     `max_files` live files; with `no_dvs`, no live file keeps a deletion vector (our
@@ -289,12 +328,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     res = _alternate([
         ("ours", small, _ours("optimize", dest, "--target-size", str(TARGET)), check),
         ("deltalake", small, _deltalake_compact(dest, TARGET), check),
+        ("floor", small, [PYTHON, "-c", _FLOOR_COMPACT, str(dest), str(RUNS / "out")],
+         lambda p: None),
     ], rounds)
     (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
+    tf, rf = _summary(res["floor"])
     rows.append({"benchmark": "optimize SMALL (2,000 x 1 MB, 20 parts, target 64 MiB)",
                  "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
                  "time_ratio": round(ta / tb, 3),
                  "ours_rss_mb": round(ra), "theirs_rss_mb": round(rb),
+                 "floor_s": round(tf, 2), "floor_ratio": round(tf / tb, 3),
+                 "floor_rss_mb": round(rf),
                  "goal": f"time <= {OPTIMIZE_GOAL}, rss <= 1",
                  "goal_met": ta / tb <= OPTIMIZE_GOAL and ra <= rb})
 

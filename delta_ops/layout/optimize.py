@@ -63,7 +63,8 @@ def optimize(
         dry_run: Only plan (the default).
         engine: Where bins are rewritten (default: local threads, one per core).
         bins_per_commit: Bins per commit (a kill loses at most one batch's work).
-        row_group_bytes: Arrow bytes buffered per output row group (default 64 MiB).
+        row_group_bytes: Arrow bytes buffered per output row group (default 64 MiB; a
+            row group holds at most 1Mi rows either way).
         clock: Milliseconds since the epoch (commit and remove timestamps).
         storage_options: For a URI `table`.
 

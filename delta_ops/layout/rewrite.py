@@ -13,20 +13,28 @@ from `delta_ops.layout.statistics.StatsCollector`, helper stats's module).
 
 `rewrite_bin(storage, task)` is a module-level function of (storage, item), so
 `Engine.map_tasks` runs it on local threads or ships it to Spark executors. Memory follows
-the output row group (`RewriteSettings.row_group_bytes` of Arrow data, buffered) plus one
-input batch, never the bin: each input is read in batches of `READ_BATCH_ROWS` rows
-(`pyarrow.parquet.ParquetFile.iter_batches`, which decodes a row group incrementally, so
-even a file written as one huge row group is read in pieces), filtered and buffered; a
-full buffer is written as one row group into a local temporary Parquet file, uploaded to its
-final name (`part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory, the codec
-of the table's files) when it reaches the target size or the bin ends. Upload is atomic
-(`Storage.put_atomic`): a file appears complete or not at all. The new files are not yet
-part of the table; `delta_ops.layout.commit` commits them, and files of a failed or killed
-run stay unreferenced for VACUUM.
+the output row group plus one input batch, never the bin: each input is read in batches of
+`READ_BATCH_ROWS` rows (`pyarrow.parquet.ParquetFile.iter_batches`, which decodes a row
+group incrementally, so even a file written as one huge row group is read in pieces),
+filtered and buffered; the buffer is written as one row group once it holds
+`ROW_GROUP_ROWS` rows (1Mi, the maximum pyarrow and parquet-rs, hence deltalake, write) or
+`RewriteSettings.row_group_bytes` of Arrow data (64 MiB: bounds wide rows), whichever comes
+first. A file rolls over once it reaches the target size, and the bin's last file ends with
+the bin. Files are named `part-00000-<uuid>-c000.<codec>.parquet` under the bin's directory,
+with the codec of the table's files.
+
+On the local file system (a `file://` root) a new file is written in place, under its
+final name, and fsynced before it is reported; elsewhere it is written to a local
+temporary file and uploaded (`Storage.put_atomic`: it appears complete or not at all).
+Either way the new files are not yet part of the table: no reader looks at a file no commit
+names. `delta_ops.layout.commit` commits them; a file being written when the bin
+fails is deleted, and files of a killed run or of a bin that cannot commit stay
+unreferenced, for VACUUM (as Spark's and deltalake's writers leave theirs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -57,6 +65,7 @@ from delta_ops.storage import Storage
 
 __all__ = [
     "DEFAULT_ROW_GROUP_BYTES",
+    "ROW_GROUP_ROWS",
     "BinOutput",
     "RewriteError",
     "RewriteSettings",
@@ -69,6 +78,10 @@ __all__ = [
 #: Arrow bytes buffered per output row group (Spark's `parquet.block.size` is 128 MB of
 #: encoded data; 64 MiB of Arrow data keeps a task's memory well under 0.5 GB).
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+#: Rows per output row group at most (pyarrow's and parquet-rs's default maximum, so the
+#: row groups are those deltalake writes; `row_group_bytes` bounds wide rows).
+ROW_GROUP_ROWS = 1024 * 1024
 
 #: Rows per batch read from an input (`ParquetFile.iter_batches` decodes a row group
 #: incrementally, so a file written as one huge row group is still read in pieces).
@@ -101,7 +114,8 @@ class RewriteSettings:
         compression: Parquet codec name as the footer writes it ("SNAPPY", "ZSTD", ...).
         target_size: Roll over to a new output file once the one written reaches this.
         row_group_bytes: Arrow bytes buffered per output row group.
-        scratch_dir: Where temporary output files are written (None: the system's).
+        scratch_dir: Where temporary output files are written for an object store (None:
+            the system's); local tables get theirs written in place.
     """
 
     table: str
@@ -229,10 +243,12 @@ class _Writer:
         self.stats_schema = pa.schema(
             [f for f in s.file_schema
              if f.name not in (s.row_id_column, s.row_commit_version_column)])
-        self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=s.scratch_dir)
+        self.scratch: str | None = None  # made when a file cannot be written in place
         self.config = TableConfiguration(s.protocol, Metadata(dict(s.metadata)), None, s.table)
         self.buffer: list[pa.Table] = []
-        self.buffered = 0
+        self.buffered = self.buffered_rows = 0
+        self.key = ""
+        self.direct = False
         self.writer: pq.ParquetWriter | None = None
         self.local: str | None = None
         self.collector: Any = None
@@ -242,20 +258,35 @@ class _Writer:
         self.part = 0
 
     def close_scratch(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def write(self, t: pa.Table) -> None:
         if t.num_rows == 0:
             return
+        room = ROW_GROUP_ROWS - self.buffered_rows
+        if t.num_rows > room:  # a row group holds at most ROW_GROUP_ROWS rows
+            head, t = t.slice(0, room), t.slice(room)  # zero-copy views
+            self.buffer.append(head)
+            self._flush()
         self.buffer.append(t)
         self.buffered += t.nbytes
-        if self.buffered >= self.s.row_group_bytes:
+        self.buffered_rows += t.num_rows
+        if self.buffered >= self.s.row_group_bytes or self.buffered_rows >= ROW_GROUP_ROWS:
             self._flush()
 
     def _open(self) -> None:
         from delta_ops.layout.statistics import StatsCollector
 
-        self.local = os.path.join(self.scratch, f"part-{self.part:05d}.parquet")
+        name = f"part-{self.part:05d}-{uuid.uuid4()}-c000{self.infix}.parquet"
+        self.key = f"{self.bin.directory}/{name}" if self.bin.directory else name
+        direct = _local_path(self.storage, self.key)
+        if direct is not None:  # written in place: no copy (module docstring)
+            os.makedirs(os.path.dirname(direct), exist_ok=True)
+        self.direct = direct is not None
+        if direct is None and self.scratch is None:
+            self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=self.s.scratch_dir)
+        self.local = direct or os.path.join(str(self.scratch), f"part-{self.part:05d}.parquet")
         self.writer = pq.ParquetWriter(
             self.local, self.s.file_schema, compression=self.compression,
             write_statistics=True)
@@ -266,7 +297,7 @@ class _Writer:
         if not self.buffer:
             return
         t = pa.concat_tables(self.buffer)
-        self.buffer, self.buffered = [], 0
+        self.buffer, self.buffered, self.buffered_rows = [], 0, 0
         if self.writer is None:
             self._open()
         assert self.writer is not None and self.local is not None
@@ -284,11 +315,13 @@ class _Writer:
         self.writer.close()
         self.writer = None
         size = os.path.getsize(self.local)
-        name = f"part-{self.part:05d}-{uuid.uuid4()}-c000{self.infix}.parquet"
-        key = f"{self.bin.directory}/{name}" if self.bin.directory else name
-        self.storage.put_atomic(key, Path(self.local))
+        key = self.key
+        if self.direct:
+            _fsync(self.local)  # durable before any commit names it
+        else:
+            self.storage.put_atomic(key, Path(self.local))
+            os.unlink(self.local)
         info = self.storage.info(key)
-        os.unlink(self.local)
         self.local = None
         self.part += 1
         self.bytes_written += size
@@ -305,6 +338,34 @@ class _Writer:
     def finish(self) -> None:
         self._flush()
         self._finish_file()
+
+    def abandon(self) -> None:
+        """After a failure: close the file being written and delete it (never committed,
+        never named by an add: no reader can need it)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            if self.direct and self.local is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.local)
+        self.close_scratch()
+
+
+def _local_path(storage: Storage, key: str) -> str | None:
+    """Where `key` is on the local file system when the table is (a `file://` root is
+    `file://` and the absolute path, unencoded), else None."""
+    if storage.scheme != "file":
+        return None
+    uri = storage.absolute_uri(key)
+    return uri[len("file://"):] if uri.startswith("file:///") else None
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _conform(t: pa.Table, s: RewriteSettings, f: InputFile, storage: Storage) -> pa.Table:
@@ -414,9 +475,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             "`delta-ops fsck`), so nothing of this batch is committed",
             table=s.table, file=exc.file) from None
     finally:
-        if out.writer is not None:
-            out.writer.close()
-        out.close_scratch()
+        out.abandon()
     return BinOutput(
         index=b.index,
         adds=tuple(out.adds),
