@@ -283,6 +283,7 @@ class _Writer:
         direct = _local_path(self.storage, self.key)
         if direct is not None:  # written in place: no copy (module docstring)
             os.makedirs(os.path.dirname(direct), exist_ok=True)
+            _claim(direct, self.s.table)
         self.direct = direct is not None
         if direct is None and self.scratch is None:
             self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=self.s.scratch_dir)
@@ -358,6 +359,17 @@ def _local_path(storage: Storage, key: str) -> str | None:
         return None
     uri = storage.absolute_uri(key)
     return uri[len("file://"):] if uri.startswith("file:///") else None
+
+
+def _claim(path: str, table: str) -> None:
+    """Create `path` empty, failing if anything is there: the writer that then opens it
+    truncates only its own file, never one another writer made (a name collision is a
+    refusal, not an overwrite)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise RewriteError("a file of the new file's name already exists; not overwritten",
+                           table=table, file=path) from None
 
 
 def _fsync(path: str) -> None:
