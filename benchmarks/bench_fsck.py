@@ -18,25 +18,22 @@ no size mismatch. Rows:
 Every placeholder is younger than VACUUM's retention, so `fsck N` finds no unreferenced
 file: the figures are the cost of looking, not of the findings.
 
-Figures (one bench run, 3 alternated rounds, peak RSS the largest, shared machine: two
-other helpers' tests and benchmarks running, load average 3 to 5 on 2 cores):
+Figures (2 rounds, peak RSS the largest, 2026-11-26, 2 cores, mostly quiet):
 
 | N | listing alone | fsck --no-leftovers | fsck |
 |---|---|---|---|
-| 1M | 16 s, 82 MB | 27 s, 309 MB | 40 s, 350 MB |
-| 3M | 68 s, 92 MB | 70 s, 320 MB | 94 s, 371 MB |
+| 1M | 8.9 s, 81 MB | 10.1 s, 310 MB | 12.5 s, 375 MB |
+| 3M | 37.1 s, 91 MB | 40.9 s, 313 MB | 51.0 s, 380 MB |
 
 Before the leftovers pass was made flat (Arrow's mimalloc pool, VACUUM's own bucket sizing;
 and the listing held whole): 1M 16 s, 551 MB / 16 s, 393 MB / 21 s, 513 MB; 3M 35 s,
-1,486 MB / 43 s, 411 MB / 53 s, 597 MB. The 1M rounds above ran beside this branch's own
-test runs, so their times are high. Single runs of fsck earlier (same shared machine): 22
-to 25 s at 1M and 66 to 72 s at 3M with jemalloc, 22 to 23 s and 72 to 80 s with mimalloc.
+1,486 MB / 43 s, 411 MB / 53 s, 597 MB (a shared machine, load 3 to 5).
 
 Each row has RSS per live file (peak RSS / N). No deltalake counterpart (it has no fsck).
 
 Sizes: `BENCH_FSCK_SIZES` (comma-separated, `100000`, `1M`, `3M`; default `300000`, quick
 on a shared machine; `3M` is the scale benchmarks' 3M-file table, generated once under
-benchmarks/data/ in about 75 s plus the sizing); `BENCH_FSCK_REPEATS` (default 3).
+benchmarks/data/ in a few minutes plus the sizing: 1M took about 130 s here); `BENCH_FSCK_REPEATS` (default 3).
 """
 
 from __future__ import annotations
