@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -306,12 +307,33 @@ def _summary(ms: list[Measurement]) -> tuple[float, float]:
     return statistics.median(m.seconds for m in ms), max(m.rss_mb for m in ms)
 
 
-def _rows_of(root: Path) -> int:
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
+_COUNT = """
+import sys
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
+q = QueryBuilder().register("t", DeltaTable(sys.argv[1])).execute("select count(*) from t")
+print(pa.table(q.read_all()).column(0)[0].as_py())
+"""
 
-    q = QueryBuilder().register("t", DeltaTable(str(root))).execute("select count(*) from t")
-    return pa.table(q.read_all()).column(0)[0].as_py()
+#: Seconds deltalake gets to count a table's rows. Its query engine once hung here on the DV
+#: table (all tokio workers parked, nothing read) and held the whole bench for 15 minutes;
+#: in a child process with a limit, a hang fails the row with the table named instead.
+COUNT_TIMEOUT_S = 600
+
+
+def _rows_of(root: Path) -> int:
+    """The rows deltalake reads from the table (its SQL engine applies deletion vectors),
+    counted in a child process that is stopped after `COUNT_TIMEOUT_S`."""
+    try:
+        out = subprocess.run([PYTHON, "-c", _COUNT, str(root)], capture_output=True,
+                             text=True, check=True, timeout=COUNT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{root}: deltalake did not count the rows within "
+                           f"{COUNT_TIMEOUT_S} s") from None
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"{root}: deltalake could not count the rows:\n"
+                           f"{exc.stderr[-2000:]}") from None
+    return int(out.stdout.split()[-1])
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
