@@ -33,7 +33,8 @@ Each row has RSS per live file (peak RSS / N). No deltalake counterpart (it has 
 
 Sizes: `BENCH_FSCK_SIZES` (comma-separated, `100000`, `1M`, `3M`; default `300000`, quick
 on a shared machine; `3M` is the scale benchmarks' 3M-file table, generated once under
-benchmarks/data/ in a few minutes plus the sizing: 1M took about 130 s here); `BENCH_FSCK_REPEATS` (default 3).
+benchmarks/data/ in a few minutes plus the sizing: 1M took about 130 s here);
+`BENCH_FSCK_REPEATS` (default 3).
 """
 
 from __future__ import annotations
