@@ -13,7 +13,7 @@ commit (`delta_ops.commit.Transaction`). Modules:
   commitInfo, the isolation rules).
 - `run`: one run of OPTIMIZE or PURGE, batch by batch, and its `LayoutResult`.
 - `optimize`, `purge`: the operations.
-- `statistics`, `file_stats` and `stats`: helper stats's modules; per-file statistics from
+- `statistics`, `file_stats` and `stats`: per-file statistics from
   data (`StatsCollector`, used by `rewrite` for the new files) and the statistics
   operation (`compute_stats`, see docs/layout_stats.md).
 

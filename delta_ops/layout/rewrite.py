@@ -9,7 +9,7 @@ keeps its stable row ID and row commit version through the materialized columns 
 `delta.rowTracking.materializedRowIdColumnName` / `...RowCommitVersionColumnName`: the
 materialized value when the input has a non-null one, else `baseRowId` + the row's physical
 index, and `defaultRowCommitVersion`), "Per-file Statistics" (the new files get statistics
-from `delta_ops.layout.statistics.StatsCollector`, helper stats's module).
+from `delta_ops.layout.statistics.StatsCollector`).
 
 `rewrite_bin(storage, task)` is a module-level function of (storage, item), so
 `Engine.map_tasks` runs it on local threads or ships it to Spark executors. Memory follows
