@@ -316,9 +316,22 @@ def test_safety_property_of_test_vacuum_through_the_partitioned_path(
     vacuum_tests.property_no_file_of_a_version_in_the_window_is_deleted(tmp_path_factory)
 
 
+def _with_examples(prop, examples: int):  # type: ignore[no-untyped-def]
+    """`prop` (an awkward-path property) as a new Hypothesis test with `examples` examples.
+
+    `test_vacuum_paths_property.py` runs them at full size (500 and 300) through the default
+    path; here they run again through the partitioned one, which costs more than twice as
+    much per example, with a third of the examples. A new test, so the shared one keeps its
+    own settings."""
+    return settings(deadline=None, max_examples=examples,
+                    suppress_health_check=[HealthCheck.too_slow])(
+        given(paths_property.tables())(prop.hypothesis.inner_test))
+
+
 def test_awkward_path_properties_through_the_partitioned_path(partitioned):
-    paths_property.vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root()
-    paths_property.files_deltalake_reads_survive_vacuum()
+    _with_examples(
+        paths_property.vacuum_never_lists_a_referenced_file_nor_touches_outside_the_root, 170)()
+    _with_examples(paths_property.files_deltalake_reads_survive_vacuum, 100)()
 
 
 def test_corpus_vacuum_matches_the_rules_through_the_partitioned_path(
