@@ -18,6 +18,7 @@ is injected.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import uuid
 from datetime import timedelta
@@ -358,27 +359,36 @@ def test_catalog_managed_table_needs_explicit_permission(table_copy, capsys):
 # Temporary files of killed writers
 # --------------------------------------------------------------------------------------
 
+#: Fixed draws, not `uuid4()`: the names are test ids, and every process collecting the
+#: tests (pytest-xdist's workers) must see the same ones.
+_UUIDS = random.Random("temp-file-names")
+
+
+def _uuid() -> uuid.UUID:
+    return uuid.UUID(int=_UUIDS.getrandbits(128), version=4)
+
+
 REAL_NAMES = [
     "00000000000000000005.json",
     "00000000000000000005.crc",
     "00000000000000000005.checkpoint.parquet",
     "00000000000000000005.checkpoint.0000000001.0000000002.parquet",
-    f"00000000000000000005.checkpoint.{uuid.uuid4()}.json",
-    f"00000000000000000005.checkpoint.{uuid.uuid4()}.parquet",
+    f"00000000000000000005.checkpoint.{_uuid()}.json",
+    f"00000000000000000005.checkpoint.{_uuid()}.parquet",
     "00000000000000000003.00000000000000000005.compacted.json",
     "_last_checkpoint",
     ".00000000000000000005.json.crc",
     "._last_checkpoint.crc",
 ]
 LOOK_ALIKES = [
-    f".00000000000000000005.json.{uuid.uuid4().hex}.tmp.crc",  # Hadoop side file of a temp
-    f".00000000000000000005.json.{uuid.uuid4().hex[:31]}.tmp",  # not a uuid
-    f".00000000000000000005.json.{uuid.uuid4().hex.upper()}.tmp",  # not as writers spell it
-    f".notes.txt.{uuid.uuid4().hex}.tmp",  # not a log file's temp
-    f"00000000000000000005.json.{uuid.uuid4().hex}.tmp",  # not hidden
-    f"..00000000000000000005.json.{uuid.uuid4().hex}.tmp",
-    f".00000000000000000005.json.{uuid.uuid4().hex}.tmp.x",
-    f".{uuid.uuid4().hex}.tmp",
+    f".00000000000000000005.json.{_uuid().hex}.tmp.crc",  # Hadoop side file of a temp
+    f".00000000000000000005.json.{_uuid().hex[:31]}.tmp",  # not a uuid
+    f".00000000000000000005.json.{_uuid().hex.upper()}.tmp",  # not as writers spell it
+    f".notes.txt.{_uuid().hex}.tmp",  # not a log file's temp
+    f"00000000000000000005.json.{_uuid().hex}.tmp",  # not hidden
+    f"..00000000000000000005.json.{_uuid().hex}.tmp",
+    f".00000000000000000005.json.{_uuid().hex}.tmp.x",
+    f".{_uuid().hex}.tmp",
 ]
 
 
