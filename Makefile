@@ -13,6 +13,12 @@ STAMP := $(VENV)/.installed
 JAVA := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 #: Tests `make test-quick` leaves out: Spark, S3 (moto), `dagster dev` and the slow ones.
 QUICK_MARKERS := not spark and not s3 and not e2e and not slow
+# The suite runs on one pytest-xdist worker per core, at most 4 (each worker starts its own
+# Spark session and moto server when its tests need them). A test module stays on one worker
+# (`loadfile`): module fixtures such as the kill tests' template are built once.
+# `make test TEST_WORKERS=0` runs everything in one process.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 install: $(STAMP) compile
 
@@ -40,11 +46,11 @@ demo: java install
 	$(BIN)/python -m delta_ops.demo
 
 test: java install
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The core in a few minutes: no Spark, S3, `dagster dev` or slow tests.
 test-quick: install
-	$(BIN)/python -m pytest -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
