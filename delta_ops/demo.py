@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         for name, what in built.items():
             print(f"  {name}: {what}")
-    print("running the maintenance job through Dagster ...", flush=True)
+    print("running every asset through Dagster (the implicit asset job) ...", flush=True)
     result, registry = run_maintenance(args.registry)
     print_summary(result, registry, built)
     print(f"\nrun {result.run_id}: {'succeeded' if result.success else 'had failures'} "

@@ -63,4 +63,17 @@ def refusals(table: str, component: str) -> Iterator[None]:
         raise as_failure(exc, table=table, component=component) from exc
 
 
-__all__ = ["as_failure", "refusals"]
+def registered_partition(name: str, registered: list[str] | tuple[str, ...]) -> str:
+    """`name`, a partition key of a per-table job, when it names a registered table; else a
+    Failure saying so (a partition left over from a table removed from the registry)."""
+    if name not in registered:
+        raise Failure(
+            description=f"partition {name!r} is not a registered table (registered: "
+            f"{', '.join(registered) or 'none'}); reload the code location",
+            metadata={"table": name, "reason": "not registered"},
+            allow_retries=False,
+        )
+    return name
+
+
+__all__ = ["as_failure", "refusals", "registered_partition"]

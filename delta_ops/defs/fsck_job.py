@@ -28,7 +28,7 @@ from dagster import (
 from pydantic import Field
 
 from delta_ops.defs.assets import DELTA_LOG, asset_key, table_run
-from delta_ops.defs.failures import refusals
+from delta_ops.defs.failures import refusals, registered_partition
 from delta_ops.defs.jobs import TABLE_PARTITIONS
 from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.resources import RegistryResource, SparkResource
@@ -63,13 +63,7 @@ def repair_table_op(
 ) -> None:
     from delta_ops.maintenance.fsck import fsck
 
-    name = context.partition_key
-    if name not in registry.load().by_name:
-        raise Failure(
-            description=f"partition {name!r} is not a registered table; reload the code "
-            "location", metadata={"table": name, "reason": "not registered"},
-            allow_retries=False,
-        )
+    name = registered_partition(context.partition_key, registry.load().names)
     run = table_run(name, DELTA_LOG, registry, spark)
     with refusals(name, "fsck"):
         result = fsck(run.storage, repair=True, confirm=config.confirm,

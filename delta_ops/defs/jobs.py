@@ -43,7 +43,7 @@ from delta_ops.defs.assets import (
     run_row_tracking,
     table_run,
 )
-from delta_ops.defs.failures import refusals
+from delta_ops.defs.failures import refusals, registered_partition
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.protocol.upgrade import plan_protocol_upgrade
 
@@ -93,14 +93,7 @@ def backfill_row_tracking_op(
     registry: RegistryResource,
     spark: SparkResource,
 ) -> None:
-    name = context.partition_key
-    if name not in registry.load().by_name:
-        raise Failure(
-            description=f"partition {name!r} is not a registered table (registered: "
-            f"{', '.join(registry.load().names) or 'none'}); reload the code location",
-            metadata={"table": name, "reason": "not registered"},
-            allow_retries=False,
-        )
+    name = registered_partition(context.partition_key, registry.load().names)
     run = table_run(name, ROW_TRACKING, registry, spark)
     from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
 

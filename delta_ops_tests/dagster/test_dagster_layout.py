@@ -240,8 +240,12 @@ def test_fsck_repair_job_is_a_dry_run_until_confirmed(tmp_path):
         {"name": "t", "uri": str(root)}]})
     defs = build_definitions(reg)
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["t"])
+    instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["t", "gone"])
     job = defs.resolve_job_def("fsck_repair")
+    stale = job.execute_in_process(instance=instance, partition_key="gone", raise_on_error=False)
+    (failure,) = stale.get_step_failure_events()
+    assert "partition 'gone' is not a registered table (registered: t)" in (
+        failure.step_failure_data.user_failure_data.description)
     dry = job.execute_in_process(instance=instance, partition_key="t")
     (observed,) = [md(e) for e in dry.all_events if e.event_type_value == "ASSET_OBSERVATION"]
     assert observed["fsck_repair"] == "dry run" and observed["files_to_remove"] == 1
