@@ -69,9 +69,9 @@ def test_make_demo_and_test_need_java_17_or_newer_and_say_so_in_one_line(tmp_pat
 
 
 def test_the_demos_run_config_is_valid_and_confirms_deletes():
-    """The demo maintains every table in full: its run of the `maintenance` job carries
+    """The demo maintains every table in full: its run of the implicit asset job carries
     `confirm_deletes` for each table's step (without it VACUUM and metadata cleanup are left
-    out of a run of the whole job), and Dagster accepts that config for the demo's registry."""
+    out of the run), and Dagster accepts that config for the demo's registry."""
     from dagster import validate_run_config
 
     from delta_ops.defs import build_definitions

@@ -1,7 +1,7 @@
 """Two runs never maintain one table at once: each table's maintenance step is in its own
 Dagster pool (`delta_ops.defs.tables.table_pool`), and the instance's
 `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`) gives every such pool one
-slot. Real runs of the `maintenance` job on a real SQLite instance, started at once from two
+slot. Real runs of the implicit asset job on a real SQLite instance, started at once from two
 processes; the steps' own start and end events tell whether they overlapped.
 """
 
@@ -51,8 +51,9 @@ def _defs(tmp_path: Path, names: list[str]):
 
 
 #: One run worker: loads the registry's definitions, says it is ready, waits for the go,
-#: runs `maintenance` for one table's checksums and checkpoint on DAGSTER_HOME's instance,
-#: then prints the table step's (start, end) from the run's events and whether it succeeded.
+#: runs the implicit asset job for one table's checksums and checkpoint on DAGSTER_HOME's
+#: instance, then prints the table step's (start, end) from the run's events and whether it
+#: succeeded.
 WORKER = """
 import json, sys, time
 from pathlib import Path
@@ -78,9 +79,9 @@ with DagsterInstance.get() as instance:
 
 
 def _run_at_once(tmp_path: Path, home: Path, tables: list[str]) -> list[tuple[float, float, bool]]:
-    """Runs of `maintenance`, one per entry of `tables` (its checksums and checkpoint), each
-    in its own process (as run workers are) on the instance at `home`, started together;
-    each run's table step as (start, end, succeeded)."""
+    """Runs of the implicit asset job, one per entry of `tables` (its checksums and
+    checkpoint), each in its own process (as run workers are) on the instance at `home`,
+    started together; each run's table step as (start, end, succeeded)."""
     env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     go = tmp_path / "go"
