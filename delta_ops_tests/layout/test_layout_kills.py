@@ -219,6 +219,8 @@ def test_sigkill_mid_optimize_leaves_the_table_whole_and_a_rerun_finishes(
     s3 = request.getfixturevalue("s3_server") if backend_name == "s3" else None
     backend = _Backend(template, tmp_path, s3)
     uri, storage = backend.fresh()
+    # Every partition is one bin: 40 bins, committed in three batches (module docstring).
+    assert optimize(storage, target_size=TARGET).bins == PARTITIONS
     total, first = _timed_run(backend, uri)
     assert our_rows(storage) == rows
     assert optimize(storage, target_size=TARGET).bins == 0
