@@ -6,7 +6,7 @@ server that cannot be reached, a session that fails) is one line naming where an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,7 +63,7 @@ def refusals(table: str, component: str) -> Iterator[None]:
         raise as_failure(exc, table=table, component=component) from exc
 
 
-def registered_partition(name: str, registered: list[str] | tuple[str, ...]) -> str:
+def registered_partition(name: str, registered: Sequence[str]) -> str:
     """`name`, a partition key of a per-table job, when it names a registered table; else a
     Failure saying so (a partition left over from a table removed from the registry)."""
     if name not in registered:

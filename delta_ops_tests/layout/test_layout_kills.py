@@ -122,7 +122,7 @@ class _Backend:
             bucket, prefix = uri[len("s3://"):].split("/", 1)
             client = self.s3.client()
             files = [p for p in self.template.rglob("*") if p.is_file()]
-            # One PUT each, 16 at a time: a serial copy of the ~260 files was most of
+            # One PUT each, 16 at a time: a serial copy of the template was most of
             # each kill's time on moto.
             with ThreadPoolExecutor(16) as pool:
                 list(pool.map(lambda path: client.upload_file(
@@ -242,8 +242,8 @@ def test_sigkill_mid_optimize_leaves_the_table_whole_and_a_rerun_finishes(
         # The re-run goes through the same CLI entry point in this process: the kills
         # need fresh processes, the re-run only needs to finish (41 process starts were
         # half of this test's time).
-        assert cli_main(_cli(backend, uri)[3:]) == 0, f"{where}: re-run failed: " + \
-            capsys.readouterr().err[-2000:]
+        code = cli_main(_cli(backend, uri)[3:])
+        assert code == 0, f"{where}: re-run failed: {capsys.readouterr().err[-2000:]}"
         assert our_rows(storage) == rows, where
         _deltalake_agrees(backend, storage, rows)
         assert optimize(storage, target_size=TARGET).bins == 0, where

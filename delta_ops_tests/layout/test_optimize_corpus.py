@@ -72,14 +72,15 @@ def _canonical(table: pa.Table) -> pa.Table:
     their Python repr, then sorted by every column. Arrow does the work: a corpus table of a
     million rows compared as Python tuples took half a minute."""
     names = sorted(table.column_names)
+    if not names:
+        return table
     cols = []
     for name in names:
         col = table.column(name)
         if not _sortable(col.type):
             col = pa.array([repr(v) for v in col.to_pylist()], pa.string())
         cols.append(col)
-    out = pa.table(cols, names=names) if names else table
-    return out.sort_by([(n, "ascending") for n in names]) if names else out
+    return pa.table(cols, names=names).sort_by([(n, "ascending") for n in names])
 
 
 def _sortable(t: pa.DataType) -> bool:
