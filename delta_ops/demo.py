@@ -17,7 +17,7 @@
 2. Runs every asset (the implicit asset job) in this process through Dagster
    (DAGSTER_HOME defaults to `.dagster_home/`, so
    `DAGSTER_HOME=$PWD/.dagster_home dagster dev -w workspace.yaml` shows these runs; its
-   dagster.yaml gets one slot per table pool, so no two runs maintain one table at once),
+   dagster.yaml gets one slot per table pool, so two runs wait for each other on a table),
    and prints a summary per table and component from the run's events.
 
 Protocol sections: "Add File and Remove File", "Creation of New Log Entries" (the commits);
@@ -401,7 +401,7 @@ def run_maintenance(registry_path: Path) -> tuple[Any, Any]:
         # Defaults (SQLite storage under DAGSTER_HOME); the demo sends no usage statistics.
         config.write_text("telemetry:\n  enabled: false\n")
     if "concurrency:" not in config.read_text():
-        # One slot per table pool: two runs never maintain one table at once (`dagster dev`
+        # One slot per table pool: a run waits while another maintains its table (`dagster dev`
         # on this DAGSTER_HOME included).
         with config.open("a") as fh:
             fh.write(INSTANCE_CONCURRENCY)

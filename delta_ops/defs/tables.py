@@ -33,11 +33,14 @@ so that each table's copy of them is small; the table's specs carry it.
 VACUUM and metadata cleanup carry an `AutomationCondition` on their policy's cron (UTC),
 evaluated by the `delta_tables_automation` sensor (`delta_ops.defs.schedules`). The
 maintenance step's `pool` is its table's (`table_pool`: `delta_ops_table/<t>`): with the
-instance's `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`), two runs never
-maintain one table at once (a manual run, *Materialize all*, the cron automation and the
+instance's `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`), two runs do
+not maintain one table at once (a manual run, *Materialize all*, the cron automation and the
 watch alike: the later step waits for the slot), while different tables run in parallel.
 Without that setting a pool has no limit and nothing but the watch's own in-flight check
-keeps runs apart. Owners and tags of the registry entry go on every asset.
+keeps runs apart. The pool saves duplicate work and is not a lock: on a SQLite instance two
+steps that claim the slot in the same instant can both get it (docs/dagster.md, "One table,
+one run at a time"), and the protocol, not the pool, keeps the table whole then. Owners
+and tags of the registry entry go on every asset.
 """
 
 
