@@ -103,20 +103,26 @@ def _run_at_once(tmp_path: Path, home: Path, tables: list[str], *,
             [sys.executable, "-c", WORKER, str(tmp_path / "tables.yaml"), name,
              str(ready[-1]), str(go[-1])],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    _wait(lambda: all(r.exists() for r in ready), procs, "the run processes to load")
-    go[0].touch()
-    if second_waits_for_slot:
-        with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-            pool = table_pool(tables[0])
-            _wait(lambda: instance.event_log_storage.get_concurrency_info(pool).claimed_slots,
-                  procs, f"the first run's step to claim the slot of pool {pool}")
-        go[-1].touch()
-    out = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode == 0, stderr[-3000:]
-        out.append(tuple(json.loads(stdout.strip().splitlines()[-1])))
-    return out
+    try:
+        _wait(lambda: all(r.exists() for r in ready), procs, "the run processes to load")
+        go[0].touch()
+        if second_waits_for_slot:
+            with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+                pool = table_pool(tables[0])
+                _wait(lambda: instance.event_log_storage.get_concurrency_info(pool)
+                      .claimed_slots, procs, f"the first run's step to claim pool {pool}'s slot")
+            go[-1].touch()
+        out = []
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=600)
+            assert proc.returncode == 0, stderr[-3000:]
+            out.append(tuple(json.loads(stdout.strip().splitlines()[-1])))
+        return out
+    finally:  # a failed wait leaves no worker waiting for its go
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _wait(condition, procs: list[subprocess.Popen], what: str) -> None:
