@@ -1,4 +1,4 @@
-"""Two runs never maintain one table at once: each table's maintenance step is in its own
+"""A run waits while another maintains its table: each table's maintenance step is in its own
 Dagster pool (`delta_ops.defs.tables.table_pool`), and the instance's
 `concurrency: pools: default_limit: 1` (`INSTANCE_CONCURRENCY`) gives every such pool one
 slot. Real runs of the implicit asset job on a real SQLite instance, each in its own process;
