@@ -123,7 +123,34 @@ def operation_parameters(operation: str, predicate: str | None) -> dict[str, Any
     return {"predicate": preds, "zOrderBy": "[]", "clusterBy": "[]", "auto": False}
 
 
-def _remove(f: InputFile, now: int) -> dict[str, Any]:
+def _planned_extras(planned: Snapshot, removed: Sequence[InputFile]
+                    ) -> list[tuple[str | None, dict[str, str] | None]]:
+    """(stats, tags) of each removed file's add, from its row of the planned snapshot (the
+    plan keeps row numbers, not the strings).
+
+    Raises:
+        ValueError: a file is not the add at its row of `planned` (bins planned on another
+            snapshot), naming the file and the version.
+    """
+    files = planned.files
+    rows = [f.row for f in removed]
+    taken = files.take(rows) if rows else files.slice(0, 0)
+    paths = taken.column("path").to_pylist()
+    stats = (taken.column("stats").to_pylist() if "stats" in taken.column_names
+             else [None] * len(rows))
+    tags = (taken.column("tags").to_pylist() if "tags" in taken.column_names
+            else [None] * len(rows))
+    for f, path in zip(removed, paths, strict=True):
+        if path != f.path:
+            raise ValueError(
+                f"input {f.path} is not row {f.row} of the planned snapshot (version "
+                f"{planned.version}, table {planned.storage.root}): the bins were planned on "
+                "another snapshot; nothing was committed")
+    return [(s, dict(t) if t else None) for s, t in zip(stats, tags, strict=True)]
+
+
+def _remove(f: InputFile, now: int, stats: str | None,
+            tags: Mapping[str, str] | None) -> dict[str, Any]:
     rm: dict[str, Any] = {
         "path": f.path,
         "deletionTimestamp": now,
@@ -134,10 +161,10 @@ def _remove(f: InputFile, now: int) -> dict[str, Any]:
     }
     if f.deletion_vector:
         rm["deletionVector"] = dict(f.deletion_vector)
-    if f.stats is not None:
-        rm["stats"] = f.stats
-    if f.tags:
-        rm["tags"] = dict(f.tags)
+    if stats is not None:
+        rm["stats"] = stats
+    if tags:
+        rm["tags"] = dict(tags)
     if f.base_row_id is not None:
         rm["baseRowId"] = f.base_row_id
     if f.default_row_commit_version is not None:
@@ -218,10 +245,13 @@ def commit_batch(
                         f"the table's protocol or metadata changed after version "
                         f"{planned.version} (now {snap.version}); plan again")
                 return BatchOutcome(None, (), failed, {})
-        live = _live_keys(snap)
+        # Every input is live in the planned snapshot (the plan took it from there, and
+        # `_planned_extras` checks each one is its row); a snapshot read after a conflict
+        # is checked file by file.
+        live = None if snap is planned else _live_keys(snap)
         keep = []
         for b, out in pending:
-            gone = [f for f in b.files if f.file_key() not in live]
+            gone = [] if live is None else [f for f in b.files if f.file_key() not in live]
             if gone:
                 failed[b.index] = (
                     f"input {gone[0].path} was removed or got a new deletion vector in a "
@@ -246,7 +276,9 @@ def commit_batch(
             engine=engine,
             row_counts={a["path"]: _num_records(a) for a in adds if _num_records(a) is not None},
         )
-        txn.remove_files(_remove(f, now) for f in removed)
+        extras = _planned_extras(planned, removed)
+        txn.remove_files(_remove(f, now, stats, tags)
+                         for f, (stats, tags) in zip(removed, extras, strict=True))
         txn.add_files(adds)
         try:
             result = txn.commit()

@@ -38,10 +38,12 @@ keeps PURGE's rewrite of a whole file for a few deleted rows affordable while st
 small-file counts by orders of magnitude; the rewrite streams, so memory does not grow with
 the target.
 
-`where` is a predicate on partition columns only: `col = 'v'`, `col != 'v'` (or `<>`),
-`col IN ('a', 'b')`, `col IS NULL`, `col IS NOT NULL`, joined by `AND`. Literals are
-compared with the serialized partition values of the log (`'2024-01-01'`, `1`). Anything
-else is refused by `InvalidPredicateError` before the plan is made.
+`where` is a predicate on partition columns only (`delta_ops.layout.predicate`: its grammar,
+`parse_where`, re-exported here), evaluated once per partition.
+
+The plan reads the live files column by column (Arrow and numpy over every file) and makes
+Python objects only for the files its bins take: a table of a million small files plans in
+a few hundred MB beside its snapshot, not in gigabytes.
 
 Pure: no I/O.
 """
@@ -52,11 +54,12 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from delta_ops.errors import InvalidPredicateError
+from delta_ops.layout.predicate import PartitionPredicate, parse_where
 from delta_ops.protocol.path_identity import relative_key
 
 __all__ = [
@@ -123,104 +126,12 @@ def target_file_size(configuration: Mapping[str, str], *, table: str | None = No
         raise ValueError(f"{exc} (table {table}, version {version})") from None
 
 
-# ---- the partition predicate -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class PartitionPredicate:
-    """A conjunction of (column, op, values) clauses on partition columns (logical names).
-
-    `op` is one of "in", "not in", "is null", "is not null"; `values` are strings.
-    """
-
-    text: str
-    clauses: tuple[tuple[str, str, tuple[str, ...]], ...]
-
-    def matches(self, values: Mapping[str, str | None]) -> bool:
-        """Whether a file with these partition values (logical name -> serialized value)
-        satisfies every clause."""
-        for column, op, literals in self.clauses:
-            v = values.get(column)
-            if op == "is null":
-                ok = v is None
-            elif op == "is not null":
-                ok = v is not None
-            elif op == "in":
-                ok = v is not None and v in literals
-            else:
-                ok = v is not None and v not in literals
-            if not ok:
-                return False
-        return True
-
-
-_LITERAL = r"'(?:[^']|'')*'|-?\d+(?:\.\d+)?|true|false"
-_CLAUSE = re.compile(
-    r"^\s*(?P<col>`[^`]+`|[A-Za-z_][\w.]*)\s*(?:"
-    r"(?P<cmp>=|==|!=|<>)\s*(?P<lit>" + _LITERAL + r")"
-    r"|(?P<not>not\s+)?in\s*\((?P<list>.*)\)"
-    r"|is\s+(?P<isnot>not\s+)?null)\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def _literal(text: str) -> str:
-    text = text.strip()
-    if text.startswith("'"):
-        return text[1:-1].replace("''", "'")
-    return text.lower() if text.lower() in ("true", "false") else text
-
-
-def parse_where(where: str, partition_columns: Sequence[str], *,
-                table: str | None = None) -> PartitionPredicate:
-    """Parse a partition predicate (grammar in the module docstring).
-
-    Raises:
-        InvalidPredicateError: a clause that does not parse, or names a column that is not
-            a partition column (the message lists the partition columns).
-    """
-    known = {c.lower(): c for c in partition_columns}
-    if not known:
-        raise InvalidPredicateError(
-            f"--where {where!r}: the table is not partitioned, so there is no partition "
-            "column to filter on", table=table)
-    clauses = []
-    for part in re.split(r"\s+and\s+", where.strip(), flags=re.IGNORECASE):
-        m = _CLAUSE.match(part)
-        if m is None:
-            raise InvalidPredicateError(
-                f"--where clause {part.strip()!r} is not one of: col = 'v', col != 'v', "
-                "col IN ('a', 'b'), col IS [NOT] NULL (joined by AND)", table=table)
-        col = m.group("col").strip("`")
-        if col.lower() not in known:
-            raise InvalidPredicateError(
-                f"--where names column {col!r}, which is not a partition column; OPTIMIZE "
-                f"and PURGE filter on partition columns only: {sorted(known.values())}",
-                table=table)
-        col = known[col.lower()]
-        if m.group("cmp"):
-            op = "in" if m.group("cmp") in ("=", "==") else "not in"
-            values: tuple[str, ...] = (_literal(m.group("lit")),)
-        elif m.group("list") is not None:
-            items = re.findall(_LITERAL, m.group("list"), flags=re.IGNORECASE)
-            rest = re.sub(_LITERAL, "", m.group("list"), flags=re.IGNORECASE)
-            if not items or rest.replace(",", "").strip():
-                raise InvalidPredicateError(
-                    f"--where clause {part.strip()!r}: IN takes a list of literals",
-                    table=table)
-            op = "not in" if m.group("not") else "in"
-            values = tuple(_literal(i) for i in items)
-        else:
-            op = "is not null" if m.group("isnot") else "is null"
-            values = ()
-        clauses.append((col, op, values))
-    return PartitionPredicate(where.strip(), tuple(clauses))
-
-
 # ---- the plan -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class InputFile:
-    """One live file a bin rewrites, with what its remove must carry.
+class InputFile(NamedTuple):
+    """One live file a bin rewrites, with what its remove must carry (a named tuple: a
+    plan of a million small files makes a million of them, and a tuple is the cheapest
+    immutable record to build).
 
     Attributes:
         path: The path as the log writes it.
@@ -230,8 +141,11 @@ class InputFile:
         deleted_rows: Rows its deletion vector deletes (0 without a DV).
         deletion_vector: The DV descriptor as the log writes it, None without one.
         base_row_id, default_row_commit_version: Row tracking fields, None when absent.
-        stats, tags: As the add wrote them (carried into the remove, as Spark does).
-        partition_values: Physical partition column -> serialized value.
+        partition_values: Physical partition column -> serialized value (one mapping per
+            partition, shared by its files: read only).
+        row: The file's row in the planned snapshot's `files`, where the remove takes the
+            add's `stats` and `tags` from (`layout.commit`); a plan of a million files
+            does not hold a million statistics strings.
     """
 
     path: str
@@ -242,17 +156,12 @@ class InputFile:
     deletion_vector: Mapping[str, Any] | None
     base_row_id: int | None
     default_row_commit_version: int | None
-    stats: str | None
-    tags: Mapping[str, str] | None
     partition_values: Mapping[str, str | None]
+    row: int
 
     @property
     def deleted_ratio(self) -> float:
-        if not self.deleted_rows:
-            return 0.0
-        if not self.num_records:
-            return 1.0
-        return self.deleted_rows / self.num_records
+        return _deleted_ratio(self.deleted_rows, self.num_records)
 
     def file_key(self) -> tuple[str, str | None]:
         """(path, DV unique id): what must still be live, unchanged, for the bin to commit."""
@@ -351,6 +260,16 @@ class LayoutPlan:
         }
 
 
+def _deleted_ratio(deleted_rows: int, num_records: int | None) -> float:
+    """The share of a file's rows its deletion vector deletes (1.0 when its row count is
+    unknown or zero)."""
+    if not deleted_rows:
+        return 0.0
+    if not num_records:
+        return 1.0
+    return deleted_rows / num_records
+
+
 def _num_records(stats: str | None) -> int | None:
     if not stats:
         return None
@@ -361,38 +280,128 @@ def _num_records(stats: str | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def input_files(files: Any, root: str) -> tuple[list[InputFile], int]:
-    """The snapshot's live files (an Arrow table of add actions) as `InputFile`s, and how
-    many lie outside the table root (left out)."""
-    out: list[InputFile] = []
-    outside = 0
-    for row in files.to_pylist():
-        key = relative_key(row["path"], root)
-        if key is None:
-            outside += 1
-            continue
-        dv = row.get("deletionVector")
-        if dv is not None and dv.get("storageType") is None:
-            dv = None
+def _partition_values(files: Any, physical: Sequence[str]) -> tuple[list[dict], Any]:
+    """The distinct partitions of the live files and each file's partition number:
+    (`[{physical column: value}]`, an int64 numpy array with one entry per file). A value
+    missing from a file's `partitionValues` reads as null, as a null value does. Arrow's
+    `map_lookup` reads the map column without a Python object per file."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = files.num_rows
+    if not n:
+        return [], np.zeros(0, dtype=np.int64)
+    if not physical:
+        return [{}], np.zeros(n, dtype=np.int64)
+    column = files.column("partitionValues")
+    if pa.types.is_map(column.type):
+        values = [pc.map_lookup(column, name, "first") for name in physical]
+    else:  # a table built by hand: (key, value) pairs per row
+        rows = [dict(r or ()) for r in column.to_pylist()]
+        values = [pa.array([r.get(name) for r in rows], pa.string()) for name in physical]
+    codes, dictionaries = [], []
+    for v in values:
+        v = v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+        encoded = pc.dictionary_encode(v, null_encoding="encode")
+        codes.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+        dictionaries.append(encoded.dictionary.to_pylist())
+    if len(codes) == 1:
+        combos, inverse = np.arange(len(dictionaries[0]))[:, None], codes[0]
+    else:
+        combos, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    partitions = [
+        {name: dictionaries[i][c] for i, (name, c) in enumerate(zip(physical, combo, strict=True))}
+        for combo in combos.tolist()
+    ]
+    return partitions, np.asarray(inverse, dtype=np.int64).reshape(n)
+
+
+def _int_column(files: Any, name: str, default: int = 0) -> Any:
+    """Column `name` as an int64 numpy array, nulls (and a missing column) as `default`."""
+    import numpy as np
+    import pyarrow as pa
+
+    if name not in files.column_names or pa.types.is_null(files.column(name).type):
+        return np.full(files.num_rows, default, dtype=np.int64)
+    return files.column(name).fill_null(default).to_numpy().astype(np.int64)
+
+
+def _deletion_vectors(files: Any) -> tuple[Any, Any]:
+    """(has a DV, its cardinality) per file, as numpy arrays; a DV descriptor without a
+    storage type counts as none."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = files.num_rows
+    column = files.column("deletionVector") if "deletionVector" in files.column_names else None
+    if column is None or not pa.types.is_struct(column.type):
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    names = {column.type.field(i).name for i in range(column.type.num_fields)}
+    has = pc.is_valid(pc.struct_field(column, "storageType")).to_numpy(zero_copy_only=False)
+    if "cardinality" not in names:
+        return has, np.zeros(n, dtype=np.int64)
+    cardinality = pc.struct_field(column, "cardinality").fill_null(0)
+    return has, cardinality.to_numpy().astype(np.int64)
+
+
+def _keys(files: Any, root: str) -> tuple[Any, dict[int, str]]:
+    """Which files lie under `root` (a numpy bool array) and, for those whose storage key
+    is not their path as written, the key by row. One `relative_key` per file, a chunk of
+    paths at a time."""
+    import numpy as np
+
+    inside = np.ones(files.num_rows, dtype=bool)
+    differs: dict[int, str] = {}
+    row = 0
+    for chunk in files.column("path").chunks if files.num_rows else ():
+        for path in chunk.to_pylist():
+            key = relative_key(path, root)
+            if key is None:
+                inside[row] = False
+            elif key != path:
+                differs[row] = key
+            row += 1
+    return inside, differs
+
+
+def _input_files(files: Any, rows: Any, keys: Mapping[int, str], sizes: Any,
+                 has_dv: Any, cardinality: Any, num_records: Mapping[int, int | None],
+                 partitions: Sequence[Mapping[str, str | None]]) -> list[InputFile]:
+    """The `InputFile`s of `rows` (numpy row numbers into `files`), in that order, the
+    i-th in partition `partitions[i]`."""
+    if not len(rows):
+        return []
+    taken = files.select([c for c in ("path", "deletionVector", "baseRowId",
+                                      "defaultRowCommitVersion") if c in files.column_names]
+                         ).take(rows)
+    paths = taken.column("path").to_pylist()
+    dv_rows = [i for i, r in enumerate(rows.tolist()) if has_dv[r]]
+    dvs = dict(zip(dv_rows, taken.column("deletionVector").take(dv_rows).to_pylist(),
+                   strict=True)) if dv_rows else {}
+    base = (taken.column("baseRowId").to_pylist() if "baseRowId" in taken.column_names
+            else [None] * len(paths))
+    commit = (taken.column("defaultRowCommitVersion").to_pylist()
+              if "defaultRowCommitVersion" in taken.column_names else [None] * len(paths))
+    out = []
+    for i, r in enumerate(rows.tolist()):
+        dv = dvs.get(i)
         if dv is not None:
             dv = {k: v for k, v in dv.items() if v is not None}
-        tags = row.get("tags")
-        out.append(
-            InputFile(
-                path=row["path"],
-                key=key,
-                size=int(row.get("size") or 0),
-                num_records=_num_records(row.get("stats")),
-                deleted_rows=int(dv.get("cardinality") or 0) if dv else 0,
-                deletion_vector=dv,
-                base_row_id=row.get("baseRowId"),
-                default_row_commit_version=row.get("defaultRowCommitVersion"),
-                stats=row.get("stats"),
-                tags=dict(tags) if tags else None,
-                partition_values=dict(row.get("partitionValues") or []),
-            )
-        )
-    return out, outside
+        path = paths[i]
+        out.append(InputFile(  # positional, in the order of the fields
+            path, keys.get(r, path), int(sizes[r]), num_records.get(r),
+            int(cardinality[r] or 0) if dv else 0, dv, base[i], commit[i], partitions[i], r))
+    return out
+
+
+def _records_of(files: Any, rows: Any) -> dict[int, int | None]:
+    """`numRecords` from the stats of `rows` (numpy row numbers), by row."""
+    if not len(rows) or "stats" not in files.column_names:
+        return {r: None for r in rows.tolist()}
+    stats = files.column("stats").take(rows).to_pylist()
+    return {r: _num_records(s) for r, s in zip(rows.tolist(), stats, strict=True)}
 
 
 def _directory(key: str) -> str:
@@ -438,41 +447,68 @@ def plan_layout(
     if not 0.0 <= max_deleted_rows_ratio <= 1.0:
         raise ValueError(
             f"max_deleted_rows_ratio must be between 0 and 1, got {max_deleted_rows_ratio}")
+    import numpy as np
+
     min_size = target_size if min_file_size is None else min_file_size
     cap = max(target_size, max_bin_bytes or BIN_TARGETS * target_size)
     physical_to_logical = {p: lg for lg, p in partition_columns.items()}
-    candidates, outside = input_files(files, root)
-    by_partition: dict[tuple, list[InputFile]] = {}
+    # Column by column, with numpy arrays over every live file; Python objects only for the
+    # files a bin takes (a million small files cost hundreds of MB, not gigabytes).
+    partitions, partition_of = _partition_values(files, list(partition_columns.values()))
+    sizes = _int_column(files, "size")
+    has_dv, cardinality = _deletion_vectors(files)
+    inside, keys = _keys(files, root)
+    outside = int((~inside).sum())
+    order = np.argsort(partition_of, kind="stable")
+    bounds = np.searchsorted(partition_of[order], np.arange(len(partitions) + 1))
+    selected: list[tuple[tuple, dict, Any]] = []
     considered = 0
     considered_bytes = 0
-    for f in candidates:
-        logical = {physical_to_logical.get(k, k): v for k, v in f.partition_values.items()}
+    for p, values in enumerate(partitions):
+        rows = order[bounds[p]:bounds[p + 1]]
+        rows = rows[inside[rows]]
+        if not len(rows):
+            continue
+        logical = {physical_to_logical.get(k, k): v for k, v in values.items()}
         if where is not None and not where.matches(logical):
             continue
-        considered += 1
-        considered_bytes += f.size
-        key = tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0]))
-        by_partition.setdefault(key, []).append(f)
-    bins: list[Bin] = []
-    for part_key in sorted(by_partition, key=repr):
-        group = by_partition[part_key]
+        considered += len(rows)
+        considered_bytes += int(sizes[rows].sum())
+        selected.append((tuple(sorted(values.items(), key=lambda kv: kv[0])), values, rows))
+    # Which files each partition rewrites (numpy), then their InputFiles from one `take` of
+    # every chosen row (a take per partition would copy the whole chunked column each time).
+    with_dv = has_dv & (cardinality > 0)
+    ratio_records = ({} if operation == "purge"
+                     else _records_of(files, np.flatnonzero(with_dv & inside)))
+    picked: list[tuple[tuple, dict, Any]] = []
+    for part_key, values, rows in sorted(selected, key=lambda s: repr(s[0])):
         if operation == "purge":
-            chosen = [f for f in group if f.deletion_vector]
+            chosen = rows[has_dv[rows]]
         else:
-            must = [f for f in group
-                    if f.deletion_vector and f.deleted_ratio > max_deleted_rows_ratio]
-            purged = {id(f) for f in must}
-            small = [f for f in group if f.size < min_size and id(f) not in purged]
-            chosen = must + small
-            if not must and (len(small) < max(min_files, 2)):
+            must = np.array([r for r in rows[with_dv[rows]].tolist() if _deleted_ratio(
+                int(cardinality[r]), ratio_records[r]) > max_deleted_rows_ratio],
+                dtype=np.int64)
+            small = rows[(sizes[rows] < min_size) & ~np.isin(rows, must)]
+            if not len(must) and len(small) < max(min_files, 2):
                 continue
-        if not chosen:
-            continue
-        chosen.sort(key=lambda f: (f.size, f.path))
+            chosen = np.concatenate([must, small])
+        if len(chosen):
+            picked.append((part_key, values, chosen))
+    every = (np.concatenate([c for _, _, c in picked]) if picked
+             else np.zeros(0, dtype=np.int64))
+    inputs = _input_files(files, every, keys, sizes, has_dv, cardinality,
+                          _records_of(files, every),
+                          [values for _, values, c in picked for _ in range(len(c))])
+    bins: list[Bin] = []
+    start = 0
+    for part_key, _values, chosen in picked:
+        files_ = inputs[start:start + len(chosen)]
+        start += len(chosen)
+        files_.sort(key=lambda f: (f.size, f.path))
         current: list[InputFile] = []
         current_bytes = 0
         groups: list[list[InputFile]] = []
-        for f in chosen:
+        for f in files_:
             if current and current_bytes + f.size > cap:
                 groups.append(current)
                 current, current_bytes = [], 0
