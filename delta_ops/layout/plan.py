@@ -367,10 +367,10 @@ def _keys(files: Any, root: str) -> tuple[Any, dict[int, str]]:
 
 
 def _input_files(files: Any, rows: Any, keys: Mapping[int, str], sizes: Any,
-                 has_dv: Any, cardinality: Any, num_records: Mapping[int, int | None],
+                 has_dv: Any, cardinality: Any, num_records: Sequence[int | None],
                  partitions: Sequence[Mapping[str, str | None]]) -> list[InputFile]:
     """The `InputFile`s of `rows` (numpy row numbers into `files`), in that order, the
-    i-th in partition `partitions[i]`."""
+    i-th with `num_records[i]` rows in partition `partitions[i]`."""
     if not len(rows):
         return []
     taken = files.select([c for c in ("path", "deletionVector", "baseRowId",
@@ -391,17 +391,21 @@ def _input_files(files: Any, rows: Any, keys: Mapping[int, str], sizes: Any,
             dv = {k: v for k, v in dv.items() if v is not None}
         path = paths[i]
         out.append(InputFile(  # positional, in the order of the fields
-            path, keys.get(r, path), int(sizes[r]), num_records.get(r),
+            path, keys.get(r, path), int(sizes[r]), num_records[i],
             int(cardinality[r] or 0) if dv else 0, dv, base[i], commit[i], partitions[i], r))
     return out
 
 
-def _records_of(files: Any, rows: Any) -> dict[int, int | None]:
-    """`numRecords` from the stats of `rows` (numpy row numbers), by row."""
+def _records_of(files: Any, rows: Any) -> list[int | None]:
+    """`numRecords` from the stats of `rows` (numpy row numbers), in their order; the
+    stats strings are read 65,536 at a time."""
     if not len(rows) or "stats" not in files.column_names:
-        return {r: None for r in rows.tolist()}
-    stats = files.column("stats").take(rows).to_pylist()
-    return {r: _num_records(s) for r, s in zip(rows.tolist(), stats, strict=True)}
+        return [None] * len(rows)
+    column = files.column("stats")
+    out: list[int | None] = []
+    for start in range(0, len(rows), 65_536):
+        out += map(_num_records, column.take(rows[start:start + 65_536]).to_pylist())
+    return out
 
 
 def _directory(key: str) -> str:
@@ -478,8 +482,8 @@ def plan_layout(
     # Which files each partition rewrites (numpy), then their InputFiles from one `take` of
     # every chosen row (a take per partition would copy the whole chunked column each time).
     with_dv = has_dv & (cardinality > 0)
-    ratio_records = ({} if operation == "purge"
-                     else _records_of(files, np.flatnonzero(with_dv & inside)))
+    dv_rows = np.flatnonzero(with_dv & inside) if operation != "purge" else np.zeros(0, int)
+    ratio_records = dict(zip(dv_rows.tolist(), _records_of(files, dv_rows), strict=True))
     picked: list[tuple[tuple, dict, Any]] = []
     for part_key, values, rows in sorted(selected, key=lambda s: repr(s[0])):
         if operation == "purge":
