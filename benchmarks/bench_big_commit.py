@@ -17,6 +17,10 @@ Rows, for 1 commit of N and for 3 commits of N (`BENCH_BIG_COMMIT_SIZES`, defaul
   the commits read in chunks (as the first checkpoint reads them), then aggregated.
   deltalake has no checksum: its side is `DeltaTable(p)` and its add actions
   (`get_add_actions(flatten=True)`), the same state read from the same commits.
+- `optimize plan (dry run)` with no checkpoint: the state read in memory, then the
+  OPTIMIZE plan (every file is small, so every file is in a bin; the plan reads the state
+  column by column and makes a Python object only per planned file). deltalake has no dry
+  run: its side is the same state read, as above.
 - `crc compute` at the latest version, a checkpoint there (written once, untimed, before
   the rounds): the checksum of the streamed checkpoint, the commit at that version read
   only up to its commitInfo. deltalake: the state read from the same checkpoint.
@@ -162,6 +166,12 @@ def main(repeats: int | None = None) -> list[dict]:
                 rows.append(_per_file(compare_processes(
                     f"crc compute, no checkpoint, {label} (deltalake: read the state)",
                     delta_ops("crc", "compute", p), deltalake(_STATE, p), repeats=repeats,
+                ), n * commits))
+                restore()
+                rows.append(_per_file(compare_processes(
+                    f"optimize plan (dry run), no checkpoint, {label} (deltalake: read the "
+                    "state)", delta_ops("optimize", p, "--dry-run"), deltalake(_STATE, p),
+                    repeats=repeats,
                 ), n * commits))
                 restore()
                 # A checkpoint at the latest version, then the checksum of that version.
