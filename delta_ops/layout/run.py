@@ -148,8 +148,6 @@ def run_layout(
     scratch_dir: str | None = None,
 ) -> LayoutResult:
     """Plan and (unless `dry_run`) run OPTIMIZE or PURGE; see `optimize` and `purge`."""
-    import pyarrow as pa
-
     from delta_ops.layout.rewrite import (
         DEFAULT_ROW_GROUP_BYTES,
         RewriteSettings,
@@ -163,10 +161,6 @@ def run_layout(
         raise ValueError(f"bins_per_commit must be at least 1, got {bins_per_commit}")
     storage = Storage.of(table, storage_options)
     snap = load_snapshot(storage)
-    # The pages Arrow's allocator kept from the replay go back to the system before the
-    # plan's Python objects are made (they cannot reuse them): about 250 MB at a million
-    # files.
-    pa.default_memory_pool().release_unused()
     config = snap.table_configuration
     verb = "purge deletion vectors" if operation == "purge" else "optimize"
     ensure_layout_supported(config, verb)
