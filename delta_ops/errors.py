@@ -247,7 +247,7 @@ class RegistryError(DeltaOpsError):
 
 class InvalidPredicateError(DeltaOpsError, ValueError):
     """A layout `where` predicate that cannot be applied: it names a column that is not a
-    partition column, or is outside the grammar `delta_ops.layout.plan` documents."""
+    partition column, or is outside the grammar `delta_ops.layout.predicate` documents."""
 
 
 class RewriteError(DeltaOpsError):

@@ -53,7 +53,7 @@ def optimize(
 
     Args:
         table: A `DeltaTable`, `Storage` or URI.
-        where: Partition predicate (partition columns only; grammar in `layout.plan`).
+        where: Partition predicate (partition columns only; grammar in `layout.predicate`).
         target_size: Target file size in bytes or like "128mb" (default: the table's
             `delta.targetFileSize`, else 256 MiB).
         min_file_size: Files below it are compacted (default: the target).

@@ -47,7 +47,7 @@ def purge(
 
     Args:
         table: A `DeltaTable`, `Storage` or URI.
-        where: Partition predicate (partition columns only; grammar in `layout.plan`).
+        where: Partition predicate (partition columns only; grammar in `layout.predicate`).
         target_size: Target file size of the rewritten files (default: the table's
             `delta.targetFileSize`, else 256 MiB).
         dry_run: Only plan (the default).
