@@ -254,7 +254,7 @@ print(json.dumps(loaded))
 
 
 @pytest.mark.parametrize("tables", [3, 100])
-def test_a_code_location_loads_without_arrow_and_a_large_one_is_frozen(tmp_path, tables):
+def test_a_code_location_loads_without_arrow_and_freezes_nothing(tmp_path, tables):
     """Loading the definitions (a listed table is never opened at load) imports no Arrow,
     numpy, pandas or pyspark; nothing is frozen away from the garbage collector (load time
     comes from doing less), and later garbage is collected."""
