@@ -33,7 +33,7 @@ its statistics rather than lose them (counted in `files_kept`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -187,9 +187,7 @@ def plan_stats(snapshot: Snapshot, *, recompute_all: bool = False) -> StatsPlan:
     stale: list[str] = []
     others: list[str] = []
     kept: list[str] = []
-    paths = files.column("path").to_pylist()
-    texts = files.column("stats").to_pylist()
-    for path, text in zip(paths, texts, strict=True):
+    for path, text in _paths_and_stats(files):
         stats = orjson.loads(text) if text else None
         if not isinstance(stats, dict) or not isinstance(stats.get("numRecords"), int):
             missing.append(path)
@@ -204,8 +202,17 @@ def plan_stats(snapshot: Snapshot, *, recompute_all: bool = False) -> StatsPlan:
             else:
                 others.append(path)
     return StatsPlan(
-        snapshot.version, len(paths), tuple(missing), tuple(stale), tuple(others), tuple(kept)
+        snapshot.version, files.num_rows, tuple(missing), tuple(stale), tuple(others),
+        tuple(kept)
     )
+
+
+def _paths_and_stats(files: pa.Table, rows: int = 65_536) -> Iterator[tuple[str, str | None]]:
+    """(path, stats) of every live file, in `files`' order, `rows` at a time: a million
+    files' statistics strings are never all in Python at once."""
+    for start in range(0, files.num_rows, rows):
+        part = files.select(["path", "stats"]).slice(start, rows)
+        yield from zip(part.column(0).to_pylist(), part.column(1).to_pylist(), strict=True)
 
 
 # ---- applying ---------------------------------------------------------------------------------

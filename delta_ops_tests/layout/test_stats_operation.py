@@ -15,7 +15,7 @@ import pytest
 import delta_ops
 from delta_ops.cli import main
 from delta_ops.commit import Transaction, append_files
-from delta_ops.layout.stats import compute_stats
+from delta_ops.layout.stats import _paths_and_stats, compute_stats
 from delta_ops.log import load_snapshot
 from delta_ops.maintenance.checksum import compute_checksum
 from delta_ops.storage import Storage
@@ -74,6 +74,16 @@ def test_the_commit_is_sparks_compute_stats_with_re_adds_kept_as_they_were(tmp_p
         stats = json.loads(add["stats"])
         assert stats["numRecords"] == 3 and stats["tightBounds"] is True
         assert stats["nullCount"] == {"id": 0, "value": 0}
+
+
+def test_the_plan_reads_paths_and_stats_a_slice_at_a_time_in_order(tmp_path):
+    storage = _table(tmp_path, files=5, stats=True)
+    files = load_snapshot(storage).files
+    whole = list(zip(files.column("path").to_pylist(), files.column("stats").to_pylist(),
+                     strict=True))
+    assert len(whole) == 5 and all(text for _, text in whole)
+    for rows in (1, 2, 5, 7):
+        assert list(_paths_and_stats(files, rows)) == whole
 
 
 def test_batches_commit_separately_and_a_rerun_has_nothing_left(tmp_path):
