@@ -377,7 +377,8 @@ def _input_files(files: Any, rows: Any, keys: Mapping[int, str], sizes: Any,
                                       "defaultRowCommitVersion") if c in files.column_names]
                          ).take(rows)
     paths = taken.column("path").to_pylist()
-    dv_rows = [i for i, r in enumerate(rows.tolist()) if has_dv[r]]
+    row_list = rows.tolist()
+    dv_rows = [i for i, r in enumerate(row_list) if has_dv[r]]
     dvs = dict(zip(dv_rows, taken.column("deletionVector").take(dv_rows).to_pylist(),
                    strict=True)) if dv_rows else {}
     base = (taken.column("baseRowId").to_pylist() if "baseRowId" in taken.column_names
@@ -385,7 +386,7 @@ def _input_files(files: Any, rows: Any, keys: Mapping[int, str], sizes: Any,
     commit = (taken.column("defaultRowCommitVersion").to_pylist()
               if "defaultRowCommitVersion" in taken.column_names else [None] * len(paths))
     out = []
-    for i, r in enumerate(rows.tolist()):
+    for i, r in enumerate(row_list):
         dv = dvs.get(i)
         if dv is not None:
             dv = {k: v for k, v in dv.items() if v is not None}
@@ -465,7 +466,7 @@ def plan_layout(
     outside = int((~inside).sum())
     order = np.argsort(partition_of, kind="stable")
     bounds = np.searchsorted(partition_of[order], np.arange(len(partitions) + 1))
-    selected: list[tuple[tuple, dict, Any]] = []
+    selected: list[tuple[dict, Any]] = []
     considered = 0
     considered_bytes = 0
     for p, values in enumerate(partitions):
@@ -478,14 +479,15 @@ def plan_layout(
             continue
         considered += len(rows)
         considered_bytes += int(sizes[rows].sum())
-        selected.append((tuple(sorted(values.items(), key=lambda kv: kv[0])), values, rows))
+        selected.append((values, rows))
     # Which files each partition rewrites (numpy), then their InputFiles from one `take` of
     # every chosen row (a take per partition would copy the whole chunked column each time).
     with_dv = has_dv & (cardinality > 0)
     dv_rows = np.flatnonzero(with_dv & inside) if operation != "purge" else np.zeros(0, int)
     ratio_records = dict(zip(dv_rows.tolist(), _records_of(files, dv_rows), strict=True))
-    picked: list[tuple[tuple, dict, Any]] = []
-    for part_key, values, rows in sorted(selected, key=lambda s: repr(s[0])):
+    picked: list[tuple[dict, Any]] = []
+    # Partitions in the order of their sorted (column, value) pairs' repr, as before.
+    for values, rows in sorted(selected, key=lambda s: repr(tuple(sorted(s[0].items())))):
         if operation == "purge":
             chosen = rows[has_dv[rows]]
         else:
@@ -497,15 +499,15 @@ def plan_layout(
                 continue
             chosen = np.concatenate([must, small])
         if len(chosen):
-            picked.append((part_key, values, chosen))
-    every = (np.concatenate([c for _, _, c in picked]) if picked
+            picked.append((values, chosen))
+    every = (np.concatenate([c for _, c in picked]) if picked
              else np.zeros(0, dtype=np.int64))
     inputs = _input_files(files, every, keys, sizes, has_dv, cardinality,
                           _records_of(files, every),
-                          [values for _, values, c in picked for _ in range(len(c))])
+                          [values for values, c in picked for _ in range(len(c))])
     bins: list[Bin] = []
     start = 0
-    for part_key, _values, chosen in picked:
+    for values, chosen in picked:
         files_ = inputs[start:start + len(chosen)]
         start += len(chosen)
         files_.sort(key=lambda f: (f.size, f.path))
@@ -521,7 +523,7 @@ def plan_layout(
         if current:
             groups.append(current)
         for g in groups:
-            bins.append(Bin(len(bins), dict(part_key), _directory(g[0].key), tuple(g)))
+            bins.append(Bin(len(bins), dict(values), _directory(g[0].key), tuple(g)))
     return LayoutPlan(
         operation=operation,
         version=version,

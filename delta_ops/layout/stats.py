@@ -210,8 +210,9 @@ def plan_stats(snapshot: Snapshot, *, recompute_all: bool = False) -> StatsPlan:
 def _paths_and_stats(files: pa.Table, rows: int = 65_536) -> Iterator[tuple[str, str | None]]:
     """(path, stats) of every live file, in `files`' order, `rows` at a time: a million
     files' statistics strings are never all in Python at once."""
-    for start in range(0, files.num_rows, rows):
-        part = files.select(["path", "stats"]).slice(start, rows)
+    both = files.select(["path", "stats"])
+    for start in range(0, both.num_rows, rows):
+        part = both.slice(start, rows)
         yield from zip(part.column(0).to_pylist(), part.column(1).to_pylist(), strict=True)
 
 
