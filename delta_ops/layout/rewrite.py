@@ -87,6 +87,14 @@ ROW_GROUP_ROWS = 1024 * 1024
 #: incrementally, so a file written as one huge row group is still read in pieces).
 READ_BATCH_ROWS = 65_536
 
+#: pyarrow's dictionary page limit (`dictionary_pagesize_limit`, 1 MiB): past it a column
+#: chunk falls back to plain encoding after hashing every value into the dictionary so far.
+DICTIONARY_PAGE_LIMIT = 1024 * 1024
+
+#: A column whose dictionary page is more than this share of its column chunk in an input
+#: holds mostly distinct values there (an id, a measurement, a timestamp).
+DISTINCT_DICTIONARY_SHARE = 0.5
+
 #: Parquet codec -> (pyarrow compression, the infix Spark puts in file names).
 _CODECS = {
     "SNAPPY": ("snappy", ".snappy"),
@@ -232,6 +240,54 @@ def _source_columns(table: pa.Table, schema: pa.Schema, mode: str) -> dict[str, 
     return out
 
 
+class _DictionaryChoice:
+    """Which output columns are written without a dictionary, learnt from the inputs' footers.
+
+    pyarrow dictionary-encodes every column and falls back to plain encoding once a row
+    group's dictionary passes `DICTIONARY_PAGE_LIMIT`; on a column of mostly distinct values
+    the hashing before the fallback is wasted work and memory. A leaf column goes without a
+    dictionary when every input seen so far shows it mostly distinct (no dictionary page,
+    or a dictionary page over `DISTINCT_DICTIONARY_SHARE` of its chunk) and the inputs'
+    dictionaries together already pass the limit. Any other column keeps pyarrow's default.
+    The choice changes only the encoding, never a value.
+    """
+
+    def __init__(self, file_schema: pa.Schema) -> None:
+        # The Parquet leaf paths ("a.b", "l.list.element"): pyarrow's `use_dictionary` list
+        # names leaves, and a leaf left out of it goes without a dictionary.
+        buf = pa.BufferOutputStream()
+        pq.write_table(file_schema.empty_table(), buf)
+        schema = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+        self.leaves = [schema.column(i).path for i in range(len(schema))]
+        self.dictionary_bytes = dict.fromkeys(self.leaves, 0)
+        self.distinct = set(self.leaves)
+
+    def observe(self, metadata: pq.FileMetaData) -> None:
+        for g in range(metadata.num_row_groups):
+            rg = metadata.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                name = col.path_in_schema
+                if name not in self.dictionary_bytes:
+                    continue
+                total = col.total_compressed_size
+                if not col.has_dictionary_page:
+                    self.dictionary_bytes[name] += total
+                    continue
+                page = col.data_page_offset - (col.dictionary_page_offset or 0)
+                self.dictionary_bytes[name] += page
+                if page <= DISTINCT_DICTIONARY_SHARE * total:
+                    self.distinct.discard(name)
+
+    def use_dictionary(self, always_plain: set[str]) -> bool | list[str]:
+        """pyarrow's `use_dictionary`: True, or the leaves that keep a dictionary."""
+        plain = {n for n in self.distinct
+                 if self.dictionary_bytes[n] > DICTIONARY_PAGE_LIMIT} | always_plain
+        if not plain & set(self.leaves):
+            return True
+        return [n for n in self.leaves if n not in plain]
+
+
 class _Writer:
     """Output files of one bin: buffered row groups, rolled over at the target size."""
 
@@ -256,6 +312,7 @@ class _Writer:
         self.adds: list[dict[str, Any]] = []
         self.bytes_written = 0
         self.part = 0
+        self.dictionaries = _DictionaryChoice(s.file_schema)
 
     def close_scratch(self) -> None:
         if self.scratch is not None:
@@ -288,9 +345,12 @@ class _Writer:
         if direct is None and self.scratch is None:
             self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=self.s.scratch_dir)
         self.local = direct or os.path.join(str(self.scratch), f"part-{self.part:05d}.parquet")
+        # Materialized row IDs are distinct within a table: never worth a dictionary.
+        row_ids = {self.s.row_id_column} if self.s.row_id_column else set()
         self.writer = pq.ParquetWriter(
             self.local, self.s.file_schema, compression=self.compression,
-            write_statistics=True)
+            write_statistics=True,
+            use_dictionary=self.dictionaries.use_dictionary(row_ids))
         self.collector = StatsCollector(self.config)
         self.rows_in_file = 0
 
@@ -456,6 +516,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             offset = 0
             with storage.open_input(f.key) as fh:
                 pf = pq.ParquetFile(fh)
+                out.dictionaries.observe(pf.metadata)
                 for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS):
                     t = pa.Table.from_batches([batch])
                     n = t.num_rows
