@@ -95,6 +95,12 @@ DICTIONARY_PAGE_LIMIT = 1024 * 1024
 #: holds mostly distinct values there (an id, a measurement, a timestamp).
 DISTINCT_DICTIONARY_SHARE = 0.5
 
+#: An input whose dictionary page (uncompressed, estimated with its chunk's compression
+#: ratio) reaches this share of `DICTIONARY_PAGE_LIMIT` was written up to the limit and fell
+#: back (pyarrow, parquet-rs and parquet-mr all stop at 1 MiB): its later pages are plain,
+#: so the dictionary page is a small share of the chunk although the values are distinct.
+FULL_DICTIONARY_SHARE = 0.9
+
 #: Parquet codec -> (pyarrow compression, the infix Spark puts in file names).
 _CODECS = {
     "SNAPPY": ("snappy", ".snappy"),
@@ -240,6 +246,9 @@ def _source_columns(table: pa.Table, schema: pa.Schema, mode: str) -> dict[str, 
     return out
 
 
+_DICTIONARY_ENCODINGS = frozenset({"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
+
+
 class _DictionaryChoice:
     """Which output columns are written without a dictionary, learnt from the inputs' footers.
 
@@ -247,8 +256,9 @@ class _DictionaryChoice:
     group's dictionary passes `DICTIONARY_PAGE_LIMIT`; on a column of mostly distinct values
     the hashing before the fallback is wasted work and memory. A leaf column goes without a
     dictionary when every input seen so far shows it mostly distinct (no dictionary page,
-    or a dictionary page over `DISTINCT_DICTIONARY_SHARE` of its chunk) and the inputs'
-    dictionaries together already pass the limit. Any other column keeps pyarrow's default.
+    a dictionary page over `DISTINCT_DICTIONARY_SHARE` of its chunk, or one that filled
+    the limit: `FULL_DICTIONARY_SHARE`) and the inputs' dictionaries together already pass
+    the limit. Any other column keeps pyarrow's default.
     The choice changes only the encoding, never a value.
     """
 
@@ -272,11 +282,17 @@ class _DictionaryChoice:
                     continue
                 total = col.total_compressed_size
                 if not col.has_dictionary_page:
+                    if _DICTIONARY_ENCODINGS & set(col.encodings):
+                        # Dictionary-encoded, its page not located (old writers left the
+                        # offset out): no evidence either way, keep the default.
+                        self.distinct.discard(name)
                     self.dictionary_bytes[name] += total
                     continue
                 page = col.data_page_offset - (col.dictionary_page_offset or 0)
                 self.dictionary_bytes[name] += page
-                if page <= DISTINCT_DICTIONARY_SHARE * total:
+                unpacked = page * col.total_uncompressed_size / max(total, 1)
+                if (page <= DISTINCT_DICTIONARY_SHARE * total
+                        and unpacked < FULL_DICTIONARY_SHARE * DICTIONARY_PAGE_LIMIT):
                     self.distinct.discard(name)
 
     def use_dictionary(self, always_plain: set[str]) -> bool | list[str]:

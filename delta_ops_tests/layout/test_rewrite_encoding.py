@@ -96,6 +96,27 @@ def test_distinct_columns_go_without_a_dictionary_and_the_rows_stay(tmp_path):
     assert (stats["minValues"]["id"], stats["maxValues"]["id"]) == (0, 479_999)
 
 
+def test_inputs_whose_dictionaries_filled_up_count_as_distinct(tmp_path):
+    root = tmp_path / "t"
+    root.mkdir()
+    # 150,000 distinct values a file: pyarrow's writer filled a 1 MiB dictionary and went
+    # on in plain pages, so the dictionary page is a small share of the chunk.
+    storage = _table(root, files=3, rows=150_000)
+    md = pq.ParquetFile(root / "part-00000.snappy.parquet").metadata.row_group(0)
+    value = next(md.column(c) for c in range(md.num_columns)
+                 if md.column(c).path_in_schema == "value")
+    page = value.data_page_offset - value.dictionary_page_offset
+    assert page < 0.5 * value.total_compressed_size  # not the "mostly dictionary" shape
+    before = _rows(root)
+
+    run_layout(storage, "optimize", target_size="1gb", dry_run=False)
+
+    (path,) = load_snapshot(storage).files.column("path").to_pylist()
+    assert _dictionary_pages(root, path) == {"id": False, "value": False, "cat": True,
+                                             "n": True}
+    assert _rows(root) == before
+
+
 def test_a_small_bin_keeps_every_dictionary(tmp_path):
     root = tmp_path / "t"
     root.mkdir()
