@@ -28,12 +28,11 @@ side changes a file it did not write; the log copied), sides alternated in every
 After every run the table is checked (untimed) with deltalake: the same row count, and
 fewer files after optimize or no deletion vector after purge, so both sides did the work.
 
-Figures (2 cores shared with two other sessions' work, load 3-5; 3 rounds, medians, peak
-RSS the largest): optimize SMALL 25.6 s vs deltalake 29.5 s (ratio 0.87), 430 vs 299 MB;
-in a separate alternated run of the same shape: before this session's change 16.9 s /
-458 MB, after 17.2 s / 439 MB, deltalake 23.3 s / 312 MB, the pyarrow floor 13.5 s /
-345 MB (0.58 of deltalake). Purge DV 8.0 s vs the floor 10.4 s (0.77), 397 vs 180 MB.
-BIN 34.2 s vs deltalake 41.3 s, 286 vs 319 MB. docs/layout.md has the table.
+Figures (2026-11-27, a quiet machine, 3 rounds, medians, peak RSS the largest; the
+dictionary choice and jemalloc in place, see docs/layout.md): optimize SMALL 10.6 s vs
+deltalake 16.5 s (ratio 0.64), 243 vs 315 MB, the pyarrow floor 0.57; purge DV 4.4 s vs the
+floor 7.1 s (0.61), 232 vs 180 MB; BIN 17.7 s vs deltalake 24.6 s (0.72), 211 vs 316 MB.
+Earlier figures, on a shared machine: docs/layout.md.
 
 `python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
 2 GB bin gets half as many, at least one).
