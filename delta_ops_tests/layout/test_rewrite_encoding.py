@@ -74,22 +74,26 @@ def _rows(root) -> list[tuple]:
     return sorted(zip(*(t.column(c).to_pylist() for c in SCHEMA.names), strict=True))
 
 
+def _optimized(root, storage: Storage) -> dict[str, bool]:
+    """Optimize into one file; deltalake and our reader read the same rows as before
+    (stable row IDs and commit versions included). The new file's dictionary pages."""
+    before, ours_before = _rows(root), our_rows(storage)
+    result = run_layout(storage, "optimize", target_size="1gb", dry_run=False)
+    assert result.files_added == 1
+    assert _rows(root) == before
+    assert our_rows(storage) == ours_before
+    (path,) = load_snapshot(storage).files.column("path").to_pylist()
+    return _dictionary_pages(root, path)
+
+
 def test_distinct_columns_go_without_a_dictionary_and_the_rows_stay(tmp_path):
     root = tmp_path / "t"
     root.mkdir()
     storage = _table(root, files=12, rows=40_000)
-    before, ours_before = _rows(root), our_rows(storage)
-
-    result = run_layout(storage, "optimize", target_size="1gb", dry_run=False)
-
-    assert result.files_added == 1
-    (path,) = load_snapshot(storage).files.column("path").to_pylist()
     # id and value: 480,000 distinct values, dictionaries of 12 x 320 KB and more in the
     # inputs. cat and n: a handful of values, a dictionary page of a few bytes.
-    assert _dictionary_pages(root, path) == {"id": False, "value": False, "cat": True,
-                                             "n": True}
-    assert _rows(root) == before
-    assert our_rows(storage) == ours_before
+    assert _optimized(root, storage) == {"id": False, "value": False, "cat": True,
+                                         "n": True}
     add = load_snapshot(storage).files.to_pylist()[0]
     stats = json.loads(add["stats"])
     assert stats["numRecords"] == 480_000
@@ -107,14 +111,8 @@ def test_inputs_whose_dictionaries_filled_up_count_as_distinct(tmp_path):
                  if md.column(c).path_in_schema == "value")
     page = value.data_page_offset - value.dictionary_page_offset
     assert page < 0.5 * value.total_compressed_size  # not the "mostly dictionary" shape
-    before = _rows(root)
-
-    run_layout(storage, "optimize", target_size="1gb", dry_run=False)
-
-    (path,) = load_snapshot(storage).files.column("path").to_pylist()
-    assert _dictionary_pages(root, path) == {"id": False, "value": False, "cat": True,
-                                             "n": True}
-    assert _rows(root) == before
+    assert _optimized(root, storage) == {"id": False, "value": False, "cat": True,
+                                         "n": True}
 
 
 def test_a_small_bin_keeps_every_dictionary(tmp_path):
@@ -123,14 +121,7 @@ def test_a_small_bin_keeps_every_dictionary(tmp_path):
     # Distinct columns again, but their dictionaries together stay under 1 MiB: pyarrow's
     # default (every column dictionary-encoded) is kept.
     storage = _table(root, files=3, rows=2_000)
-    before = _rows(root)
-
-    run_layout(storage, "optimize", target_size="1gb", dry_run=False)
-
-    (path,) = load_snapshot(storage).files.column("path").to_pylist()
-    assert _dictionary_pages(root, path) == {"id": True, "value": True, "cat": True,
-                                             "n": True}
-    assert _rows(root) == before
+    assert _optimized(root, storage) == {"id": True, "value": True, "cat": True, "n": True}
 
 
 def test_materialized_row_ids_go_without_a_dictionary(tmp_path):
@@ -138,18 +129,12 @@ def test_materialized_row_ids_go_without_a_dictionary(tmp_path):
     root.mkdir()
     storage = _table(root, files=3, rows=2_000,
                      configuration={"delta.enableRowTracking": "true"})
-    ours_before = our_rows(storage)
     config = load_snapshot(storage).metadata.configuration
     row_id = config["delta.rowTracking.materializedRowIdColumnName"]
     version = config["delta.rowTracking.materializedRowCommitVersionColumnName"]
-
-    run_layout(storage, "optimize", target_size="1gb", dry_run=False)
-
-    (path,) = load_snapshot(storage).files.column("path").to_pylist()
-    pages = _dictionary_pages(root, path)
+    pages = _optimized(root, storage)
     assert pages[row_id] is False  # one distinct value a row
     assert pages[version] is True and pages["cat"] is True
-    assert our_rows(storage) == ours_before  # the same row IDs and commit versions
 
 
 def _pool_of(args: list[str], env: dict[str, str]) -> str:
