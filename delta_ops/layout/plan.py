@@ -60,7 +60,7 @@ import orjson
 
 from delta_ops.errors import InvalidPredicateError
 from delta_ops.layout.predicate import PartitionPredicate, parse_where
-from delta_ops.protocol.path_identity import relative_key
+from delta_ops.protocol.path_identity import READER_PATTERN, relative_key
 
 __all__ = [
     "DEFAULT_MAX_DELETED_ROWS_RATIO",
@@ -348,21 +348,27 @@ def _deletion_vectors(files: Any) -> tuple[Any, Any]:
 
 def _keys(files: Any, root: str) -> tuple[Any, dict[int, str]]:
     """Which files lie under `root` (a numpy bool array) and, for those whose storage key
-    is not their path as written, the key by row. One `relative_key` per file, a chunk of
-    paths at a time."""
+    is not their path as written, the key by row. A path `READER_PATTERN` does not match
+    (no escape, scheme, absolute start, empty or dot segment) is its own key: one Arrow
+    pass finds the few others, and `relative_key` reads those (and an empty path) one by
+    one."""
     import numpy as np
+    import pyarrow.compute as pc
 
     inside = np.ones(files.num_rows, dtype=bool)
     differs: dict[int, str] = {}
-    row = 0
-    for chunk in files.column("path").chunks if files.num_rows else ():
-        for path in chunk.to_pylist():
-            key = relative_key(path, root)
-            if key is None:
-                inside[row] = False
-            elif key != path:
-                differs[row] = key
-            row += 1
+    if not files.num_rows:
+        return inside, differs
+    paths = files.column("path")
+    odd = pc.or_(pc.match_substring_regex(paths, READER_PATTERN),
+                 pc.equal(pc.binary_length(paths), 0)).fill_null(True)
+    rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
+    for row, path in zip(rows.tolist(), paths.take(rows).to_pylist(), strict=True):
+        key = relative_key(path, root)
+        if key is None:
+            inside[row] = False
+        elif key != path:
+            differs[row] = key
     return inside, differs
 
 

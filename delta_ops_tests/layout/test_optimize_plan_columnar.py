@@ -37,7 +37,8 @@ files_strategy = st.lists(st.tuples(
     st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y z"]),
     st.integers(1, 30).map(lambda k: 100 * k),  # sizes tie often: then the path orders
     st.integers(0, 50), st.integers(0, 10),
-    st.sampled_from(["relative", "absolute", "outside"]), st.booleans(),
+    st.sampled_from(["relative", "absolute", "outside", "dotted", "climbs", "colon"]),
+    st.booleans(),
 ), max_size=60)
 
 
@@ -45,7 +46,11 @@ def _path(i: int, p1: str | None, p2: str, where: str) -> str:
     relative = (f"p1={'__HIVE_DEFAULT_PARTITION__' if p1 is None else p1}/"
                 f"col-2={p2.replace(' ', '%20')}/f{37 * i % 101}-{i}.parquet")
     return {"relative": relative, "absolute": f"{ROOT}/{relative}",
-            "outside": f"file:///elsewhere/f{i}.parquet"}[where]
+            "outside": f"file:///elsewhere/f{i}.parquet",
+            # Empty and dot segments: inside, under another key than the path as written.
+            "dotted": "./" + relative.replace("/col-2", "//col-2"),
+            "climbs": f"../f{i}.parquet",  # above the root: outside
+            "colon": relative.replace("/f", "/t=10:00/f")}[where]
 
 
 def _table(files) -> pa.Table:
