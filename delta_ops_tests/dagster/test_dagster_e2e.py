@@ -140,6 +140,12 @@ def dagster_dev(tmp_path):
         assert not leftover, f"processes of dagster dev still running: {leftover}"
 
 
+#: How long a test waits for a sensor's tick. The daemon evaluates sensors in turn, and a
+#: busy 2-core CI machine can delay a tick well past its interval; a hang still fails,
+#: naming the wait.
+SENSOR_WAIT_S = 180
+
+
 def wait_until(what: str, timeout: float, probe):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -179,7 +185,7 @@ def discover_new_table(dagit: Dagit, project: Path, roots: dict[str, Path]) -> N
             return False
         return any("sales/returns" in s["paths"] for s in scans.values())
 
-    wait_until("the discovery sensor finds lake/sales/returns", 60, cached)
+    wait_until("the discovery sensor finds lake/sales/returns", SENSOR_WAIT_S, cached)
     # The cache is written inside the tick; the tick's reason shows once the tick ends.
     # It says, in the UI, which tables are new and that a reload adds them.
     message = "1 new: sales__returns; reload the code location"
@@ -188,7 +194,7 @@ def discover_new_table(dagit: Dagit, project: Path, roots: dict[str, Path]) -> N
         return any(message in (t["skipReason"] or "")
                    for t in dagit.sensor_ticks("delta_tables_discovery"))
 
-    wait_until("a discovery tick reports sales__returns", 60, reported)
+    wait_until("a discovery tick reports sales__returns", SENSOR_WAIT_S, reported)
     ticks = dagit.sensor_ticks("delta_tables_discovery")
     assert ticks and all(t["error"] is None for t in ticks), ticks
     dagit.reload()
@@ -261,7 +267,7 @@ def check_watch(dagit: Dagit, roots: dict[str, Path]) -> None:
 
     dagit.start_sensor("delta_tables_watch")
     tick = wait_until(
-        "a tick of delta_tables_watch", 60,
+        "a tick of delta_tables_watch", SENSOR_WAIT_S,
         lambda: next((t for t in dagit.sensor_ticks("delta_tables_watch")
                       if t["status"] in ("SUCCESS", "FAILURE", "SKIPPED")), None),
     )
@@ -321,7 +327,7 @@ def test_dagster_dev_end_to_end(dagster_dev):
     check_watch(dagit, roots)
 
     names = REGISTERED | LISTED | DISCOVERED
-    wait_until("the partitions sensor registers every table", 60,
+    wait_until("the partitions sensor registers every table", SENSOR_WAIT_S,
                lambda: dagit.partitions("row_tracking_backfill_partition_set") == names)
     run_id = dagit.launch(
         "row_tracking_backfill",
