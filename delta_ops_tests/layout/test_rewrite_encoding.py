@@ -4,7 +4,9 @@ CLI's Arrow pool for data-rewriting commands (`delta_ops.cli._arrow_allocator`).
 A column whose inputs show it mostly distinct, with dictionaries that together pass
 pyarrow's 1 MiB dictionary page limit, is written without a dictionary; a column of few
 values keeps one; a small bin keeps pyarrow's default everywhere; materialized row IDs are
-never dictionary-encoded. The values read back are the same either way, by deltalake too.
+never dictionary-encoded. Inputs come from pyarrow (a dictionary page per column, filled
+to the limit on large files) and from Spark's parquet-mr (no dictionary page on a distinct
+column). The values read back are the same either way, by deltalake too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from delta_ops.commit import create_table
 from delta_ops.layout.run import run_layout
@@ -135,6 +138,31 @@ def test_materialized_row_ids_go_without_a_dictionary(tmp_path):
     pages = _optimized(root, storage)
     assert pages[row_id] is False  # one distinct value a row
     assert pages[version] is True and pages["cat"] is True
+
+
+@pytest.mark.spark
+def test_a_table_spark_wrote_keeps_dictionaries_only_where_spark_had_them(spark_engine,
+                                                                          tmp_path):
+    # parquet-mr (Spark's writer) drops the dictionary of a distinct column on its first
+    # page: no dictionary page, plain encodings. Its few-valued columns keep one.
+    root = tmp_path / "t"
+    (spark_engine.session.range(0, 450_000)
+     .selectExpr("id", "sha2(cast(id as string), 256) as value",
+                 "cast(id % 5 as string) as cat", "cast(id % 10 as int) as n")
+     .repartition(3).write.parquet(str(root)))
+    adds = []
+    for f in sorted(root.glob("*.parquet")):
+        md = pq.ParquetFile(f).metadata
+        encodings = {md.row_group(0).column(c).path_in_schema: md.row_group(0).column(c)
+                     for c in range(md.num_columns)}
+        assert not encodings["id"].has_dictionary_page and encodings["cat"].has_dictionary_page
+        adds.append({"path": f.name, "partitionValues": {}, "size": f.stat().st_size,
+                     "modificationTime": 1_700_000_000_000, "dataChange": True,
+                     "stats": json.dumps({"numRecords": md.num_rows})})
+    storage = Storage.for_uri(str(root))
+    create_table(storage, SCHEMA, [], adds=adds, clock=lambda: 1_700_000_000_000)
+    assert _optimized(root, storage) == {"id": False, "value": False, "cat": True,
+                                         "n": True}
 
 
 def _pool_of(args: list[str], env: dict[str, str]) -> str:
