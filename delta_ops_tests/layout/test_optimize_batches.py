@@ -6,6 +6,7 @@ as a distributed engine ships it."""
 from __future__ import annotations
 
 import pickle
+import threading
 
 import pytest
 
@@ -25,19 +26,25 @@ class Dies(Exception):
 
 
 class DiesAfterFirstBatch(LocalEngine):
-    """Runs the first batch's tasks, then rewrites the second batch and dies before its
-    commit (as a kill between the rewrite and the commit would)."""
+    """Runs the first batch's two bins, then rewrites the second batch's two and dies
+    before its commit (as a kill between the rewrite and the commit would). Bins are
+    counted, not calls: the run may hand a local engine one bin per call."""
 
     def __init__(self) -> None:
         super().__init__(max_workers=2)
-        self.calls = 0
+        self.lock = threading.Lock()
+        self.rewritten = 0
         self.shipped: list = []
 
     def map_tasks(self, storage, fn, items):
-        self.shipped.extend(pickle.loads(pickle.dumps((fn, list(items))))[1])
+        items = list(items)
+        with self.lock:
+            self.shipped.extend(pickle.loads(pickle.dumps((fn, items)))[1])
         results = super().map_tasks(storage, fn, items)
-        self.calls += 1
-        if self.calls == 2:
+        with self.lock:
+            self.rewritten += len(items)
+            last = self.rewritten == 4
+        if last:
             raise Dies("killed")
         return results
 
