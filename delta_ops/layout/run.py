@@ -144,9 +144,12 @@ def _rewrite_batch(engine: Engine, storage: Storage, rewrite: Callable[..., Any]
     """
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-    cores = max(1, os.cpu_count() or 1)
-    if engine.distributed or len(tasks) <= 1 or cores == 1:
+    # One per core, and no more than the engine's own threads (a user's `max_workers`).
+    cores = max(1, min(os.cpu_count() or 1, getattr(engine, "max_workers", None) or 1 << 16))
+    if engine.distributed:
         return list(engine.map_tasks(storage, rewrite, tasks))
+    if cores == 1 or len(tasks) <= 1:
+        return [engine.map_tasks(storage, rewrite, [t])[0] for t in tasks]
     with ThreadPoolExecutor(min(cores, len(tasks))) as pool:
         # One bin a call: a local engine runs a single task in the calling thread.
         futures = [pool.submit(engine.map_tasks, storage, rewrite, [t]) for t in tasks]

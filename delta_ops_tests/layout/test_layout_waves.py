@@ -38,8 +38,8 @@ class _Recording(LocalEngine):
     """A 16-thread local engine that records, per bin, when its rewrite started and ended,
     and the most bins rewritten at once."""
 
-    def __init__(self) -> None:
-        super().__init__(max_workers=16)
+    def __init__(self, max_workers: int = 16) -> None:
+        super().__init__(max_workers=max_workers)
         self.lock = threading.Lock()
         self.running = self.most = 0
         self.spans: dict[int, tuple[float, float]] = {}
@@ -76,6 +76,17 @@ def test_bins_are_rewritten_one_per_core_at_a_time(tmp_path, monkeypatch):
     assert len(engine.spans) == 6 and engine.most == 2, (engine.spans, engine.most)
     assert result.bins_committed == 6 and not result.failed
     assert sorted(our_rows(storage)) == before
+
+
+def test_an_engine_of_one_thread_rewrites_one_bin_at_a_time(tmp_path, monkeypatch):
+    storage, before = _table(tmp_path, SPEC)
+    monkeypatch.setattr(run_module.os, "cpu_count", lambda: 2)
+    engine = _Recording(max_workers=1)  # the user's limit holds below the core count
+
+    result = optimize(storage, dry_run=False, engine=engine, target_size="64mb")
+
+    assert len(engine.spans) == 6 and engine.most == 1, (engine.spans, engine.most)
+    assert result.bins_committed == 6 and sorted(our_rows(storage)) == before
 
 
 def test_small_bins_do_not_wait_for_a_large_one(tmp_path, monkeypatch):
