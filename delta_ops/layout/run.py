@@ -150,17 +150,19 @@ def _rewrite_batch(engine: Engine, storage: Storage, rewrite: Callable[..., Any]
         return list(engine.map_tasks(storage, rewrite, tasks))
     if cores == 1 or len(tasks) <= 1:
         return [engine.map_tasks(storage, rewrite, [t])[0] for t in tasks]
-    with ThreadPoolExecutor(min(cores, len(tasks))) as pool:
+    pool = ThreadPoolExecutor(min(cores, len(tasks)))
+    try:
         # One bin a call: a local engine runs a single task in the calling thread.
         futures = [pool.submit(engine.map_tasks, storage, rewrite, [t]) for t in tasks]
         wait(futures, return_when=FIRST_EXCEPTION)
         if any(f.done() and f.exception() is not None for f in futures):
-            for f in futures:
-                f.cancel()
-            wait(futures)
+            pool.shutdown(wait=True, cancel_futures=True)
             failed = [f.exception() for f in futures if not f.cancelled()]
             raise next(exc for exc in failed if exc is not None)
         return [f.result()[0] for f in futures]
+    finally:
+        # Also on an interrupt in this thread: the bins not yet started never start.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_layout(
