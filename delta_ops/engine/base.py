@@ -100,9 +100,12 @@ class Engine(ABC):
         """(file counts, total bytes) per bin; bin i is [boundaries[i], boundaries[i+1])."""
 
     def map_tasks(
-        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any]
+        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any],
+        *, parallel: int | None = None,
     ) -> list[Any]:
-        """`fn(storage, item)` for each item, results in input order.
+        """`fn(storage, item)` for each item, results in input order. `parallel` bounds how
+        many run at once on a local engine (CPU-bound tasks: one per core); a distributed
+        engine schedules its own executors and ignores it.
 
         `fn` and the items must pickle (a module-level function, possibly in a
         `functools.partial`, and small values): a distributed engine ships them to its

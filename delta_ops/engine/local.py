@@ -18,7 +18,7 @@ import io
 import os
 from collections import deque
 from collections.abc import Container, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from itertools import islice
 
 import numpy as np
@@ -303,8 +303,27 @@ class LocalEngine(Engine):
     ) -> tuple[list[int], list[int]]:
         return histogram(sizes, boundaries)
 
-    def map_tasks(self, storage: Storage, fn, items):  # type: ignore[no-untyped-def]
-        return self._map(lambda item: fn(storage, item), items)
+    def map_tasks(self, storage: Storage, fn, items, *, parallel=None):  # type: ignore[no-untyped-def]
+        """`fn(storage, item)` for each item on this engine's threads, at most `parallel` (and
+        `max_workers`) at once, results in input order. An item starts as soon as a thread
+        is free. After a failure no further item starts; the earliest failed item's error
+        is raised once the running ones have ended."""
+        items = list(items)
+        limit = min(self.max_workers, parallel or self.max_workers, len(items))
+        if limit <= 1:
+            return [fn(storage, item) for item in items]
+        pool = ThreadPoolExecutor(limit)
+        try:
+            futures = [pool.submit(fn, storage, item) for item in items]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            if any(f.done() and f.exception() is not None for f in futures):
+                pool.shutdown(wait=True, cancel_futures=True)
+                failed = [f.exception() for f in futures if not f.cancelled()]
+                raise next(exc for exc in failed if exc is not None)
+            return [f.result() for f in futures]
+        finally:
+            # Also on an interrupt in this thread: the items not yet started never start.
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def histogram(sizes: pa.Array, boundaries: Sequence[int]) -> tuple[list[int], list[int]]:

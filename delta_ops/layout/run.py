@@ -130,41 +130,6 @@ def _partition_columns(snap: Snapshot) -> dict[str, str]:
     return out
 
 
-def _rewrite_batch(engine: Engine, storage: Storage, rewrite: Callable[..., Any],
-                   tasks: list[Any]) -> list[Any]:
-    """The outputs of a batch's bins, in the batch's order.
-
-    A distributed engine takes them all at once. A local engine rewrites at most one bin
-    per core at a time, however many threads it has: the work is CPU-bound (decode, filter,
-    encode) and each bin holds a row group's buffers, so more threads add memory, not speed.
-    A bin starts as soon as a core is free, so a large bin beside small ones does not leave
-    a core idle. After a failure no further bin starts; the failure of the earliest bin is
-    raised once the bins already running have ended (their files are never committed: left
-    unreferenced, for VACUUM, as a failed batch's files always are).
-    """
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-
-    # One per core, and no more than the engine's own threads (a user's `max_workers`).
-    cores = max(1, min(os.cpu_count() or 1, getattr(engine, "max_workers", None) or 1 << 16))
-    if engine.distributed:
-        return list(engine.map_tasks(storage, rewrite, tasks))
-    if cores == 1 or len(tasks) <= 1:
-        return [engine.map_tasks(storage, rewrite, [t])[0] for t in tasks]
-    pool = ThreadPoolExecutor(min(cores, len(tasks)))
-    try:
-        # One bin a call: a local engine runs a single task in the calling thread.
-        futures = [pool.submit(engine.map_tasks, storage, rewrite, [t]) for t in tasks]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        if any(f.done() and f.exception() is not None for f in futures):
-            pool.shutdown(wait=True, cancel_futures=True)
-            failed = [f.exception() for f in futures if not f.cancelled()]
-            raise next(exc for exc in failed if exc is not None)
-        return [f.result()[0] for f in futures]
-    finally:
-        # Also on an interrupt in this thread: the bins not yet started never start.
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def run_layout(
     table: Any,
     operation: str,
@@ -250,7 +215,13 @@ def run_layout(
             for start in range(0, len(plan.bins), bins_per_commit):
                 batch = plan.bins[start:start + bins_per_commit]
                 tasks = [RewriteTask(b, settings) for b in batch]
-                outputs = _rewrite_batch(engine, storage, rewrite_bin, tasks)
+                # A local engine rewrites at most one bin per core at a time, however many
+                # threads it has: the work is CPU-bound (decode, filter, encode) and each bin
+                # holds a row group's buffers, so more threads add memory, not speed. A bin
+                # starts as soon as a core is free (no waves: a large bin beside small ones
+                # leaves no core idle), and after a failure no further bin starts.
+                outputs = engine.map_tasks(storage, rewrite_bin, tasks,
+                                           parallel=max(1, os.cpu_count() or 1))
                 outcome = commit_batch(
                     storage, snap, batch, outputs, operation=operation,
                     predicate=plan.where, clock=clock, engine=engine)

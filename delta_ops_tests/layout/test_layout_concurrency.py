@@ -58,8 +58,8 @@ class _WriterBetween(LocalEngine):
         self.writer = writer
         self.fired = False
 
-    def map_tasks(self, storage, fn, items):  # type: ignore[no-untyped-def]
-        out = super().map_tasks(storage, fn, items)
+    def map_tasks(self, storage, fn, items, **kwargs):  # type: ignore[no-untyped-def]
+        out = super().map_tasks(storage, fn, items, **kwargs)
         if not self.fired:
             self.fired = True
             self.writer(list(items))

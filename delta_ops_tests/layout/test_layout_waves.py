@@ -44,7 +44,7 @@ class _Recording(LocalEngine):
         self.running = self.most = 0
         self.spans: dict[int, tuple[float, float]] = {}
 
-    def map_tasks(self, storage, fn, items):  # type: ignore[no-untyped-def]
+    def map_tasks(self, storage, fn, items, **kwargs):  # type: ignore[no-untyped-def]
         def recorded(storage, task):  # type: ignore[no-untyped-def]
             with self.lock:
                 self.running += 1
@@ -57,7 +57,7 @@ class _Recording(LocalEngine):
                     self.running -= 1
                     self.spans[task.bin.index] = (start, time.monotonic())
 
-        return super().map_tasks(storage, recorded, items)
+        return super().map_tasks(storage, recorded, items, **kwargs)
 
 
 def _table(tmp_path, spec: LayoutSpec) -> tuple[Storage, list]:

@@ -28,7 +28,7 @@ class Dies(Exception):
 class DiesAfterFirstBatch(LocalEngine):
     """Runs the first batch's two bins, then rewrites the second batch's two and dies
     before its commit (as a kill between the rewrite and the commit would). Bins are
-    counted, not calls: the run may hand a local engine one bin per call."""
+    counted, not calls."""
 
     def __init__(self) -> None:
         super().__init__(max_workers=2)
@@ -36,11 +36,11 @@ class DiesAfterFirstBatch(LocalEngine):
         self.rewritten = 0
         self.shipped: list = []
 
-    def map_tasks(self, storage, fn, items):
+    def map_tasks(self, storage, fn, items, **kwargs):
         items = list(items)
         with self.lock:
             self.shipped.extend(pickle.loads(pickle.dumps((fn, items)))[1])
-        results = super().map_tasks(storage, fn, items)
+        results = super().map_tasks(storage, fn, items, **kwargs)
         with self.lock:
             self.rewritten += len(items)
             last = self.rewritten == 4

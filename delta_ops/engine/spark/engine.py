@@ -378,7 +378,8 @@ class SparkEngine(Engine):
         return [int(s) for s in sizes.column("size").to_pylist()]
 
     def map_tasks(
-        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any]
+        self, storage: Storage, fn: Callable[[Storage, Any], Any], items: Sequence[Any],
+        *, parallel: int | None = None,
     ) -> list[Any]:
         """`fn(storage, item)` for each item on the executors (items spread round-robin over
         at most `_max_partitions()` tasks; `fn` travels pickled in the task function, the
