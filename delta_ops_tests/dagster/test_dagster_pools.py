@@ -109,8 +109,20 @@ def _run_at_once(tmp_path: Path, home: Path, tables: list[str], *,
         if second_waits_for_slot:
             with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
                 pool = table_pool(tables[0])
-                _wait(lambda: instance.event_log_storage.get_concurrency_info(pool)
-                      .claimed_slots, procs, f"the first run's step to claim pool {pool}'s slot")
+
+                # The instance gives the pool one slot (else the wait below would prove
+                # nothing when the first run ends before a poll sees its slot).
+                limit = instance.event_log_storage.get_concurrency_info(pool).limit
+                assert limit == 1, (pool, limit)
+
+                def claimed() -> bool:
+                    # The slot held now, or the first run already over (a short step may take
+                    # and free the slot between two polls; its exit code is checked below).
+                    return bool(
+                        instance.event_log_storage.get_concurrency_info(pool).claimed_slots
+                        or procs[0].poll() is not None)
+
+                _wait(claimed, procs, f"the first run's step to claim pool {pool}'s slot")
             go[-1].touch()
         out = []
         for proc in procs:
