@@ -9,7 +9,9 @@ keeps its stable row ID and row commit version through the materialized columns 
 `delta.rowTracking.materializedRowIdColumnName` / `...RowCommitVersionColumnName`: the
 materialized value when the input has a non-null one, else `baseRowId` + the row's physical
 index, and `defaultRowCommitVersion`), "Per-file Statistics" (the new files get statistics
-from `delta_ops.layout.statistics.StatsCollector`).
+from `delta_ops.layout.statistics.StatsCollector`: null counts, float and decimal bounds from
+the rows written, integer, date, timestamp and string bounds from the footer pyarrow writes
+for the file, which computes them anyway).
 
 `rewrite_bin(storage, task)` is a module-level function of (storage, item), so
 `Engine.map_tasks` runs it on local threads or ships it to Spark executors. Memory follows
@@ -367,7 +369,8 @@ class _Writer:
             self.local, self.s.file_schema, compression=self.compression,
             write_statistics=True,
             use_dictionary=self.dictionaries.use_dictionary(row_ids))
-        self.collector = StatsCollector(self.config)
+        # Integer, date, timestamp and string bounds come from the footer pyarrow writes.
+        self.collector = StatsCollector(self.config, footer_bounds=True)
         self.rows_in_file = 0
 
     def _flush(self) -> None:
@@ -390,6 +393,10 @@ class _Writer:
         if self.writer is None or self.local is None:
             return
         self.writer.close()
+        local = self.local
+        self.collector.add_footer_bounds(
+            self.writer.writer.metadata, self.s.file_schema,
+            lambda rg, column: pq.ParquetFile(local).read_row_group(rg, columns=[column]))
         self.writer = None
         size = os.path.getsize(self.local)
         key = self.key

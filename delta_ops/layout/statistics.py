@@ -40,17 +40,29 @@ The rules are Delta Spark's (`StatisticsCollection`, `DeltaStatsColumnSpec`):
   says they may cover deleted rows too (`tight_bounds=False`: wide bounds). `numRecords`
   is always the physical row count.
 
+Bounds from a footer: a collector made with `footer_bounds=True` leaves the min/max of
+integers, dates, timestamps and strings to `add_footer_bounds`, which folds the Parquet
+footer of the file the batches were written to (pyarrow's writer computes those bounds
+anyway, in the same order: integers and dates as numbers, timestamps as microseconds,
+strings by their UTF-8 bytes, Parquet's unsigned order and Spark's `UTF8String` order).
+A chunk whose footer has no bound while it holds a value (pyarrow leaves out a bound
+longer than 4 KiB) is read back and computed from its data. Floats and decimals are
+always computed from the data: a footer skips NaN and writes a zero bound as -0.0 / +0.0,
+where Spark keeps NaN as the largest value and the first zero seen.
+
 The JSON text is written by `delta_ops.protocol.stats_json` from the typed statistics
 (`delta_ops.protocol.schema.stats_schema`), so it matches what Spark writes byte for byte
-wherever Spark's values are the same. Pure: Arrow kernels over each batch, no I/O.
+wherever Spark's values are the same. Pure: Arrow kernels over each batch and the footer; a
+chunk read back is read by the caller's function.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,6 +77,9 @@ from delta_ops.protocol.schema import (
 )
 from delta_ops.protocol.stats_json import stats_json
 from delta_ops.protocol.table_configuration import TableConfiguration
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 __all__ = [
     "STRING_PREFIX_LENGTH",
@@ -82,6 +97,10 @@ _TIE_BREAKER = 0xFFFD
 _MIN_MAX_NAMES = frozenset(
     {"string", "long", "integer", "short", "byte", "float", "double", "date", "timestamp",
      "timestamp_ntz"}
+)
+#: The types whose bounds `add_footer_bounds` takes from a Parquet footer (module docstring).
+_FOOTER_TYPES = frozenset(
+    {"long", "integer", "short", "byte", "date", "string", "timestamp", "timestamp_ntz"}
 )
 
 
@@ -234,6 +253,7 @@ class _Leaf:
     path: tuple[str, ...]  # physical names, outermost first
     type: DataType
     min_max: bool
+    footer: bool = False  # bounds from the written file's footer (`add_footer_bounds`)
     nulls: int = 0
     low: Any = None
     high: Any = None
@@ -280,6 +300,8 @@ class StatsCollector:
             (False: a deletion vector applies to the file). Written only on tables that
             support deletion vectors, as Spark does.
         string_prefix: the string prefix length (Spark's default 32).
+        footer_bounds: leave the min/max of integers, dates, timestamps and strings to
+            `add_footer_bounds` (for a file this process writes: module docstring).
 
     `update(batch)` takes the file's data columns by physical name (no partition columns);
     a stats column the batch lacks (added to the schema after the file was written) counts
@@ -293,12 +315,14 @@ class StatsCollector:
         *,
         tight_bounds: bool = True,
         string_prefix: int = STRING_PREFIX_LENGTH,
+        footer_bounds: bool = False,
     ) -> None:
         self.config = config
         self.tight_bounds = tight_bounds
         self.string_prefix = string_prefix
         self.num_records = 0
         self._physical = config.column_mapping_mode != "none"
+        self._footer_bounds = footer_bounds
         self._fields = stats_fields(config)
         self._leaves: list[_Leaf] = []
         self._walk(self._fields.fields, ())
@@ -313,7 +337,10 @@ class StatsCollector:
             if isinstance(f.type, StructType):
                 self._walk(f.type.fields, path)
             else:
-                self._leaves.append(_Leaf(path, f.type, _eligible(f.type)))
+                min_max = _eligible(f.type)
+                footer = (self._footer_bounds and min_max
+                          and isinstance(f.type, PrimitiveType) and f.type.name in _FOOTER_TYPES)
+                self._leaves.append(_Leaf(path, f.type, min_max, footer))
 
     @property
     def columns(self) -> list[tuple[str, ...]]:
@@ -347,7 +374,7 @@ class StatsCollector:
                 leaf.nulls += n
                 continue
             leaf.nulls += col.null_count
-            if leaf.min_max and col.null_count < n:
+            if leaf.min_max and not leaf.footer and col.null_count < n:
                 self._min_max(leaf, col)
         return self
 
@@ -385,6 +412,41 @@ class StatsCollector:
             leaf.low = low
         if leaf.high is None or high > leaf.high:
             leaf.high = high
+
+    def add_footer_bounds(
+        self, metadata: pq.FileMetaData, schema: pa.Schema,
+        read: Callable[[int, str], pa.Table],
+    ) -> None:
+        """Fold the bounds `update` left to the footer (`footer_bounds=True`).
+
+        Args:
+            metadata: the footer of the file every `update` batch was written to, in order.
+            schema: the file's Arrow schema (what the writer was given).
+            read: `read(row_group, column)` gives that top-level column of one row group of
+                the file, for a chunk whose footer holds no bound though it holds a value.
+        """
+        leaves = [leaf for leaf in self._leaves if leaf.footer]
+        if not leaves:
+            return
+        index = _leaf_columns(schema)
+        for leaf in leaves:
+            if leaf.path[0] not in schema.names:
+                continue  # not in the file: `update` counted it all null
+            column = _footer_column(metadata, schema, index, leaf)
+            for rg in range(metadata.num_row_groups):
+                group = metadata.row_group(rg)
+                bounds = None if column is None else _chunk_bounds(
+                    group.column(column).statistics, group.num_rows, leaf.type)
+                if bounds is None:  # no usable footer bound: the data decides
+                    col = _column(read(rg, leaf.path[0]), leaf.path)
+                    if col is not None and col.null_count < len(col):
+                        self._min_max(leaf, col)
+                elif bounds is not _ALL_NULL:
+                    low, high = bounds
+                    if leaf.low is None or low < leaf.low:
+                        leaf.low = low
+                    if leaf.high is None or high > leaf.high:
+                        leaf.high = high
 
     # ---- results -------------------------------------------------------------------------
 
@@ -441,6 +503,80 @@ class StatsCollector:
         text = stats_json(self._typed())[0].as_py()
         assert text is not None
         return text
+
+
+# ---- bounds from a Parquet footer ------------------------------------------------------------
+
+_ALL_NULL = object()  # a chunk with no value: nothing to fold
+
+
+def _leaf_columns(schema: pa.Schema) -> dict[tuple[str, ...], int]:
+    """The Parquet column index of every leaf reached through structs only (Parquet numbers
+    the leaves depth first; a list or map takes as many columns as its own leaves)."""
+    index: dict[tuple[str, ...], int] = {}
+    count = 0
+
+    def walk(t: pa.DataType, path: tuple[str, ...]) -> None:
+        nonlocal count
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                walk(t.field(i).type, (*path, t.field(i).name))
+        elif t.num_fields:  # list, map and the like: columns, but no stats leaf
+            for i in range(t.num_fields):
+                walk(t.field(i).type, ())
+        else:
+            if path:
+                index[path] = count
+            count += 1
+
+    for f in schema:
+        walk(f.type, (f.name,))
+    return index
+
+
+def _footer_column(metadata: pq.FileMetaData, schema: pa.Schema,
+                   index: dict[tuple[str, ...], int], leaf: _Leaf) -> int | None:
+    """The leaf's column in the footer, or None when the footer cannot be trusted for it
+    (a type other than the table's, or a column that is not the one expected)."""
+    i = index.get(leaf.path)
+    if i is None or i >= metadata.num_columns:
+        return None
+    t: pa.DataType = schema.field(leaf.path[0]).type
+    for name in leaf.path[1:]:
+        t = t.field(name).type
+    column = metadata.schema.column(i)
+    if (t != data_type_to_arrow(leaf.type) or column.max_repetition_level != 0
+            or column.path != ".".join(leaf.path)):
+        return None
+    return i
+
+
+def _chunk_bounds(st: Any, rows: int, t: DataType) -> tuple[Any, Any] | object | None:
+    """(min, max) of one column chunk from its footer statistics, as `_min_max` keeps them;
+    `_ALL_NULL` for a chunk without a value; None when the footer does not say."""
+    if st is None or not st.has_null_count:
+        return None
+    if st.null_count >= rows:
+        return _ALL_NULL
+    if not st.has_min_max:
+        return None  # a bound longer than the writer's statistics limit
+    name = t.name if isinstance(t, PrimitiveType) else ""
+    logical = st.logical_type.type
+    if name == "string":
+        ok = st.physical_type == "BYTE_ARRAY" and logical == "STRING"
+        low, high = (st.min, st.max) if ok else (None, None)
+        return (low, high) if isinstance(low, str) and isinstance(high, str) else None
+    if name == "date":
+        ok = st.physical_type == "INT32" and logical == "DATE"
+        return (st.min, st.max) if ok else None
+    if name in ("timestamp", "timestamp_ntz"):
+        unit = json.loads(st.logical_type.to_json()).get("timeUnit")
+        ok = st.physical_type == "INT64" and logical == "TIMESTAMP" and unit == "microseconds"
+        return (st.min_raw, st.max_raw) if ok else None
+    if name in ("byte", "short", "integer", "long"):
+        ok = st.physical_type in ("INT32", "INT64") and logical in ("INT", "NONE")
+        return (st.min_raw, st.max_raw) if ok else None
+    return None
 
 
 def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -2,7 +2,8 @@
 writes (the gate passes, every live file and deletion vector is there): `deltalake` reads
 the same rows afterwards
 (or, where deltalake cannot read the table, our reading of the files with deletion vectors
-applied does), no live file keeps a deletion vector, our snapshot equals the independent
+applied does), the files OPTIMIZE wrote carry the statistics their data gives, no live file
+keeps a deletion vector, our snapshot equals the independent
 replay (`support/oracle.py`) and a `.crc` written now agrees with that replay. Every other
 table is refused with an error naming the table (a feature by name, or the missing file)."""
 
@@ -17,6 +18,7 @@ import pytest
 
 from delta_ops.errors import DeltaOpsError, UnsupportedFeatureError
 from delta_ops.layout.commit import ensure_layout_supported
+from delta_ops.layout.file_stats import file_stats
 from delta_ops.layout.optimize import optimize
 from delta_ops.layout.purge import purge
 from delta_ops.layout.stats import compute_stats
@@ -157,7 +159,14 @@ def test_optimize_then_purge_then_stats_on_every_corpus_table(name, table_copy):
         return
     theirs = _deltalake_rows(storage.root)
     ours = _file_rows(storage)
+    before = set(load_snapshot(storage).files.column("path").to_pylist())
     first = optimize(storage, dry_run=False, target_size=2000)
+    # The new files' statistics (integer, date, timestamp and string bounds from the footer
+    # the writer wrote) equal the statistics computed from their data.
+    optimized = load_snapshot(storage)
+    for add in optimized.files.to_pylist():
+        if add["path"] not in before:
+            assert add["stats"] == file_stats(storage, optimized.table_configuration, add)
     second = purge(storage, dry_run=False)
     assert not first.failed and not second.failed
     compute_stats(storage, dry_run=False, recompute_all=True)

@@ -4,6 +4,8 @@
    `file_stats` reads row group by row group equal an oracle computed with pyarrow compute
    over the whole table at once, with Spark's rules applied to its result (32-character
    string prefix and tie-breaker, NaN largest, timestamps floored to milliseconds).
+1b. Files the rewrite writes (bounds from the footer pyarrow writes, a chunk with a bound
+   too long for the footer read back): the same oracle.
 2. Generated histories (partitioned or not, deletion vectors, column mapping, row tracking,
    files with and without statistics): after `compute_stats`, every live file has
    statistics equal to the oracle over its valid rows, the rows read by `deltalake` and by
@@ -171,6 +173,46 @@ def _numbers(obj):
         except ArithmeticError:
             return obj
     return obj
+
+
+# ---- 1b. files the rewrite writes: bounds from the footer pyarrow writes --------------------
+
+#: A string pyarrow's writer keeps out of its footer (longer than its 4 KiB statistics
+#: limit): the chunk holding it is read back and its bounds computed from the data.
+_LONG = "\U0001f600" * 1100 + "z"
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=st.lists(_row, min_size=1, max_size=30), group=st.integers(1, 8),
+       long_at=st.one_of(st.none(), st.integers(0, 29)))
+def test_rewritten_file_stats_equal_pyarrow_compute_over_the_whole_file(
+        tmp_path_factory, rows, group, long_at):
+    """The rewrite's writer takes integer, date, timestamp and string bounds from the footer
+    of the file it wrote (`StatsCollector(footer_bounds=True)`), several row groups per
+    file, a long string in one of them at times: the statistics equal the oracle's."""
+    from delta_ops.layout.plan import Bin
+    from delta_ops.layout.rewrite import RewriteSettings, _Writer
+
+    if long_at is not None and long_at < len(rows):
+        rows[long_at] = dict(rows[long_at], s=_LONG + (rows[long_at]["s"] or ""))
+    root = tmp_path_factory.mktemp("rewritten")
+    table = pa.Table.from_pylist(rows, schema=ARROW)
+    cfg = configuration(FIELDS, protocol=DV_PROTOCOL)
+    settings_ = RewriteSettings(
+        table=str(root), protocol=dict(cfg.protocol), metadata=dict(cfg.metadata.raw),
+        file_schema=ARROW, column_mapping_mode="none", row_id_column=None,
+        row_commit_version_column=None, compression="SNAPPY", target_size=1 << 40,
+        row_group_bytes=1)  # every write is a row group of its own
+    writer = _Writer(Storage.for_uri(str(root)), Bin(0, {}, "", ()), settings_)
+    for start in range(0, table.num_rows, group):
+        writer.write(table.slice(start, group))
+    writer.finish()
+    (add,) = writer.adds
+    assert pq.ParquetFile(root / add["path"]).metadata.num_row_groups == -(-len(rows) // group)
+    ours = json.loads(add["stats"], parse_float=Decimal)
+    want = json.loads(json.dumps(_normalized(_oracle(table)), default=str), parse_float=Decimal)
+    assert _numbers(ours) == _numbers(want)
 
 
 # ---- 2. histories: compute_stats keeps the table and gives every file its statistics ---------
