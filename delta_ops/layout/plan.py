@@ -289,6 +289,8 @@ def _partition_values(files: Any, physical: Sequence[str]) -> tuple[list[dict], 
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from delta_ops.protocol.arrays import constant_string
+
     n = files.num_rows
     if not n:
         return [], np.zeros(0, dtype=np.int64)
@@ -296,7 +298,10 @@ def _partition_values(files: Any, physical: Sequence[str]) -> tuple[list[dict], 
         return [{}], np.zeros(n, dtype=np.int64)
     column = files.column("partitionValues")
     if pa.types.is_map(column.type):
-        values = [pc.map_lookup(column, name, "first") for name in physical]
+        # The key as a scalar taken from an array: a Python string would become one
+        # through `pa.scalar`, which imports pandas (protocol.arrays).
+        values = [pc.map_lookup(column, constant_string(name, 1)[0], "first")
+                  for name in physical]
     else:  # a table built by hand: (key, value) pairs per row
         rows = [dict(r or ()) for r in column.to_pylist()]
         values = [pa.array([r.get(name) for r in rows], pa.string()) for name in physical]

@@ -292,3 +292,36 @@ def test_a_streamed_checkpoint_imports_no_pandas(name, tmp_path):
     code, existed, adds = out[0].split()
     assert (code, existed) == ("0", "False") and int(adds) > 0  # a checkpoint was written
     assert out[1] == "[]"
+
+
+@pytest.mark.parametrize("command", ["optimize", "purge"])
+def test_a_local_rewrite_from_the_console_script_imports_no_pandas(command, tmp_path):
+    """`delta-ops optimize` / `purge` on the local engine skip pyarrow's pandas lookup
+    (`cli._skip_pandas_lookup`); the same command called as a library function does not,
+    and pandas stays importable for what needs it (`Table.to_pandas`) afterwards."""
+    root = tmp_path / "t"
+    shutil.copytree(corpus_path("golden__dv-partitioned-with-checkpoint"), root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    script = (
+        "import contextlib, io, json\n"
+        "from delta_ops.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main([sys.argv[2], sys.argv[1], '--json', '--target-size', '1gb'][\n"
+        "                :None if sys.argv[2] == 'optimize' else 3], console=CONSOLE)\n"
+        "obj = json.loads(buf.getvalue())\n"
+        "print(code, obj['files_removed'], obj['rows_rewritten'])\n"
+        "print(loaded(('pandas',)) == [])\n"
+        "import pyarrow as pa\n"
+        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n"
+    )
+    out = _run(script.replace("CONSOLE", "True"), str(root), command)
+    code, removed, rows = out[0].split()
+    assert code == "0" and int(removed) > 0 and int(rows) > 0  # the command rewrote files
+    assert out[1:] == ["True", "DataFrame"]
+    shutil.rmtree(root)
+    shutil.copytree(corpus_path("golden__dv-partitioned-with-checkpoint"), root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    assert _run(script.replace("CONSOLE", "False"), str(root), command)[1] == "False"
