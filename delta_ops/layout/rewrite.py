@@ -26,7 +26,8 @@ the bin. Files are named `part-00000-<uuid>-c000.<codec>.parquet` under the bin'
 with the codec of the table's files.
 
 On the local file system (a `file://` root) a new file is written in place, under its
-final name, and fsynced before it is reported; elsewhere it is written to a local
+final name (its writeback started after each row group: `_start_writeback`), and fsynced
+before it is reported; elsewhere it is written to a local
 temporary file and uploaded (`Storage.put_atomic`: it appears complete or not at all).
 Either way the new files are not yet part of the table: no reader looks at a file no commit
 names. `delta_ops.layout.commit` commits them; a file being written when the bin
@@ -386,6 +387,8 @@ class _Writer:
         for batch in t.select(self.stats_schema.names).to_batches():
             self.collector.update(batch)
         self.rows_in_file += t.num_rows
+        if self.direct:
+            _start_writeback(self.local)
         if os.path.getsize(self.local) >= self.s.target_size:
             self._finish_file()
 
@@ -453,6 +456,28 @@ def _claim(path: str, table: str) -> None:
     except FileExistsError:
         raise RewriteError("a file of the new file's name already exists; not overwritten",
                            table=table, file=path) from None
+
+
+def _start_writeback(path: str) -> None:
+    """Ask the kernel to start writing the file's pages to disk now, without waiting.
+
+    A file written in place is fsynced before it is reported (module docstring); left to
+    the kernel, its pages stay dirty until then and the fsync writes the whole file while
+    the bin's thread waits (about 40 ms for a 76 MB file here, 4% of the layout benchmark's
+    OPTIMIZE). Started after each row group, the writes overlap the encoding of the next
+    and the fsync waits for the tail only. `POSIX_FADV_DONTNEED` starts the writeback of
+    dirty pages on Linux (PostgreSQL's fallback for the same purpose) and drops the clean
+    ones from the cache; it changes no data, and durability still comes from the fsync.
+    Where the call does not exist (macOS), nothing is done.
+    """
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def _fsync(path: str) -> None:
