@@ -28,11 +28,12 @@ side changes a file it did not write; the log copied), sides alternated in every
 After every run the table is checked (untimed) with deltalake: the same row count, and
 fewer files after optimize or no deletion vector after purge, so both sides did the work.
 
-Figures (2026-11-27, a quiet machine, 3 rounds, medians, peak RSS the largest; the
-dictionary choice and jemalloc in place, see docs/layout.md): optimize SMALL 10.6 s vs
-deltalake 16.5 s (ratio 0.64), 243 vs 315 MB, the pyarrow floor 0.57; purge DV 4.4 s vs the
-floor 7.1 s (0.61), 232 vs 180 MB; BIN 17.7 s vs deltalake 24.6 s (0.72), 211 vs 316 MB.
-Earlier figures, on a shared machine: docs/layout.md.
+Figures (2026-11-27, later the same day, 3 rounds, medians, peak RSS the largest; footer
+statistics, no pandas lookup, inputs decoded on the bin's thread and early writeback in
+place, see docs/layout.md): optimize SMALL 9.67 s vs deltalake 20.69 s (ratio 0.47), 201
+vs 281 MB, the pyarrow floor 0.51; purge DV 4.26 s vs the floor 9.91 s (0.43: 131 against
+56 MiB/s), 190 vs 180 MB; BIN 16.89 s vs deltalake 30.54 s (0.55), 174 vs 309 MB. Earlier
+figures: docs/layout.md.
 
 `python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
 2 GB bin gets half as many, at least one).
