@@ -183,21 +183,15 @@ def _numbers(obj):
 _LONG = "\U0001f600" * 1100 + "z"
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(rows=st.lists(_row, min_size=1, max_size=30), group=st.integers(1, 8),
-       long_at=st.one_of(st.none(), st.integers(0, 29)))
-def test_rewritten_file_stats_equal_pyarrow_compute_over_the_whole_file(
-        tmp_path_factory, rows, group, long_at):
-    """The rewrite's writer takes integer, date, timestamp and string bounds from the footer
-    of the file it wrote (`StatsCollector(footer_bounds=True)`), several row groups per
-    file, a long string in one of them at times: the statistics equal the oracle's."""
+def _rewritten(root: Path, rows: list[dict], group: int, long_at: int | None,
+               ) -> tuple[pa.Table, dict]:
+    """`rows` (the one at `long_at` given a string too long for the footer) written by the
+    rewrite's writer into one file of row groups of `group` rows: the table and the add."""
     from delta_ops.layout.plan import Bin
     from delta_ops.layout.rewrite import RewriteSettings, _Writer
 
     if long_at is not None and long_at < len(rows):
         rows[long_at] = dict(rows[long_at], s=_LONG + (rows[long_at]["s"] or ""))
-    root = tmp_path_factory.mktemp("rewritten")
     table = pa.Table.from_pylist(rows, schema=ARROW)
     cfg = configuration(FIELDS, protocol=DV_PROTOCOL)
     settings_ = RewriteSettings(
@@ -211,6 +205,19 @@ def test_rewritten_file_stats_equal_pyarrow_compute_over_the_whole_file(
     writer.finish()
     (add,) = writer.adds
     assert pq.ParquetFile(root / add["path"]).metadata.num_row_groups == -(-len(rows) // group)
+    return table, add
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=st.lists(_row, min_size=1, max_size=30), group=st.integers(1, 8),
+       long_at=st.one_of(st.none(), st.integers(0, 29)))
+def test_rewritten_file_stats_equal_pyarrow_compute_over_the_whole_file(
+        tmp_path_factory, rows, group, long_at):
+    """The rewrite's writer takes integer, date, timestamp and string bounds from the footer
+    of the file it wrote (`StatsCollector(footer_bounds=True)`), several row groups per
+    file, a long string in one of them at times: the statistics equal the oracle's."""
+    table, add = _rewritten(tmp_path_factory.mktemp("rewritten"), rows, group, long_at)
     ours = json.loads(add["stats"], parse_float=Decimal)
     want = json.loads(json.dumps(_normalized(_oracle(table)), default=str), parse_float=Decimal)
     assert _numbers(ours) == _numbers(want)
@@ -232,27 +239,12 @@ def test_rewritten_file_stats_are_the_text_the_rows_give(tmp_path_factory, rows,
     """Byte for byte the statistics `StatsCollector` computes from the rows (the path the
     corpus tests check against Spark's), with -0.0 and 0.0 told apart (the oracle above
     compares numbers), NaN and infinities, long strings."""
-    from delta_ops.layout.plan import Bin
-    from delta_ops.layout.rewrite import RewriteSettings, _Writer
     from delta_ops.layout.statistics import StatsCollector
 
-    if long_at is not None and long_at < len(rows):
-        rows[long_at] = dict(rows[long_at], s=_LONG + (rows[long_at]["s"] or ""))
-    root = tmp_path_factory.mktemp("rewritten")
-    table = pa.Table.from_pylist(rows, schema=ARROW)
-    cfg = configuration(FIELDS, protocol=DV_PROTOCOL)
-    settings_ = RewriteSettings(
-        table=str(root), protocol=dict(cfg.protocol), metadata=dict(cfg.metadata.raw),
-        file_schema=ARROW, column_mapping_mode="none", row_id_column=None,
-        row_commit_version_column=None, compression="SNAPPY", target_size=1 << 40,
-        row_group_bytes=1)
-    writer = _Writer(Storage.for_uri(str(root)), Bin(0, {}, "", ()), settings_)
-    rows_given = StatsCollector(cfg)
+    table, add = _rewritten(tmp_path_factory.mktemp("rewritten"), rows, group, long_at)
+    rows_given = StatsCollector(configuration(FIELDS, protocol=DV_PROTOCOL))
     for start in range(0, table.num_rows, group):
-        writer.write(table.slice(start, group))
         rows_given.update(table.slice(start, group))
-    writer.finish()
-    (add,) = writer.adds
     assert add["stats"] == rows_given.to_json()
 
 
