@@ -8,7 +8,8 @@ commit (`delta_ops.commit.Transaction`). Modules:
 
 - `plan`: which files are rewritten, in which bins (pure).
 - `rewrite`: one bin streamed row group by row group into new files (`rewrite_bin`, an
-  Engine task).
+  Engine task); `in_place`: a new file written under its final name on a local table
+  (the name claimed, the writeback started early, fsynced before it is reported).
 - `commit`: the feature gate, and the batch commits (`dataChange=false`, Spark's
   commitInfo, the isolation rules).
 - `run`: one run of OPTIMIZE or PURGE, batch by batch, and its `LayoutResult`.

@@ -26,7 +26,7 @@ the bin. Files are named `part-00000-<uuid>-c000.<codec>.parquet` under the bin'
 with the codec of the table's files.
 
 On the local file system (a `file://` root) a new file is written in place, under its
-final name (its writeback started after each row group: `_start_writeback`), and fsynced
+final name (its writeback started after each row group: `in_place.start_writeback`), and fsynced
 before it is reported; elsewhere it is written to a local
 temporary file and uploaded (`Storage.put_atomic`: it appears complete or not at all).
 Either way the new files are not yet part of the table: no reader looks at a file no commit
@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import DeletionVectorError, MissingFileError, RewriteError
+from delta_ops.layout.in_place import claim, fsync_file, local_path, start_writeback
 from delta_ops.layout.plan import Bin, InputFile
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.deletion_vectors import (
@@ -356,10 +357,10 @@ class _Writer:
 
         name = f"part-{self.part:05d}-{uuid.uuid4()}-c000{self.infix}.parquet"
         self.key = f"{self.bin.directory}/{name}" if self.bin.directory else name
-        direct = _local_path(self.storage, self.key)
+        direct = local_path(self.storage, self.key)
         if direct is not None:  # written in place: no copy (module docstring)
             os.makedirs(os.path.dirname(direct), exist_ok=True)
-            _claim(direct, self.s.table)
+            claim(direct, self.s.table)
         self.direct = direct is not None
         if direct is None and self.scratch is None:
             self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=self.s.scratch_dir)
@@ -388,7 +389,7 @@ class _Writer:
             self.collector.update(batch)
         self.rows_in_file += t.num_rows
         if self.direct:
-            _start_writeback(self.local)
+            start_writeback(self.local)
         if os.path.getsize(self.local) >= self.s.target_size:
             self._finish_file()
 
@@ -404,7 +405,7 @@ class _Writer:
         size = os.path.getsize(self.local)
         key = self.key
         if self.direct:
-            _fsync(self.local)  # durable before any commit names it
+            fsync_file(self.local)  # durable before any commit names it
         else:
             self.storage.put_atomic(key, Path(self.local))
             os.unlink(self.local)
@@ -436,56 +437,6 @@ class _Writer:
                 with contextlib.suppress(OSError):
                     os.unlink(self.local)
         self.close_scratch()
-
-
-def _local_path(storage: Storage, key: str) -> str | None:
-    """Where `key` is on the local file system when the table is (a `file://` root is
-    `file://` and the absolute path, unencoded), else None."""
-    if storage.scheme != "file":
-        return None
-    uri = storage.absolute_uri(key)
-    return uri[len("file://"):] if uri.startswith("file:///") else None
-
-
-def _claim(path: str, table: str) -> None:
-    """Create `path` empty, failing if anything is there: the writer that then opens it
-    truncates only its own file, never one another writer made (a name collision is a
-    refusal, not an overwrite)."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-    except FileExistsError:
-        raise RewriteError("a file of the new file's name already exists; not overwritten",
-                           table=table, file=path) from None
-
-
-def _start_writeback(path: str) -> None:
-    """Ask the kernel to start writing the file's pages to disk now, without waiting.
-
-    A file written in place is fsynced before it is reported (module docstring); left to
-    the kernel, its pages stay dirty until then and the fsync writes the whole file while
-    the bin's thread waits (about 40 ms for a 76 MB file here, 4% of the layout benchmark's
-    OPTIMIZE). Started after each row group, the writes overlap the encoding of the next
-    and the fsync waits for the tail only. `POSIX_FADV_DONTNEED` starts the writeback of
-    dirty pages on Linux (PostgreSQL's fallback for the same purpose) and drops the clean
-    ones from the cache; it changes no data, and durability still comes from the fsync.
-    Where the call does not exist (macOS), nothing is done.
-    """
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is None:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _conform(t: pa.Table, s: RewriteSettings, f: InputFile, storage: Storage) -> pa.Table:
