@@ -516,16 +516,16 @@ def _leaf_columns(schema: pa.Schema) -> dict[tuple[str, ...], int]:
     index: dict[tuple[str, ...], int] = {}
     count = 0
 
-    def walk(t: pa.DataType, path: tuple[str, ...]) -> None:
+    def walk(t: pa.DataType, path: tuple[str, ...] | None) -> None:
         nonlocal count
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
-                walk(t.field(i).type, (*path, t.field(i).name))
-        elif t.num_fields:  # list, map and the like: columns, but no stats leaf
+                walk(t.field(i).type, None if path is None else (*path, t.field(i).name))
+        elif t.num_fields:  # list, map and the like: columns, but no stats leaf in them
             for i in range(t.num_fields):
-                walk(t.field(i).type, ())
+                walk(t.field(i).type, None)
         else:
-            if path:
+            if path is not None:
                 index[path] = count
             count += 1
 

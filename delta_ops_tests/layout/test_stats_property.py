@@ -223,6 +223,26 @@ def test_rewritten_file_stats_equal_pyarrow_compute_over_the_whole_file(
     assert _numbers(ours) == _numbers(want)
 
 
+def test_footer_columns_are_found_past_maps_lists_and_dotted_names(tmp_path):
+    """`_leaf_columns` numbers Parquet's leaves depth first: a struct leaf after a map and a
+    list (whose own leaves take columns but are no stats leaf, even when one is called
+    like a top-level column) and a dotted field name get the column whose path is theirs."""
+    from delta_ops.layout.statistics import _leaf_columns
+
+    schema = pa.schema([
+        ("m", pa.map_(pa.string(), pa.struct([("x", pa.int64())]))),
+        ("l", pa.list_(pa.struct([("key", pa.int32())]))),
+        ("key", pa.int64()),
+        ("st", pa.struct([("a.b", pa.int16()), ("c", pa.list_(pa.int8()))])),
+        ("z", pa.string()),
+    ])
+    pq.write_table(schema.empty_table(), tmp_path / "f.parquet")
+    footer = pq.ParquetFile(tmp_path / "f.parquet").metadata.schema
+    index = _leaf_columns(schema)
+    assert index == {("key",): 3, ("st", "a.b"): 4, ("z",): 6}
+    assert all(footer.column(i).path == ".".join(path) for path, i in index.items())
+
+
 _float_row = st.fixed_dictionaries({
     **_ROW_FIELDS,
     "f": _maybe(st.one_of(st.sampled_from([0.0, -0.0, math.nan, math.inf, -math.inf]),
