@@ -13,7 +13,9 @@ commit (`delta_ops.commit.Transaction`). Modules:
 - `commit`: the feature gate, and the batch commits (`dataChange=false`, Spark's
   commitInfo, the isolation rules).
 - `run`: one run of OPTIMIZE or PURGE, batch by batch, and its `LayoutResult`.
-- `optimize`, `purge`: the operations.
+- `optimize`, `purge`: the operations' modules. The functions are
+  `delta_ops.optimize` and `delta_ops.purge` (here they would share a name with their
+  module, and a submodule's import replaces a package attribute of its name).
 - `statistics`, `file_stats` and `stats`: per-file statistics from
   data (`StatsCollector`, used by `rewrite` for the new files) and the statistics
   operation (`compute_stats`, see docs/layout_stats.md).
@@ -27,9 +29,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "optimize": "delta_ops.layout.optimize",
     "OptimizeResult": "delta_ops.layout.optimize",
-    "purge": "delta_ops.layout.purge",
     "PurgeResult": "delta_ops.layout.purge",
     "LayoutResult": "delta_ops.layout.run",
     "LayoutPlan": "delta_ops.layout.plan",

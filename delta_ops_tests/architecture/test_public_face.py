@@ -89,6 +89,27 @@ def test_every_name_in_all_resolves_and_is_listed_by_dir():
         delta_ops.no_such_name  # noqa: B018
 
 
+def test_no_package_exports_a_name_one_of_its_modules_has():
+    """`from package import name` gives the module when a submodule of that name exists (its
+    import sets the package attribute), whatever a lazy face would have returned."""
+    import importlib
+    import pkgutil
+
+    shadowed = []
+    for info in pkgutil.walk_packages(delta_ops.__path__, "delta_ops."):
+        if info.ispkg and ".spark" not in info.name:
+            package = importlib.import_module(info.name)
+            modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+            shadowed += [f"{info.name}.{n}" for n in getattr(package, "__all__", ())
+                         if n in modules]
+    top = {m.name for m in pkgutil.iter_modules(delta_ops.__path__)}
+    shadowed += [f"delta_ops.{n}" for n in delta_ops.__all__ if n in top]
+    assert shadowed == []
+    from delta_ops.layout import OptimizeResult
+
+    assert not inspect.ismodule(OptimizeResult) and callable(delta_ops.optimize)
+
+
 def test_the_face_exports_the_table_the_operations_results_and_every_error():
     from delta_ops import errors
 
