@@ -19,6 +19,10 @@ side changes a file it did not write; the log copied), sides alternated in every
    and writing it back (one partition per core, row groups of 1Mi rows, snappy).
    deltalake 1.6.6 differs in its writer: it writes ZSTD (the table's files are snappy,
    which ours keeps) in row groups of 1Mi rows, and runs a bin per core as ours does.
+   A fourth process is OPTIMIZE as a Dagster user runs it: the table's `optimize` asset in
+   a run (`execute_in_process`) after building the definitions, reported beside deltalake
+   with no goal of its own. It carries Dagster's own cost: its imports, the definitions,
+   the instance and the run's events.
 2. `delta-ops purge DV` vs the floor: one Python process that reads the same 600 files with
    pyarrow (`pq.read_table`) and writes each back (`pq.write_table`, snappy). Reported as MB/s
    of input bytes; goal: ours takes at most 1.5x the floor's time.
@@ -28,11 +32,10 @@ side changes a file it did not write; the log copied), sides alternated in every
 After every run the table is checked (untimed) with deltalake: the same row count, and
 fewer files after optimize or no deletion vector after purge, so both sides did the work.
 
-Figures (2026-11-27, later the same day, 3 rounds, medians, peak RSS the largest; footer
-statistics, no pandas lookup, inputs decoded on the bin's thread and early writeback in
-place, see docs/layout.md): optimize SMALL 9.67 s vs deltalake 20.69 s (ratio 0.47), 201
-vs 281 MB, the pyarrow floor 0.51; purge DV 4.26 s vs the floor 9.91 s (0.43: 131 against
-56 MiB/s), 190 vs 180 MB; BIN 16.89 s vs deltalake 30.54 s (0.55), 174 vs 309 MB. Earlier
+Figures (2026-11-27, last, 3 rounds, medians, peak RSS the largest; see docs/layout.md):
+optimize SMALL 9.11 s vs deltalake 18.35 s (ratio 0.50), 197 vs 296 MB, the pyarrow floor
+0.51; the same as a Dagster asset 12.05 s (0.66), 315 MB; purge DV 3.49 s vs the floor
+8.58 s (0.41), 193 vs 166 MB; BIN 16.13 s vs deltalake 29.09 s (0.55), 170 vs 295 MB. Earlier
 figures: docs/layout.md.
 
 `python -m benchmarks.bench_layout [--rounds N]` runs it alone (3 rounds by default; the
@@ -244,6 +247,36 @@ for i, name in enumerate(names):
 #: The floor of (1): the same partitions read and written by pyarrow alone, one partition per
 #: core at a time, in row groups of 1Mi rows with the table's codec (no plan, statistics,
 #: row tracking or commit).
+#: OPTIMIZE as a Dagster user runs it: the table's `optimize` asset in a run of the implicit
+#: asset job (`execute_in_process`, the in-process executor, an ephemeral instance), in a
+#: process that builds the definitions from a one-table registry first, as a run worker
+#: loads its code location. The table's `.crc` is written before the clock starts: the
+#: asset runs only when the newest one says OPTIMIZE is due.
+_DAGSTER_OPTIMIZE = """
+import sys
+from pathlib import Path
+import yaml
+from dagster import AssetKey, DagsterInstance
+from delta_ops.defs import build_definitions
+table, target, registry = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+registry.write_text(yaml.safe_dump({"defaults": {"engine": "local", "optimize": {
+    "cron": None, "target_size": target}}, "tables": [{"name": "t", "uri": table}]}))
+result = build_definitions(str(registry)).resolve_implicit_global_asset_job_def(
+    ).execute_in_process(instance=DagsterInstance.ephemeral(),
+                         asset_selection=[AssetKey(["t", "optimize"])])
+done = [e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()]
+assert result.success and done and "files_after" in done[0], done
+"""
+
+
+def _write_crc(path: Path) -> None:
+    from delta_ops.maintenance.checksum import write_checksum
+    from delta_ops.storage import Storage
+
+    write_checksum(Storage.for_uri(str(path)))
+
+
 _FLOOR_COMPACT = """
 import glob, os, sys
 from concurrent.futures import ThreadPoolExecutor
@@ -288,14 +321,17 @@ def _check(path: Path, rows: int, *, max_files: int | None = None, no_dvs: bool 
         raise AssertionError(f"{path}: {left} deletion vectors left after purge")
 
 
-def _alternate(sides: list[tuple[str, Path, list[str], object]], rounds: int) -> dict:
-    """Each side = (name, template, argv, check); per round, every side in turn on a fresh
-    copy (made before the clock starts) of its template at RUNS/t, checked after."""
-    out: dict[str, list[Measurement]] = {name: [] for name, *_ in sides}
+def _alternate(sides: list[tuple], rounds: int) -> dict:
+    """Each side = (name, template, argv, check[, prepare]); per round, every side in turn
+    on a fresh copy of its template at RUNS/t (made, and prepared, before the clock starts),
+    checked after."""
+    out: dict[str, list[Measurement]] = {side[0]: [] for side in sides}
     dest = RUNS / "t"
     for _ in range(rounds):
-        for name, template, argv, check in sides:
+        for name, template, argv, check, *prepare in sides:
             _fresh_copy(template, dest)
+            for step in prepare:
+                step(dest)
             (RUNS / "out").mkdir(parents=True, exist_ok=True)
             out[name].append(measure_process(argv))
             check(dest)  # type: ignore[operator]
@@ -352,9 +388,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         ("deltalake", small, _deltalake_compact(dest, TARGET), check),
         ("floor", small, [PYTHON, "-c", _FLOOR_COMPACT, str(dest), str(RUNS / "out")],
          lambda p: None),
+        ("dagster", small, [PYTHON, "-c", _DAGSTER_OPTIMIZE, str(dest), str(TARGET),
+                            str(RUNS / "tables.yaml")], check, _write_crc),
     ], rounds)
     (ta, ra), (tb, rb) = _summary(res["ours"]), _summary(res["deltalake"])
     tf, rf = _summary(res["floor"])
+    td, rd = _summary(res["dagster"])
     rows.append({"benchmark": "optimize SMALL (2,000 x 1 MB, 20 parts, target 64 MiB)",
                  "ours_s": round(ta, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
                  "time_ratio": round(ta / tb, 3),
@@ -363,6 +402,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  "floor_rss_mb": round(rf),
                  "goal": f"time <= {OPTIMIZE_GOAL}, rss <= 1",
                  "goal_met": ta / tb <= OPTIMIZE_GOAL and ra <= rb})
+    rows.append({"benchmark": "optimize SMALL in a Dagster run (the table's optimize asset)",
+                 "ours_s": round(td, 2), "theirs_s": round(tb, 2), "theirs": "deltalake",
+                 "time_ratio": round(td / tb, 3),
+                 "ours_rss_mb": round(rd), "theirs_rss_mb": round(rb),
+                 "goal": "reported (no goal)", "goal_met": None})
 
     # 2. purge vs a pyarrow read-and-write of the same files
     n_dv = _rows_of(dv)

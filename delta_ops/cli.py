@@ -19,7 +19,6 @@ import argparse
 import errno
 import importlib
 import importlib.abc
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -138,30 +137,16 @@ DATA_COMMANDS = frozenset({"optimize", "purge"})
 def _arrow_allocator(argv: Sequence[str]) -> None:
     """Give a data-rewriting process Arrow's jemalloc pool, when the user chose none.
 
-    Arrow's default pool (mimalloc) keeps freed pages for a while, so a rewrite that
-    allocates and frees a row group at a time grows by about 150 MB a bin; jemalloc, which
-    Arrow configures to return pages within a second, held the layout benchmark's optimize
-    at about 240 MB against 350 MB, in the same time (docs/layout.md). The pool is chosen
-    once, when Arrow first allocates, so this sets `ARROW_DEFAULT_MEMORY_POOL` before
-    pyarrow is imported, and only for `DATA_COMMANDS` on a pyarrow built with jemalloc
-    (its `arrow/util/config.h` says so). A value the user set is kept.
+    A rewrite allocates and frees a row group at a time; jemalloc hands the freed pages
+    back, Arrow's default pool keeps them (`delta_ops.engine.arrow_memory`: about 240 MB
+    against 350 MB for the layout benchmark's optimize, in the same time). Arrow chooses its
+    pool once, at its first allocation, so this runs before pyarrow is imported, and only
+    for `DATA_COMMANDS`. A value the user set is kept.
     """
-    if ("ARROW_DEFAULT_MEMORY_POOL" in os.environ or "pyarrow" in sys.modules
-            or _command_module(list(argv)) not in DATA_COMMANDS):
-        return
-    spec = importlib.util.find_spec("pyarrow")
-    if spec is None or not spec.submodule_search_locations:
-        return
-    for folder in spec.submodule_search_locations:
-        config = os.path.join(folder, "include", "arrow", "util", "config.h")
-        try:
-            with open(config, encoding="utf-8") as fh:
-                built_with = "#define ARROW_JEMALLOC\n" in fh.read()
-        except OSError:
-            continue
-        if built_with:
-            os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
-        return
+    if _command_module(list(argv)) in DATA_COMMANDS:
+        from delta_ops.engine.arrow_memory import prefer_returning_pool_at_start
+
+        prefer_returning_pool_at_start()
 
 
 def _skip_pandas_lookup() -> None:

@@ -16,7 +16,9 @@ overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
 `delta_ops.log.segment.log_state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
-started.
+started. It does choose Arrow's memory pool for the process before pyarrow loads (jemalloc,
+unless `ARROW_DEFAULT_MEMORY_POOL` names one: `delta_ops.engine.arrow_memory`), so the
+runs' rewrites and streamed reads hand freed memory back.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from delta_ops.defs.sensors import discovery_sensor, partitions_sensor, watch_se
 from delta_ops.defs.sources import RegistrySource, assemble_registry
 from delta_ops.defs.tables import table_assets
 from delta_ops.defs.translator import DeltaOpsTranslator
+from delta_ops.engine.arrow_memory import prefer_returning_pool_at_start
 
 
 def definitions_kwargs(
@@ -73,6 +76,9 @@ def definitions_kwargs(
     Raises:
         RegistryError: the registry file is missing or invalid.
     """
+    # The code server and every run worker build the definitions before any step imports
+    # pyarrow, and the run workers a code server starts inherit its environment.
+    prefer_returning_pool_at_start()
     if source is not None:
         registry = assemble_registry(source)
         registry_resource = RegistryResource(component=register_component_source(source))

@@ -206,41 +206,46 @@ def run_layout(
             row_group_bytes=min(row_group_bytes or DEFAULT_ROW_GROUP_BYTES, target),
             scratch_dir=scratch_dir,
         )
+        from delta_ops.engine.arrow_memory import returning_pool
+
         owned = engine is None
         if engine is None:
             from delta_ops.engine.local import LocalEngine
 
             engine = LocalEngine(max_workers=os.cpu_count() or 1)
         try:
-            for start in range(0, len(plan.bins), bins_per_commit):
-                batch = plan.bins[start:start + bins_per_commit]
-                tasks = [RewriteTask(b, settings) for b in batch]
-                # A local engine rewrites at most one bin per core at a time, however many
-                # threads it has: the work is CPU-bound (decode, filter, encode) and each bin
-                # holds a row group's buffers, so more threads add memory, not speed. A bin
-                # starts as soon as a core is free (no waves: a large bin beside small ones
-                # leaves no core idle), and after a failure no further bin starts.
-                outputs = engine.map_tasks(storage, rewrite_bin, tasks,
-                                           parallel=max(1, os.cpu_count() or 1))
-                outcome = commit_batch(
-                    storage, snap, batch, outputs, operation=operation,
-                    predicate=plan.where, clock=clock, engine=engine)
-                failed.update(outcome.failed)
-                if outcome.version is None:
-                    continue
-                versions.append(outcome.version)
-                done = set(outcome.committed)
-                committed += len(done)
-                for b, out in zip(batch, outputs, strict=True):
-                    if b.index not in done:
+            # Arrow's jemalloc pool, unless the process started with one chosen (the CLI
+            # and the Dagster wing choose before pyarrow loads: `engine.arrow_memory`).
+            with returning_pool():
+                for start in range(0, len(plan.bins), bins_per_commit):
+                    batch = plan.bins[start:start + bins_per_commit]
+                    tasks = [RewriteTask(b, settings) for b in batch]
+                    # A local engine rewrites at most one bin per core at a time, however many
+                    # threads it has: the work is CPU-bound (decode, filter, encode) and each bin
+                    # holds a row group's buffers, so more threads add memory, not speed. A bin
+                    # starts as soon as a core is free (no waves: a large bin beside small ones
+                    # leaves no core idle), and after a failure no further bin starts.
+                    outputs = engine.map_tasks(storage, rewrite_bin, tasks,
+                                               parallel=max(1, os.cpu_count() or 1))
+                    outcome = commit_batch(
+                        storage, snap, batch, outputs, operation=operation,
+                        predicate=plan.where, clock=clock, engine=engine)
+                    failed.update(outcome.failed)
+                    if outcome.version is None:
                         continue
-                    removed_files += len(b.files)
-                    removed_bytes += b.input_bytes
-                    dvs_removed += b.deletion_vectors
-                    added_files += len(out.adds)
-                    added_bytes += out.bytes_written
-                    rows_rewritten += out.rows_written
-                    rows_deleted += out.rows_read - out.rows_written
+                    versions.append(outcome.version)
+                    done = set(outcome.committed)
+                    committed += len(done)
+                    for b, out in zip(batch, outputs, strict=True):
+                        if b.index not in done:
+                            continue
+                        removed_files += len(b.files)
+                        removed_bytes += b.input_bytes
+                        dvs_removed += b.deletion_vectors
+                        added_files += len(out.adds)
+                        added_bytes += out.bytes_written
+                        rows_rewritten += out.rows_written
+                        rows_deleted += out.rows_read - out.rows_written
         finally:
             if owned:
                 engine.close()

@@ -4,7 +4,7 @@ deletion vectors, `_change_data` and removes, litter of every kind (hidden names
 `metadata`, `_delta_index`, `_change_data`, orphans in partitions and at the root, a Hadoop
 side checksum) at both sides of the retention, and clocks on the edges of the tombstones'
 expiry, the warnings name exactly the files (and sizes) VACUUM's own dry run would delete,
-whatever the bucket count. And the Arrow pool fsck runs with (`maintenance.fsck.memory`)."""
+whatever the bucket count. And the Arrow pool fsck runs with (`engine.arrow_memory`)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import delta_ops.maintenance.vacuum.plan as vacuum_plan
+from delta_ops.engine.arrow_memory import returning_pool
 from delta_ops.engine.local import LocalEngine
 from delta_ops.log import load_snapshot
 from delta_ops.maintenance.fsck import fsck
 from delta_ops.maintenance.fsck.leftovers import KEYS_PER_BUCKET, unreferenced_files
-from delta_ops.maintenance.fsck.memory import returning_pool
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table
 

@@ -113,8 +113,8 @@ def fsck(
             refused: nothing is committed).
         ValueError: `confirm` without `repair`.
     """
+    from delta_ops.engine.arrow_memory import returning_pool
     from delta_ops.engine.local import LocalEngine
-    from delta_ops.maintenance.fsck.memory import returning_pool
 
     if confirm and not repair:
         raise ValueError("confirm applies to a repair: give repair=True (--repair) as well")
@@ -123,7 +123,7 @@ def fsck(
     run_on: Engine = engine if engine is not None else LocalEngine()
     try:
         # A pool that hands freed batches back: without it the driver's memory grows
-        # with the table although no batch does (`memory`).
+        # with the table although no batch does (`delta_ops.engine.arrow_memory`).
         with returning_pool():
             check, snapshot, problems, notes, data = _check(
                 storage, run_on, verify_data=verify_data, leftovers=leftovers, clock=clock,
