@@ -19,6 +19,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from delta_ops.engine.arrow_memory import POOL_ENV, executor_pool
 from delta_ops.engine.config import SparkSessionConfig
 from delta_ops.errors import EngineError
 
@@ -208,6 +209,9 @@ def _create_session(config: SparkSessionConfig) -> tuple[SparkSession, bool]:
 
     _require_java()  # before the JVM: without it, three chained tracebacks
     settings = {"spark.ui.showConsoleProgress": "false"}
+    pool = executor_pool()  # Python workers that hand freed Arrow memory back
+    if pool is not None:
+        settings[f"spark.executorEnv.{POOL_ENV}"] = pool
     if config.local_ip is not None:
         settings["spark.driver.host"] = config.local_ip
         settings["spark.driver.bindAddress"] = config.local_ip
