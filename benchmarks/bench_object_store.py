@@ -5,7 +5,8 @@ by kind).
 
 moto runs in its own process (`benchmarks.moto_store`, tables loaded directly, every object
 dated 2023). Each row prints both tools' medians, their ratio, peak RSS, the requests each
-side made in its last run (from the proxy), and the floor: the requests the operation must
+side made in its last run (from the proxy), moto's CPU seconds for each side's run (the
+store's cost of each tool's requests), and the floor: the requests the operation must
 make (its listing pages, its DeleteObjects batches) divided by the concurrency, times the
 latency, plus moto's own measured time per request times those requests (moto answers
 from one Python process: on 2 cores its time is a floor of its own, and usually the larger
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -49,6 +51,14 @@ class Store:
         )
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         self.endpoint = json.loads(line)["endpoint"]
+
+    def cpu_seconds(self) -> float:
+        """moto's CPU seconds so far (user + system, from /proc): what a tool's requests
+        cost the store. moto gathers and sorts every key under a request's prefix before it
+        pages, so a listing of the whole table prefix costs it more per page than one of a
+        single partition's, which S3 does not."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def load(self, table: Path, prefix: str) -> dict:
         self.proc.stdin.write(f"load {table} {prefix}\n")  # type: ignore[union-attr]
@@ -124,17 +134,21 @@ def _theirs_snapshot(uri: str, proxy: S3Proxy) -> list[str]:
 
 def _alternate(
     name: str, proxy: S3Proxy, ours: list[str], theirs: list[str], *, repeats: int,
-    goal: float | None, before=None,  # type: ignore[no-untyped-def]
+    goal: float | None, store: Store, before=None,  # type: ignore[no-untyped-def]
 ) -> dict:
-    """Alternate the two processes; medians, peak RSS, the last run's request counts."""
+    """Alternate the two processes; medians, peak RSS, the last run's request counts, and
+    moto's median CPU seconds for each side's run."""
     got: dict[str, list[Measurement]] = {"ours": [], "theirs": []}
+    store_cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
     counts: dict[str, dict[str, int]] = {}
     for _ in range(repeats):
         for side, argv in (("ours", ours), ("theirs", theirs)):
             if before is not None:
                 before()
             proxy.reset()
+            cpu = store.cpu_seconds()
             got[side].append(measure_process(argv))
+            store_cpu[side].append(store.cpu_seconds() - cpu)
             counts[side] = proxy.counts()
     ta = statistics.median(m.seconds for m in got["ours"])
     tb = statistics.median(m.seconds for m in got["theirs"])
@@ -147,6 +161,8 @@ def _alternate(
         "goal_met": None if goal is None else ta / tb <= goal,
         "delta_ops_rss_mb": round(max(m.rss_mb for m in got["ours"]), 1),
         "deltalake_rss_mb": round(max(m.rss_mb for m in got["theirs"]), 1),
+        "delta_ops_store_cpu_s": round(statistics.median(store_cpu["ours"]), 2),
+        "deltalake_store_cpu_s": round(statistics.median(store_cpu["theirs"]), 2),
         "delta_ops_requests": counts["ours"],
         "deltalake_requests": counts["theirs"],
     }
@@ -197,16 +213,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(_floor(_alternate(
                 "vacuum dry run, 20k adds/4k removed, 20 ms", proxy,
                 _ours_vacuum(uri, proxy, True), _theirs_vacuum(uri, proxy, True),
-                repeats=repeats, goal=0.5), 21, 0.02, moto_list))
+                repeats=repeats, goal=0.5, store=store), 21, 0.02, moto_list))
             rows.append(_alternate(
                 "snapshot, 100 commits/20k adds, 20 ms", proxy,
                 _ours_snapshot(uri, proxy), _theirs_snapshot(uri, proxy),
-                repeats=repeats, goal=0.5))
+                repeats=repeats, goal=0.5, store=store))
             uri10 = f"s3://{BUCKET}/s10"
             row = _alternate(
                 "vacuum deleting 1,960 files, 10k adds/50 commits, 20 ms", proxy,
                 _ours_vacuum(uri10, proxy, False), _theirs_vacuum(uri10, proxy, False),
-                repeats=repeats, goal=0.5, before=lambda: store.load(small10, "s10"))
+                repeats=repeats, goal=0.5, store=store,
+                before=lambda: store.load(small10, "s10"))
             row["delta_ops_files_per_s"] = round(1960 / row["delta_ops_s"])
             rows.append(_floor(row, 11 + math.ceil(1960 / 1000), 0.02, moto_list))
         with S3Proxy(store.endpoint, latency=0.05) as proxy:
@@ -214,7 +231,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(_alternate(
                 "snapshot, 10,000 commits + checkpoint, 50 ms", proxy,
                 _ours_snapshot(uri, proxy), _theirs_snapshot(uri, proxy),
-                repeats=repeats, goal=0.5))
+                repeats=repeats, goal=0.5, store=store))
         if large:
             for partitioned, goal in ((False, 0.2), (True, 0.5)):
                 t1 = time.perf_counter()
@@ -230,7 +247,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     rows.append(_floor(_alternate(
                         f"vacuum dry run, 250k files {kind}, 50 ms", proxy,
                         _ours_vacuum(uri, proxy, True), _theirs_vacuum(uri, proxy, True),
-                        repeats=1, goal=goal), pages, 0.05, moto_list))
+                        repeats=1, goal=goal, store=store), pages, 0.05, moto_list))
     finally:
         store.close()
     print_rows([{k: v for k, v in r.items() if not k.endswith("_requests")} for r in rows])

@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 from delta_ops.storage.parallel import RequestPolicy
-from delta_ops.storage.s3_bulk import _client_error_code, _keep_listing_xml, _S3Bulk
+from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk, hook_listing
 from delta_ops.storage.s3_client import (
     ThreadedClient,
     call,
@@ -123,9 +123,7 @@ class _S3Backend(_S3Bulk, _Backend):
                 client, _ = make_client(
                     {**kwargs, "config_kwargs": config}, _timestamp, self._session
                 )
-                client.meta.events.register(
-                    "before-parse.s3.ListObjectsV2", _keep_listing_xml
-                )
+                hook_listing(client.meta.events)
                 return ThreadedClient(client, policy.concurrency)
 
             bulk = self._bulk = shared(["bulk", self._fs_kwargs, policy.concurrency], build)
