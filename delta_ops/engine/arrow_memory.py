@@ -10,6 +10,9 @@ allocates and frees a batch at a time then holds far more than it uses:
 - fsck streams a large table batch by batch. Live Arrow memory stayed about 1 MB, yet the
   process held 360 MB at 1M files. With jemalloc the run's peak fell by about 40%
   (docs/fsck.md).
+- A VACUUM dry run listing 275,000 keys on S3 (moto) peaked at 421 MB with mimalloc and
+  298 MB with jemalloc, in the same time. Commands on small tables took the same time
+  with either pool.
 
 Arrow configures jemalloc so that freed pages decay back to the system within a second.
 
@@ -18,7 +21,7 @@ There are two ways to choose, because Arrow has two defaults:
 - `prefer_returning_pool_at_start()` sets `ARROW_DEFAULT_MEMORY_POOL=jemalloc` before pyarrow
   is imported. Arrow reads the variable once, at its first allocation, and its C++ code
   (Parquet decoding and encoding on its own threads among it) then allocates from jemalloc.
-  The CLI does this for its data commands. The Dagster wing does it when it builds its
+  The CLI does this for every command. The Dagster wing does it when it builds its
   definitions; that happens at load, in the code server and in every run worker, and the
   run workers a code server starts inherit the variable.
 - `executor_pool()` is the same choice for a Spark session's Python workers, which start
