@@ -78,7 +78,8 @@ def _keep_listing_xml(response_dict: dict[str, Any], customized_response_dict: d
     200 answers does (`hook_listing`): the request then fails as a server error and is
     retried."""
     body = response_dict.get("body")
-    if response_dict.get("status_code") != 200 or not isinstance(body, bytes):
+    if (response_dict.get("status_code") != 200 or not isinstance(body, bytes)
+            or _RAW_XML in customized_response_dict):
         return
     if _LISTING_START.match(body) is None or not body.rstrip().endswith(b"</ListBucketResult>"):
         response_dict["status_code"] = 500
@@ -109,8 +110,12 @@ def hook_listing(events: Any) -> None:
             if operation_model.name != "ListObjectsV2":
                 check(operation_model=operation_model, **kwargs)
 
-        events.register_first("before-parse.s3.*", unless_listing)
-    events.register("before-parse.s3.ListObjectsV2", _keep_listing_xml)
+        events.register_first("before-parse.s3.*", unless_listing,
+                              unique_id="delta_ops.s3_200_check")
+    # Once per client, whatever the calls: a second `_keep_listing_xml` would keep the
+    # empty document the first one left.
+    events.register("before-parse.s3.ListObjectsV2", _keep_listing_xml,
+                    unique_id="delta_ops.keep_listing_xml")
 
 
 _CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.S)

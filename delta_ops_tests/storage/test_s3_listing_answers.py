@@ -70,6 +70,7 @@ def test_botocore_still_checks_the_200_answers_of_other_operations(monkeypatch):
     client = botocore.session.get_session().create_client(
         "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
     hook_listing(client.meta.events)
+    hook_listing(client.meta.events)  # hooking twice changes nothing
     model = client.meta.service_model
 
     def emit(operation: str, body: bytes) -> tuple[int, dict]:
