@@ -16,7 +16,9 @@ allocates and frees a batch at a time then holds far more than it uses:
 
 Arrow configures jemalloc so that freed pages decay back to the system within a second.
 
-There are two ways to choose, because Arrow has two defaults:
+Arrow has two defaults, the C++ one it picks at its first allocation and pyarrow's, and a
+Spark session's Python workers are processes of their own. So there are three ways to
+choose:
 
 - `prefer_returning_pool_at_start()` sets `ARROW_DEFAULT_MEMORY_POOL=jemalloc` before pyarrow
   is imported. Arrow reads the variable once, at its first allocation, and its C++ code

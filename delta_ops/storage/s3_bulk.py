@@ -128,22 +128,36 @@ _TOKEN = re.compile(rb"<NextContinuationToken>(.*?)</NextContinuationToken>", re
 _ENCODING = re.compile(rb"<EncodingType>(.*?)</EncodingType>", re.S)
 
 
+#: The tags that place an entry's fields, and their order in S3's (and moto's) answers.
+_ENTRY_TAGS = re.compile(rb"<(Contents|Key|LastModified|Size)>")
+_ENTRY_ORDER = b"ContentsKeyLastModifiedSize"
+
+
 def _entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]]:
     """(Key, Size, LastModified) of each `<Contents>` entry of a listing page, in order.
 
-    Key, Size and LastModified appear in a ListObjectsV2 answer only inside its Contents
-    entries, once in each, so three searches of the whole page line up when each finds
-    one per entry; otherwise (a store that writes more) each entry is searched on its own.
+    When the page's tags run Contents, Key, LastModified, Size for every entry (S3's order),
+    three searches of the whole page line up, entry by entry. Otherwise each entry is
+    searched on its own. A value holding markup (a document whose element did not close)
+    fails the page: a key or a time taken from the wrong entry could make a new file look
+    old to VACUUM.
     """
     keys, sizes, stamps = _KEY.findall(raw), _SIZE.findall(raw), _STAMP.findall(raw)
-    if len(keys) == len(sizes) == len(stamps) == raw.count(b"<Contents>"):
-        return list(zip(keys, sizes, stamps, strict=True))
-    out = []
-    for block in _CONTENTS.findall(raw):
-        k, size, stamp = _KEY.search(block), _SIZE.search(block), _STAMP.search(block)
-        if k is None or size is None or stamp is None:
-            raise ValueError(f"S3 listing entry without Key, Size or LastModified: {block!r}")
-        out.append((k.group(1), size.group(1), stamp.group(1)))
+    if not (len(keys) == len(sizes) == len(stamps)
+            and b"".join(_ENTRY_TAGS.findall(raw)) == _ENTRY_ORDER * len(keys)):
+        keys, sizes, stamps = [], [], []
+        for block in _CONTENTS.findall(raw):
+            k, size, stamp = _KEY.search(block), _SIZE.search(block), _STAMP.search(block)
+            if k is None or size is None or stamp is None:
+                raise ValueError(
+                    f"S3 listing entry without Key, Size or LastModified: {block!r}")
+            keys.append(k.group(1))
+            sizes.append(size.group(1))
+            stamps.append(stamp.group(1))
+    out = list(zip(keys, sizes, stamps, strict=True))
+    if any(b"<" in b"".join(column) for column in (keys, sizes, stamps)):
+        bad = next(entry for entry in out if any(b"<" in v for v in entry))
+        raise ValueError(f"S3 listing entry with markup in a value: {bad!r}")
     return out
 
 

@@ -5,6 +5,8 @@ parses every answer into a tree, still runs for every other operation."""
 
 from __future__ import annotations
 
+import re
+
 import botocore.handlers
 import botocore.session
 import pytest
@@ -86,3 +88,23 @@ def test_botocore_still_checks_the_200_answers_of_other_operations(monkeypatch):
     assert emit("ListObjectsV2", ERROR)[0] == 500 and parsed_trees == []
     # CopyObject answers 200 with an error document when the copy fails midway.
     assert emit("CopyObject", ERROR)[0] == 500 and parsed_trees == [ERROR]
+
+
+def test_entries_in_another_element_order_read_the_same():
+    # Each entry's LastModified moved after its Size: the page is read entry by entry.
+    swapped = re.sub(rb"(<LastModified>.*?</LastModified>)(.*?)(<Size>.*?</Size>)",
+                     rb"\2\3\1", PAGE)
+    assert swapped.index(b"<Size>5") < swapped.index(b"00:00.000Z")
+    assert _listing_page({_RAW_XML: swapped}) == _listing_page({_RAW_XML: PAGE})
+
+
+@pytest.mark.parametrize("broken", [
+    # The first entry without its size, the second with two: as many sizes as entries.
+    PAGE.replace(b"<Size>5</Size>", b"").replace(b"<Size>7</Size>",
+                                                 b"<Size>7</Size><Size>9</Size>"),
+    # A key that does not close.
+    PAGE.replace(b"x.parquet</Key>", b"x.parquet"),
+], ids=["sizes-shifted", "key-not-closed"])
+def test_an_entry_that_could_be_read_against_another_fails_the_page(broken):
+    with pytest.raises(ValueError, match="S3 listing entry"):
+        _listing_page({_RAW_XML: broken})
