@@ -244,9 +244,6 @@ for i, name in enumerate(names):
 """
 
 
-#: The floor of (1): the same partitions read and written by pyarrow alone, one partition per
-#: core at a time, in row groups of 1Mi rows with the table's codec (no plan, statistics,
-#: row tracking or commit).
 #: OPTIMIZE as a Dagster user runs it: the table's `optimize` asset in a run of the implicit
 #: asset job (`execute_in_process`, the in-process executor, an ephemeral instance), in a
 #: process that builds the definitions from a one-table registry first, as a run worker
@@ -277,6 +274,9 @@ def _write_crc(path: Path) -> None:
     write_checksum(Storage.for_uri(str(path)))
 
 
+#: The floor of (1): the same partitions read and written by pyarrow alone, one partition per
+#: core at a time, in row groups of 1Mi rows with the table's codec (no plan, statistics,
+#: row tracking or commit).
 _FLOOR_COMPACT = """
 import glob, os, sys
 from concurrent.futures import ThreadPoolExecutor
