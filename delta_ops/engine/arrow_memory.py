@@ -41,6 +41,7 @@ allocator. Protocol sections: none.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -57,8 +58,9 @@ _users = 0
 _saved: Any = None
 
 
+@functools.cache
 def _arrow_has_jemalloc() -> bool:
-    """Whether the installed pyarrow is built with jemalloc, read from its
+    """Whether the installed pyarrow is built with jemalloc, read (once) from its
     `arrow/util/config.h` so that pyarrow is not imported."""
     spec = importlib.util.find_spec("pyarrow")
     if spec is None or not spec.submodule_search_locations:
