@@ -159,6 +159,31 @@ def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
+def range_prefix(after: str | None, stop: str | None, recursive: bool = True) -> str:
+    """The longest prefix every name of the range ``(after, stop]`` starts with: the
+    common prefix of its two bounds ("" for an open range).
+
+    A name ``k`` with ``after < k <= stop`` starts with it: at the first place where ``k``
+    left the common prefix, ``k`` would sort before `after` (a smaller character, or ``k``
+    ended) or after `stop` (a larger one). Code point order is the UTF-8 byte order S3
+    sorts keys by. Listing a range under this prefix instead of the directory's returns
+    the same keys, and a store that gathers a prefix's keys for every page (MinIO's walk,
+    moto's sort) gathers only those. With a delimiter (`recursive` False) the prefix stops
+    before its first ``/``, so that subdirectories roll up as they do under the directory.
+    """
+    if after is None or stop is None:
+        return ""
+    n = 0
+    for a, b in zip(after, stop, strict=False):
+        if a != b:
+            break
+        n += 1
+    common = after[:n]
+    if not recursive:
+        common = common.split("/", 1)[0]
+    return common
+
+
 #: Bounds `extrapolated_bounds` proposes at once, and how many times a range split off
 #: one may split again.
 SPLIT_PARTS = 16

@@ -27,6 +27,7 @@ from delta_ops.storage.parallel import (
     Progress,
     RequestPolicy,
     extrapolated_bounds,
+    range_prefix,
     ranges_of,
 )
 
@@ -397,7 +398,11 @@ class _S3Bulk:
                         children: list[asyncio.Future[None]]) -> None:
             first_page = True
             pages = depth  # this chain's pages, after those its ancestors waited for
-            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            # The range's own prefix (`range_prefix`): the same keys, and fewer for the
+            # store to gather per page. Keys stay relative to the directory's `prefix`.
+            kwargs: dict[str, Any] = {
+                "Bucket": bucket, "Prefix": prefix + range_prefix(after, stop, recursive),
+            }
             if not recursive:
                 kwargs["Delimiter"] = "/"
             if after is not None:

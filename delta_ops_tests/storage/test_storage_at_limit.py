@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -33,6 +34,7 @@ from delta_ops.storage.parallel import (
     AdaptiveLimit,
     RequestPolicy,
     range_bounds,
+    range_prefix,
     ranges_of,
 )
 from delta_ops.storage.s3 import _S3Backend
@@ -233,6 +235,55 @@ def test_union_of_ranges_is_the_serial_listing_in_memory(keys, cut, recursive):
         assert storage.list_ranges("", bounds, recursive=recursive) == serial
     finally:
         storage.delete_many([f.path for f in storage.walk()])
+
+
+_NAME_CHARS = st.text(alphabet=st.sampled_from(list("ab/=-_.~é") + ["😀", "\u00a0"]),
+                      max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(_NAME_CHARS, min_size=3, max_size=3, unique=True),
+       recursive=st.booleans())
+def test_every_name_of_a_range_starts_with_its_prefix(names, recursive):
+    after, inside, stop = sorted(names)
+    common = range_prefix(after, stop, recursive)
+    assert inside.startswith(common) and stop.startswith(common)
+    assert after.startswith(common)
+    # With a delimiter the prefix holds no '/' (subdirectories roll up as in the directory).
+    assert recursive or "/" not in common
+    # UTF-8 byte order (S3's) agrees with the code point order the prefix is taken in.
+    assert sorted(names, key=lambda n: n.encode()) == [after, inside, stop]
+    assert range_prefix(None, stop) == range_prefix(after, None) == ""
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("recursive", [True, False])
+def test_a_range_is_listed_under_the_prefix_of_its_bounds(s3_server, recursive):
+    """A store gathers the keys under a request's prefix for every page (moto sorts them
+    all): a range asks only for its bounds' common prefix, and still lists every key."""
+    storage = Storage.for_uri(s3_server.fresh_uri("narrow"), s3_server.storage_options)
+    client = s3_server.client()
+    root = storage.root.split("/", 3)[3]
+    keys = [f"p={p}/part-{i:03d}-{h}.parquet" for p in (0, 1) for i in range(0, 40, 3)
+            for h in ("a", "b")] + [f"part-{i:03d}.parquet" for i in range(20)]
+    for k in keys:
+        client.put_object(Bucket=s3_server.bucket, Key=f"{root}/{k}", Body=b"x")
+    bounds = (["p=0/part-010-a.parquet", "p=0/part-020-b.parquet", "p=1/part-030-a.parquet",
+               "part-004.parquet", "part-015.parquet"] if recursive
+              else ["part-004.parquet", "part-015.parquet"])
+    serial = sorted(storage.walk("") if recursive else storage.list_dir(""),
+                    key=lambda f: f.path)
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        proxied = Storage.for_uri(storage.root, proxy.storage_options())
+        got = proxied.list_ranges("", bounds, recursive=recursive)
+        asked = {urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["prefix"][0]
+                 for kind, path in proxy.requests if kind == "LIST"}
+    assert got == serial
+    expected = {f"{root}/" + range_prefix(a, b, recursive) for a, b in ranges_of(bounds)}
+    assert asked == expected
+    # Narrowed: into a partition, and (with or without a delimiter) to the files' stem.
+    assert f"{root}/part-0" in asked
+    assert not recursive or {f"{root}/p=0/part-0", f"{root}/p="} <= asked
 
 
 # ---- VACUUM on S3 through the proxy ---------------------------------------------------

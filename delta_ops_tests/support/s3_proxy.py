@@ -71,7 +71,8 @@ class S3Proxy:
         self.deny = deny
         self._rng = random.Random(seed)
         self._counts: Counter[str] = Counter()
-        #: (kind, path) of every request counted, in order, since the last `reset`.
+        #: (kind, path with query) of every request counted, in order, since the last
+        #: `reset`.
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,7 +117,7 @@ class S3Proxy:
                 self._counts["SlowDown"] += 1
             else:
                 self._counts[kind] += 1
-                self.requests.append((kind, request.path))
+                self.requests.append((kind, request.path_qs))
         if self.latency:
             await asyncio.sleep(self.latency)
         if refuse:
