@@ -182,13 +182,12 @@ class LocalEngine(Engine):
         """The files below `directories` (as `list_files`) not in `exclude`, by path;
         `keep` (referenced paths) only decides where an object store's listing is cut."""
         if storage.latency_bound and listing_has_stats(storage):
-            listed = storage.list_many(
+            # The referenced files are left out as the pages arrive: the listing holds
+            # only the others, whatever the number of live files.
+            return storage.list_many(
                 range_specs(directories, keep), follow_symlinks=False, policy=self.policy,
-                progress=_hook(progress, LIST),
+                progress=_hook(progress, LIST), exclude=exclude,
             )
-            if exclude is None:
-                return listed
-            return [i for i in listed if i.path not in exclude]
 
         def one(directory: str) -> list[FileInfo]:
             # What is listed here may be deleted: no symbolic link is listed or followed.

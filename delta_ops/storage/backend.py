@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -34,6 +34,22 @@ class FileInfo:
     path: str
     size: int
     modification_time: int
+
+
+#: Files a listing leaves out of its result: (head, names). An entry listed as `rel` in its
+#: directory is left out when `head + rel` is in `names` (`head`: the directory relative to
+#: the storage root, with its '/', so that `names` holds root-relative paths).
+Skip = tuple[str, Container[str]]
+
+
+def without(
+    entries: list[tuple[str, int, int]], skip: Skip | None
+) -> list[tuple[str, int, int]]:
+    """`entries` (rel, size, mtime) but those `skip` names."""
+    if skip is None:
+        return entries
+    head, names = skip
+    return [e for e in entries if head + e[0] not in names]
 
 
 def content_bytes(data: bytes | os.PathLike) -> bytes:
@@ -165,24 +181,26 @@ class _Backend(ABC):
         specs: list[tuple[str, list[str], bool]],
         policy: RequestPolicy,
         progress: Progress | None,
+        exclude: Sequence[Skip | None] | None = None,
     ) -> list[list[tuple[str, int, int]]]:
         """For each (native directory, bounds, recursive) of `specs`: (path relative to the
         directory, size, mtime_ms) of every file below it (recursive) or directly in it,
         listed in the key ranges the bounds cut (`parallel.ranges_of`), in no particular
-        order.
+        order. `exclude`, one per spec: the files it names (`Skip`) are listed and counted
+        in `progress`, but not returned (nor held while the others are listed).
 
         This default lists each directory once (the local file system and memory answer a
         listing without a round trip; the ranges partition the names, so every entry lies
         in exactly one); object stores list all the ranges side by side."""
         out = []
-        for native_dir, bounds, recursive in specs:
+        for i, (native_dir, bounds, recursive) in enumerate(specs):
             ranges_of(bounds)  # the bounds are checked as everywhere
             entries = (
                 list(self.walk(native_dir)) if recursive else self.list_dir(native_dir, None)
             )
             if progress is not None:
                 progress(1, len(entries), sum(e[1] for e in entries))
-            out.append(entries)
+            out.append(without(entries, exclude[i] if exclude else None))
         return out
 
     def list_subdir_ranges(

@@ -11,7 +11,7 @@ implemented here (storage only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from delta_ops.storage.backend import FileInfo, _Backend
@@ -85,6 +85,7 @@ class _BulkOps:
         follow_symlinks: bool = True,
         policy: RequestPolicy | None = None,
         progress: Progress | None = None,
+        exclude: Container[str] | None = None,
     ) -> list[FileInfo]:
         """`list_ranges` of several directories at once, under one concurrency limit.
 
@@ -93,9 +94,13 @@ class _BulkOps:
             follow_symlinks: See `list_ranges`.
             policy: See `list_ranges`.
             progress: See `list_ranges`.
+            exclude: Paths relative to the root left out of the result, as the pages
+                arrive (VACUUM's referenced files: the listing then holds only the
+                others). They are still listed and counted in `progress`.
 
         Returns:
-            The files of every directory, paths relative to the root, sorted by path.
+            The files of every directory, paths relative to the root, sorted by path
+            (but those in `exclude`).
 
         Raises:
             StorageError: A listing request failed after its retries.
@@ -113,10 +118,13 @@ class _BulkOps:
             )
         out: list[FileInfo] = []
         for backend, group in by_backend.values():
+            skips = None if exclude is None else [
+                (f"{rel}/" if rel else "", exclude) for rel, _native, _bounds, _rec in group
+            ]
             try:
                 found = backend.list_ranges(
                     [(native, bounds, rec) for _rel, native, bounds, rec in group],
-                    policy or RequestPolicy(), progress,
+                    policy or RequestPolicy(), progress, exclude=skips,
                 )
             except backend.errors as exc:
                 raise self._fail("list directory", group[0][0], exc) from exc

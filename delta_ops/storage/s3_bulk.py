@@ -16,10 +16,10 @@ import asyncio
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from delta_ops.storage.backend import _ms
+from delta_ops.storage.backend import Skip, _ms, without
 from delta_ops.storage.parallel import (
     SPLIT_DEPTH,
     AdaptiveLimit,
@@ -375,6 +375,7 @@ class _S3Bulk:
         policy: RequestPolicy,
         progress: Progress | None,
         folders: list[str] | None = None,
+        exclude: Sequence[Skip | None] | None = None,
     ) -> list[list[tuple[str, int, int]]]:
         rng = random.Random(policy.seed)
         counter = [0]
@@ -383,18 +384,19 @@ class _S3Bulk:
 
         async def one(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
                       recursive: bool, after: str | None, stop: str | None,
-                      out: list[tuple[str, int, int]], depth: int = 0) -> None:
+                      out: list[tuple[str, int, int]], skip: Skip | None,
+                      depth: int = 0) -> None:
             children: list[asyncio.Future[None]] = []
             try:
                 await chain(client, limit, bucket, prefix, recursive, after, stop, out,
-                            depth, children)
+                            skip, depth, children)
             finally:
                 if children:
                     await asyncio.gather(*children)
 
         async def chain(client: Any, limit: AdaptiveLimit, bucket: str, prefix: str,
                         recursive: bool, after: str | None, stop: str | None,
-                        out: list[tuple[str, int, int]], depth: int,
+                        out: list[tuple[str, int, int]], skip: Skip | None, depth: int,
                         children: list[asyncio.Future[None]]) -> None:
             first_page = True
             pages = depth  # this chain's pages, after those its ancestors waited for
@@ -425,9 +427,10 @@ class _S3Bulk:
                     if not rel or rel.endswith("/") or (not recursive and "/" in rel):
                         continue  # directory markers
                     n = int(obj["Size"])
-                    out.append((rel, n, obj["LastModified"]))
                     files += 1
                     size += n
+                    if skip is None or skip[0] + rel not in skip[1]:
+                        out.append((rel, n, obj["LastModified"]))
                 commons = page.get("CommonPrefixes") or ()
                 if folders is not None:
                     # Subdirectories of this range (bounds of one directory's own names
@@ -459,7 +462,7 @@ class _S3Bulk:
                         for lo, hi in zip(cuts, [*cuts[1:], stop], strict=False):
                             children.append(asyncio.ensure_future(one(
                                 client, limit, bucket, prefix, recursive, lo, hi, out,
-                                depth + 1,
+                                skip, depth + 1,
                             )))
                         if cuts:
                             stop = cuts[0]
@@ -471,7 +474,7 @@ class _S3Bulk:
             if not recursive and held is not None and held[0] == native_dir:
                 taken = self._take_remembered(native_dir)
                 if taken is not None:
-                    outs[i].extend(taken)
+                    outs[i].extend(without(taken, exclude[i] if exclude else None))
                     done.add(i)
                     if progress is not None:
                         progress(0, len(taken), sum(e[1] for e in taken))
@@ -486,8 +489,10 @@ class _S3Bulk:
                     continue
                 bucket, key = self._split(native_dir)
                 prefix = self._dir_prefix(key)
+                skip = exclude[i] if exclude else None
                 for after, stop in ranges_of(bounds):
-                    jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out))
+                    jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out,
+                                    skip))
             await asyncio.gather(*jobs)
 
         if len(done) < len(specs):

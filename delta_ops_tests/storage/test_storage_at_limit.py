@@ -135,6 +135,13 @@ class TestRangesAndBatches:
         )
         assert got == want
         assert seen[1] == len(want) and seen[2] == sum(f.size for f in want) and seen[0] >= 3
+        # Left out by their paths from the root, in the root and in subdirectories alike.
+        left_out = {f.path for f in want[::3]} | {"p=1/not-there.parquet"}
+        assert {f.path.split("/")[0] for f in want[::3]} >= {"p=1", "p=2"}
+        assert storage.list_many(
+            [("", ["f05.parquet"], False), ("p=1", [], True), ("p=2", ["x"], True)],
+            follow_symlinks=False, exclude=left_out,
+        ) == [f for f in want if f.path not in left_out]
 
     def test_list_subdirs_in_ranges_is_list_subdirs(self, storage):
         self._tree(storage)
@@ -212,10 +219,17 @@ def test_union_of_ranges_is_the_serial_listing_on_s3(s3_server, keys, cut, recur
         bounds = sorted({pool[i % len(pool)] for i in cut} - {""})
         got = storage.list_ranges("", bounds, recursive=recursive,
                                   policy=RequestPolicy(concurrency=3))
+        # Referenced files left out as the pages arrive: the rest, still all counted.
+        counted = []
+        left_out = {f.path for f in serial[::2]}
+        rest = storage.list_many([("", bounds, recursive)], exclude=left_out,
+                                 progress=lambda _r, files, _b: counted.append(files))
     finally:
         _S3Backend.page_size = old
     assert [f.path for f in got] == [f.path for f in serial]  # nothing missed or doubled
     assert got == serial
+    assert rest == [f for f in serial if f.path not in left_out]
+    assert sum(counted) == len(serial)
 
 
 @settings(max_examples=60, deadline=None)
@@ -233,6 +247,9 @@ def test_union_of_ranges_is_the_serial_listing_in_memory(keys, cut, recursive):
         pool = sorted(set(keys) | {"", "\U0001f600" * 7})
         bounds = sorted({pool[i % len(pool)] for i in cut} - {""})
         assert storage.list_ranges("", bounds, recursive=recursive) == serial
+        left_out = {f.path for f in serial[1::2]}
+        assert storage.list_many([("", bounds, recursive)], exclude=left_out) == [
+            f for f in serial if f.path not in left_out]
     finally:
         storage.delete_many([f.path for f in storage.walk()])
 
