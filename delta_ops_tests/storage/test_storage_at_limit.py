@@ -631,6 +631,12 @@ def test_subdirs_listing_remembers_the_files_for_the_next_listing(s3_server):
             # Once only: the next listing asks the store again.
             assert storage.list_many([("", [], False)]) == serial
             assert proxy.counts()["LIST"] > first
+            # Remembered files pass the next listing's exclusions too.
+            storage.list_subdirs("", bounds=["f03.parquet"], remember_files=True)
+            again = proxy.counts()["LIST"]
+            assert storage.list_many([("", [], False)], exclude={"f01.parquet"}) == [
+                f for f in serial if f.path != "f01.parquet"]
+            assert proxy.counts()["LIST"] == again
             # A write through the storage in between forgets the remembered files.
             storage.list_subdirs("", bounds=[], remember_files=True)
             storage.put_atomic("f99.parquet", b"new")
