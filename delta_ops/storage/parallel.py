@@ -167,9 +167,9 @@ def range_prefix(after: str | None, stop: str | None, recursive: bool = True) ->
     left the common prefix, ``k`` would sort before `after` (a smaller character, or ``k``
     ended) or after `stop` (a larger one). Code point order is the UTF-8 byte order S3
     sorts keys by. Listing a range under this prefix instead of the directory's returns
-    the same keys, and a store that gathers a prefix's keys for every page (MinIO's walk,
-    moto's sort) gathers only those. With a delimiter (`recursive` False) the prefix stops
-    before its first ``/``, so that subdirectories roll up as they do under the directory.
+    the same keys, and a store that gathers a prefix's keys for every page (moto sorts
+    them) gathers only those. With a delimiter (`recursive` False) the prefix stops before
+    its first ``/``, so that subdirectories roll up as they do under the directory.
     """
     if after is None or stop is None:
         return ""
