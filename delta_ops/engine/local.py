@@ -37,6 +37,7 @@ from delta_ops.protocol.arrays import (
     string_array,
 )
 from delta_ops.storage import FileInfo, Storage
+from delta_ops.storage.bulk import ListSpec
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 from delta_ops.storage.parallel import KEYS_PER_RANGE, RequestPolicy, range_bounds
 from delta_ops.storage.parallel import Progress as StorageHook
@@ -210,6 +211,14 @@ class LocalEngine(Engine):
 
     def list_files(self, storage: Storage, directories: Sequence[str]) -> pa.Table:
         return _listing_table(self._list(storage, directories))
+
+    def list_windows(self, storage: Storage, specs: Sequence[ListSpec]) -> pa.Table:
+        """`LISTING_SCHEMA` rows of the files of each (directory, bounds, recursive,
+        window) of `specs` (`Storage.list_many`, no symbolic link followed): a share of
+        the listings `range_specs` plans, for an engine that spreads them over workers
+        (the Spark engine's executors, `parallel.windows_of`)."""
+        return _listing_table(
+            storage.list_many(specs, follow_symlinks=False, policy=self.policy))
 
     def find_unreferenced(
         self,

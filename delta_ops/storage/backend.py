@@ -14,7 +14,13 @@ from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from delta_ops.storage.parallel import DeleteReport, Progress, RequestPolicy, ranges_of
+from delta_ops.storage.parallel import (
+    DeleteReport,
+    Progress,
+    RequestPolicy,
+    Window,
+    ranges_of,
+)
 
 #: Most names in one page of a names-only listing (`walk_names`, `list_name_pages`) where
 #: the backend pages them (the local file system).
@@ -182,22 +188,29 @@ class _Backend(ABC):
         policy: RequestPolicy,
         progress: Progress | None,
         exclude: Sequence[Skip | None] | None = None,
+        windows: Sequence[Window] | None = None,
     ) -> list[list[tuple[str, int, int]]]:
         """For each (native directory, bounds, recursive) of `specs`: (path relative to the
         directory, size, mtime_ms) of every file below it (recursive) or directly in it,
         listed in the key ranges the bounds cut (`parallel.ranges_of`), in no particular
         order. `exclude`, one per spec: the files it names (`Skip`) are listed and counted
-        in `progress`, but not returned (nor held while the others are listed).
+        in `progress`, but not returned (nor held while the others are listed). `windows`,
+        one per spec: only the names in that window ``(after, stop]`` (the bounds inside
+        it).
 
         This default lists each directory once (the local file system and memory answer a
         listing without a round trip; the ranges partition the names, so every entry lies
         in exactly one); object stores list all the ranges side by side."""
         out = []
         for i, (native_dir, bounds, recursive) in enumerate(specs):
-            ranges_of(bounds)  # the bounds are checked as everywhere
+            after, stop = windows[i] if windows else (None, None)
+            ranges_of(bounds, (after, stop))  # the bounds are checked as everywhere
             entries = (
                 list(self.walk(native_dir)) if recursive else self.list_dir(native_dir, None)
             )
+            if after is not None or stop is not None:
+                entries = [e for e in entries if (after is None or e[0] > after)
+                           and (stop is None or e[0] <= stop)]
             if progress is not None:
                 progress(1, len(entries), sum(e[1] for e in entries))
             out.append(without(entries, exclude[i] if exclude else None))

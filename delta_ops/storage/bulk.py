@@ -15,7 +15,18 @@ from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from delta_ops.storage.backend import FileInfo, _Backend
-from delta_ops.storage.parallel import DeleteReport, Progress, RequestPolicy, ranges_of
+from delta_ops.storage.parallel import (
+    DeleteReport,
+    Progress,
+    RequestPolicy,
+    Window,
+    ranges_of,
+)
+
+#: What `list_many` lists: (directory, bounds, recursive), optionally with a window.
+ListSpec = (
+    tuple[str, Sequence[str], bool] | tuple[str, Sequence[str], bool, Window]
+)
 
 if TYPE_CHECKING:
     from delta_ops.errors import StorageError
@@ -80,7 +91,7 @@ class _BulkOps:
 
     def list_many(
         self,
-        specs: Sequence[tuple[str, Sequence[str], bool]],
+        specs: Sequence[ListSpec],
         *,
         follow_symlinks: bool = True,
         policy: RequestPolicy | None = None,
@@ -90,7 +101,11 @@ class _BulkOps:
         """`list_ranges` of several directories at once, under one concurrency limit.
 
         Args:
-            specs: (directory, bounds, recursive) of each directory to list.
+            specs: (directory, bounds, recursive) of each directory to list, or
+                (directory, bounds, recursive, window): only the names of the directory
+                in the window ``(after, stop]`` (None: open end), which holds the bounds
+                (`parallel.windows_of` cuts a directory's ranges into windows, for
+                listings shared between workers).
             follow_symlinks: See `list_ranges`.
             policy: See `list_ranges`.
             progress: See `list_ranges`.
@@ -104,31 +119,35 @@ class _BulkOps:
 
         Raises:
             StorageError: A listing request failed after its retries.
-            ValueError: Some bounds are not strictly ascending.
+            ValueError: Some bounds are not strictly ascending, or outside their window.
         """
-        by_backend: dict[int, tuple[_Backend, list[tuple[str, str, list[str], bool]]]] = {}
-        for directory, bounds, recursive in specs:
-            ranges_of(bounds)  # ValueError before anything is listed
+        by_backend: dict[
+            int, tuple[_Backend, list[tuple[str, str, list[str], bool, Window]]]
+        ] = {}
+        for directory, bounds, recursive, *given in specs:
+            window: Window = given[0] if given else (None, None)
+            ranges_of(bounds, window)  # ValueError before anything is listed
             rel = self._clean(directory, directory=True)
             backend = self._lister(rel, follow_symlinks)
             if backend is None:
                 continue  # reached through a symbolic link: lists as empty
             by_backend.setdefault(id(backend), (backend, []))[1].append(
-                (rel, self._native(rel), list(bounds), recursive)
+                (rel, self._native(rel), list(bounds), recursive, window)
             )
         out: list[FileInfo] = []
         for backend, group in by_backend.values():
             skips = None if exclude is None else [
-                (f"{rel}/" if rel else "", exclude) for rel, _native, _bounds, _rec in group
+                (f"{spec[0]}/" if spec[0] else "", exclude) for spec in group
             ]
             try:
                 found = backend.list_ranges(
-                    [(native, bounds, rec) for _rel, native, bounds, rec in group],
+                    [(native, bounds, rec) for _rel, native, bounds, rec, _w in group],
                     policy or RequestPolicy(), progress, exclude=skips,
+                    windows=[spec[4] for spec in group],
                 )
             except backend.errors as exc:
                 raise self._fail("list directory", group[0][0], exc) from exc
-            for (rel, _native, _bounds, _rec), entries in zip(group, found, strict=True):
+            for (rel, *_spec), entries in zip(group, found, strict=True):
                 prefix = f"{rel}/" if rel else ""
                 out += [FileInfo(prefix + name, size, mtime) for name, size, mtime in entries]
         out.sort(key=lambda f: f.path)

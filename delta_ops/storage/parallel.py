@@ -146,17 +146,44 @@ def range_bounds(sorted_names: Sequence[str], per_range: int = KEYS_PER_RANGE) -
     return out
 
 
-def ranges_of(bounds: Sequence[str]) -> list[tuple[str | None, str | None]]:
-    """The ranges ``(after, stop]`` that `bounds` cut a listing into (None: open end).
+#: A window of a listing, ``(after, stop]`` (None: open end).
+Window = tuple[str | None, str | None]
+
+
+def ranges_of(
+    bounds: Sequence[str], window: Window = (None, None)
+) -> list[tuple[str | None, str | None]]:
+    """The ranges ``(after, stop]`` that `bounds` cut a listing (or its `window`) into
+    (None: open end).
 
     Raises:
-        ValueError: The bounds are not strictly ascending.
+        ValueError: The bounds are not strictly ascending, or not inside the window.
     """
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        if not a < b:
+    edges: list[str | None] = [window[0], *bounds, window[1]]
+    for a, b in zip(edges, edges[1:], strict=False):
+        if a is not None and b is not None and not a < b:
             raise ValueError(f"range bounds must be strictly ascending: {a!r} then {b!r}")
-    edges: list[str | None] = [None, *bounds, None]
     return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def windows_of(bounds: Sequence[str], per_window: int) -> list[tuple[Window, list[str]]]:
+    """The ranges of `bounds` (`ranges_of`) in groups of `per_window` consecutive ones:
+    (window, the bounds inside it) each. The windows are disjoint and cover every key, and
+    the ranges of all windows are exactly the ranges of `bounds`: a listing can be shared
+    between workers window by window.
+
+    Raises:
+        ValueError: `per_window` is below 1, or the bounds are not strictly ascending.
+    """
+    if per_window < 1:
+        raise ValueError(f"per_window must be at least 1, got {per_window}")
+    ranges_of(bounds)
+    edges: list[str | None] = [None, *bounds, None]
+    out = []
+    for first in range(0, len(bounds) + 1, per_window):
+        last = min(first + per_window, len(bounds) + 1)  # ranges first .. last - 1
+        out.append(((edges[first], edges[last]), list(bounds[first:last - 1])))
+    return out
 
 
 def range_prefix(after: str | None, stop: str | None, recursive: bool = True) -> str:

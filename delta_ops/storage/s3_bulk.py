@@ -26,6 +26,7 @@ from delta_ops.storage.parallel import (
     DeleteReport,
     Progress,
     RequestPolicy,
+    Window,
     extrapolated_bounds,
     range_prefix,
     ranges_of,
@@ -376,6 +377,7 @@ class _S3Bulk:
         progress: Progress | None,
         folders: list[str] | None = None,
         exclude: Sequence[Skip | None] | None = None,
+        windows: Sequence[Window] | None = None,
     ) -> list[list[tuple[str, int, int]]]:
         rng = random.Random(policy.seed)
         counter = [0]
@@ -471,7 +473,8 @@ class _S3Bulk:
         done: set[int] = set()
         for i, (native_dir, _bounds, recursive) in enumerate(specs):
             held = self._remembered
-            if not recursive and held is not None and held[0] == native_dir:
+            whole = windows is None or windows[i] == (None, None)
+            if not recursive and whole and held is not None and held[0] == native_dir:
                 taken = self._take_remembered(native_dir)
                 if taken is not None:
                     outs[i].extend(without(taken, exclude[i] if exclude else None))
@@ -490,7 +493,7 @@ class _S3Bulk:
                 bucket, key = self._split(native_dir)
                 prefix = self._dir_prefix(key)
                 skip = exclude[i] if exclude else None
-                for after, stop in ranges_of(bounds):
+                for after, stop in ranges_of(bounds, windows[i] if windows else (None, None)):
                     jobs.append(one(client, limit, bucket, prefix, recursive, after, stop, out,
                                     skip))
             await asyncio.gather(*jobs)

@@ -545,6 +545,39 @@ def _s3_tree(storage: Storage) -> dict[str, int]:
 
 @pytest.mark.spark
 @pytest.mark.s3
+def test_s3_ranges_are_shared_between_tasks(spark_engine_each, s3_server, monkeypatch):
+    """On an object store the executors list one directory's key ranges in windows, each
+    task its own share (`windows_of`): the same unreferenced files as the local engine."""
+    import time
+
+    import delta_ops.engine.local as local
+    import delta_ops.engine.spark.engine as spark_module
+
+    monkeypatch.setattr(local, "KEYS_PER_RANGE", 2)  # many ranges on a small table
+    windows = []
+    real = spark_module.windows_of
+    monkeypatch.setattr(spark_module, "windows_of",
+                        lambda bounds, per: windows.append(real(bounds, per)) or windows[-1])
+    s3 = Storage.for_uri(s3_server.fresh_uri("windows"), s3_server.storage_options)
+    _upload(corpus_path("golden__dv-partitioned-with-checkpoint"), s3)
+    for i in range(24):  # unreferenced files in the root, between referenced ones
+        s3.put_atomic(f"part-{i:03d}-junk.parquet", b"x" * i)
+    paths = sorted(f.path for f in s3.walk("") if not f.path.startswith("_delta_log/"))
+    keep = pa.array(paths[::3], pa.string())
+    later = int(time.time() * 1000) + DAY_MS
+    dirs = data_dirs(s3)
+    got = spark_engine_each.find_unreferenced(s3, dirs, keep, later)
+    want = LocalEngine().find_unreferenced(s3, dirs, keep, later)
+    assert got.equals(want)
+    found = set(got.column("path").to_pylist())
+    assert not found & set(paths[::3])
+    assert {p for p in paths if p not in set(paths[::3])} <= found
+    assert sum(p.endswith("-junk.parquet") for p in found) >= 16
+    assert max(len(w) for w in windows) > 1  # the root's ranges went to several tasks
+
+
+@pytest.mark.spark
+@pytest.mark.s3
 def test_s3_vacuum_matches_local_files(spark_engine_each, s3_server, tmp_path):
     name = "golden__dv-partitioned-with-checkpoint"
     local_root = copy_corpus_table(name, tmp_path / "t")

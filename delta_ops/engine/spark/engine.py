@@ -38,6 +38,8 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
+from delta_ops.storage.names import listing_has_stats
+from delta_ops.storage.parallel import windows_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -180,11 +182,28 @@ class SparkEngine(Engine):
 
     # ---- Engine --------------------------------------------------------------------
 
-    def _listing_frame(self, storage: Storage, directories: Sequence[str]) -> DataFrame | None:
+    def _listing_frame(
+        self, storage: Storage, directories: Sequence[str],
+        keep: pa.Array | KeyBuckets | None = None,
+    ) -> DataFrame | None:
+        """The files below `directories`, listed by the executors. On an object store,
+        with the referenced paths `keep`, each directory's listing is cut into key ranges
+        as the local engine cuts it (`range_specs`), and the ranges are shared between
+        the tasks in windows (`parallel.windows_of`): one directory holding millions of
+        files is listed by every executor, not by one."""
         config = self._storage_config(storage)
         if not directories:
             return None
-        chunks = _chunks(list(directories), self._max_partitions())
+        items: list[Any] = list(directories)
+        if keep is not None and storage.latency_bound and listing_has_stats(storage):
+            from delta_ops.engine.local import range_specs
+
+            specs = range_specs(directories, keep)
+            per = max(1, math.ceil(sum(len(b) + 1 for _d, b, _r in specs)
+                                   / self._max_partitions()))
+            items = [(d, inner, recursive, window) for d, bounds, recursive in specs
+                     for window, inner in windows_of(bounds, per)]
+        chunks = _chunks(items, self._max_partitions())
         task = functools.partial(_list_task, config, self.config.threads_per_task, chunks)
         # One chunk number per partition, no shuffle: range() splits ids evenly.
         frame = self.session.range(0, len(chunks), 1, len(chunks))
@@ -224,7 +243,7 @@ class SparkEngine(Engine):
         *,
         progress: Progress | None = None,
     ) -> pa.Table:
-        frame = self._listing_frame(storage, directories)
+        frame = self._listing_frame(storage, directories, keep)
         if frame is None:
             return LISTING_SCHEMA.empty_table()
         if progress is not None:

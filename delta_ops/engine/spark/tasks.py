@@ -84,16 +84,20 @@ def _task_engine(threads: int) -> Any:
 def _list_task(
     storage_config: dict[str, Any],
     threads: int,
-    chunks: list[list[str]],
+    chunks: list[list[Any]],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Rows (id: chunk number) -> LISTING_SCHEMA rows of every file below that chunk's
-    directories. Directory names are few and short: they travel with the function."""
+    directories, or in that chunk's windows of directories ((directory, bounds,
+    recursive, window): `LocalEngine.list_windows`). Directory names and range bounds
+    are few and short: they travel with the function."""
     storage = Storage.from_config(storage_config)
     engine = _task_engine(threads)
     for batch in batches:
         for chunk in batch.column(0).to_pylist():
-            listing = engine.list_files(storage, chunks[chunk])
+            items = chunks[chunk]
+            listing = (engine.list_windows(storage, items) if items and isinstance(
+                items[0], tuple) else engine.list_files(storage, items))
             yield from listing.to_batches(max_chunksize=_OUT_BATCH)
 
 
