@@ -61,6 +61,7 @@ from delta_ops_tests.support.engine_pairs import (
     without,
 )
 from delta_ops_tests.support.histories import HistorySpec, StepClock, build_history, histories
+from delta_ops_tests.support.s3_proxy import S3Proxy
 from delta_ops_tests.support.spark_fixtures import spark_test_config
 
 # Fixtures shared with other modules (module scope: one Spark session per master).
@@ -560,8 +561,9 @@ def test_s3_ranges_are_shared_between_tasks(spark_engine_each, s3_server, monkey
                         lambda bounds, per: windows.append(real(bounds, per)) or windows[-1])
     s3 = Storage.for_uri(s3_server.fresh_uri("windows"), s3_server.storage_options)
     _upload(corpus_path("golden__dv-partitioned-with-checkpoint"), s3)
-    for i in range(24):  # unreferenced files in the root, between referenced ones
-        s3.put_atomic(f"part-{i:03d}-junk.parquet", b"x" * i)
+    for i in range(24):  # unreferenced files in a partition and in the root
+        s3.put_atomic(f"part=3/part-{i:03d}-junk.parquet", b"x" * i)
+        s3.put_atomic(f"{i:03d}-junk.parquet", b"x" * i)
     paths = sorted(f.path for f in s3.walk("") if not f.path.startswith("_delta_log/"))
     keep = pa.array(paths[::3], pa.string())
     later = int(time.time() * 1000) + DAY_MS
@@ -572,8 +574,31 @@ def test_s3_ranges_are_shared_between_tasks(spark_engine_each, s3_server, monkey
     found = set(got.column("path").to_pylist())
     assert not found & set(paths[::3])
     assert {p for p in paths if p not in set(paths[::3])} <= found
-    assert sum(p.endswith("-junk.parquet") for p in found) >= 16
-    assert max(len(w) for w in windows) > 1  # the root's ranges went to several tasks
+    assert sum(p.endswith("-junk.parquet") for p in found) >= 32
+    assert max(len(w) for w in windows) > 1  # a directory's ranges went to several tasks
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+def test_s3_spark_vacuum_lists_the_root_once(spark_engine_each, s3_server):
+    """The root's files come with the driver's listing of its subdirectories: no executor
+    lists them again (the local engine's requests, the local engine's plan)."""
+    uri = s3_server.fresh_uri("root-once")
+    s3 = Storage.for_uri(uri, s3_server.storage_options)
+    _upload(corpus_path("golden__dv-partitioned-with-checkpoint"), s3)
+    for i in range(12):
+        s3.put_atomic(f"{i:03d}-junk.parquet", b"x" * i)
+    later = max(f.modification_time for f in s3.walk("")) + 8 * DAY_MS
+    plans, root_lists = [], []
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
+        for engine in (LocalEngine(), spark_engine_each):
+            proxy.reset()
+            storage = Storage.for_uri(uri, proxy.storage_options())
+            plans.append(vacuum(storage, dry_run=True, now_ms=later, engine=engine))
+            root_lists.append(sum(1 for kind, path in proxy.requests if kind == "LIST"
+                                  and "delimiter=%2F" in path and "_delta_log" not in path))
+    assert plans[1].files == plans[0].files and len(plans[0].files) >= 12
+    assert root_lists[1] == root_lists[0] >= 1
 
 
 @pytest.mark.spark

@@ -243,19 +243,35 @@ class SparkEngine(Engine):
         *,
         progress: Progress | None = None,
     ) -> pa.Table:
+        parts = []
+        if ("" in directories and not isinstance(keep, KeyBuckets) and storage.latency_bound
+                and listing_has_stats(storage)):
+            # On an object store the root's files come in the same pages as its
+            # subdirectories, which the driver has just listed (VACUUM's plan), and the
+            # storage keeps them for the next listing of the root: they are anti-joined
+            # here rather than listed again by an executor. Only names without '/' can
+            # reference a file of the root.
+            from delta_ops.engine.local import LocalEngine
+
+            names = keep.cast(pa.string())
+            parts.append(LocalEngine().find_unreferenced(
+                storage, [""], names.filter(pc.invert(pc.match_substring(names, "/"))),
+                older_than_ms, progress=progress))
+            directories = [d for d in directories if d != ""]
         frame = self._listing_frame(storage, directories, keep)
-        if frame is None:
-            return LISTING_SCHEMA.empty_table()
-        if progress is not None:
-            # The listing runs on the executors: one report, the directories listed (pages)
-            # and the unreferenced old files they hold, when the job is done.
+        if frame is not None:
             found = self._find_unreferenced(storage, frame, keep, older_than_ms)
-            progress.advance(
-                LIST, pages=len(directories), files=found.num_rows,
-                bytes=int(pc.sum(found.column("size")).as_py() or 0),
-            )
-            return found
-        return self._find_unreferenced(storage, frame, keep, older_than_ms)
+            if progress is not None:
+                # The listing runs on the executors: one report, the directories listed
+                # (pages) and the unreferenced old files they hold, when the job is done.
+                progress.advance(
+                    LIST, pages=len(directories), files=found.num_rows,
+                    bytes=int(pc.sum(found.column("size")).as_py() or 0),
+                )
+            parts.append(found)
+        if not parts:
+            return LISTING_SCHEMA.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts).sort_by("path")
 
     def _find_unreferenced(
         self,
