@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from delta_ops.storage import Storage
 from delta_ops.storage.parallel import ranges_of, windows_of
-from delta_ops.storage.s3 import _S3Backend
+from delta_ops_tests.support.s3_keys import listing_page_size, storage_holding
 
 _NAMES = st.text(alphabet=st.sampled_from(list("ab/=_-.~é") + ["😀"]), min_size=1, max_size=6)
 
@@ -80,14 +80,8 @@ _KEYS = st.lists(
 @given(keys=_KEYS, cut=st.lists(st.integers(0, 30), max_size=6), per=st.integers(1, 4),
        recursive=st.booleans(), page=st.integers(1, 3))
 def test_windows_on_s3_are_the_serial_listing(s3_server, keys, cut, per, recursive, page):
-    storage = Storage.for_uri(s3_server.fresh_uri("windows"), s3_server.storage_options)
-    client = s3_server.client()
-    prefix = storage.root.split("/", 3)[3]
-    for k in keys:
-        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
-    old = _S3Backend.page_size
-    _S3Backend.page_size = page
-    try:
+    storage = storage_holding(s3_server, "windows", keys)
+    with listing_page_size(page):
         serial = sorted(storage.walk("") if recursive else storage.list_dir(""),
                         key=lambda f: f.path)
         pool = sorted(set(keys) | {k + "~" for k in keys}) or ["m"]
@@ -96,7 +90,5 @@ def test_windows_on_s3_are_the_serial_listing(s3_server, keys, cut, per, recursi
         alone = sorted((f for piece in pieces for f in storage.list_many([piece])),
                        key=lambda f: f.path)
         together = storage.list_many(pieces)
-    finally:
-        _S3Backend.page_size = old
     assert [f.path for f in alone] == [f.path for f in serial]
     assert together == serial

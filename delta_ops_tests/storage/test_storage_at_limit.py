@@ -38,6 +38,7 @@ from delta_ops.storage.parallel import (
     ranges_of,
 )
 from delta_ops.storage.s3 import _S3Backend
+from delta_ops_tests.support.s3_keys import listing_page_size, storage_holding
 from delta_ops_tests.support.s3_proxy import S3Proxy, request_kind
 
 # ---- the ranges themselves ----------------------------------------------------------
@@ -204,14 +205,8 @@ def _no_dot_segments(keys):
        page=st.integers(1, 4))
 def test_union_of_ranges_is_the_serial_listing_on_s3(s3_server, keys, cut, recursive, page):
     keys = _no_dot_segments(keys)
-    storage = Storage.for_uri(s3_server.fresh_uri("prop"), s3_server.storage_options)
-    client = s3_server.client()
-    prefix = storage.root.split("/", 3)[3]
-    for k in keys:
-        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
-    old = _S3Backend.page_size
-    _S3Backend.page_size = page
-    try:
+    storage = storage_holding(s3_server, "prop", keys)
+    with listing_page_size(page):
         serial = list(storage.walk("")) if recursive else storage.list_dir("")
         serial = sorted(serial, key=lambda f: f.path)
         # Bounds: known names, names between them, and names past both ends.
@@ -224,8 +219,6 @@ def test_union_of_ranges_is_the_serial_listing_on_s3(s3_server, keys, cut, recur
         left_out = {f.path for f in serial[::2]}
         rest = storage.list_many([("", bounds, recursive)], exclude=left_out,
                                  progress=lambda _r, files, _b: counted.append(files))
-    finally:
-        _S3Backend.page_size = old
     assert [f.path for f in got] == [f.path for f in serial]  # nothing missed or doubled
     assert got == serial
     assert rest == [f for f in serial if f.path not in left_out]
@@ -718,48 +711,34 @@ def test_union_of_split_ranges_is_the_serial_listing_on_s3(s3_server, keys, cut,
     """Names that cut well (numbered, bunched before the first bound, as unreferenced
     files are): ranges split after their first page, and still list exactly the serial
     listing."""
-    storage = Storage.for_uri(s3_server.fresh_uri("split"), s3_server.storage_options)
-    client = s3_server.client()
-    prefix = storage.root.split("/", 3)[3]
-    for k in keys:
-        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
-    old = _S3Backend.page_size
-    _S3Backend.page_size = page
-    try:
+    storage = storage_holding(s3_server, "split", keys)
+    with listing_page_size(page):
         serial = list(storage.walk("")) if recursive else storage.list_dir("")
         serial = sorted(serial, key=lambda f: f.path)
         pool = sorted(set(keys)) or ["q"]
         bounds = sorted({pool[i % len(pool)].split("/")[0] for i in cut})
         got = storage.list_ranges("", bounds, recursive=recursive,
                                   policy=RequestPolicy(concurrency=3))
-    finally:
-        _S3Backend.page_size = old
     assert [f.path for f in got] == [f.path for f in serial]
     assert got == serial
 
 
 @pytest.mark.s3
 def test_a_bunched_range_is_not_listed_page_after_page(s3_server):
-    storage = Storage.for_uri(s3_server.fresh_uri("bunched"), s3_server.storage_options)
-    client = s3_server.client()
-    prefix = storage.root.split("/", 3)[3]
     keys = [f"junk-{i:05d}.parquet" for i in range(120)] + [
         f"part-{i:05d}.parquet" for i in range(30)]
-    for k in keys:
-        client.put_object(Bucket=s3_server.bucket, Key=f"{prefix}/{k}", Body=b"x")
-    old = _S3Backend.page_size
-    _S3Backend.page_size = 5
-    try:
-        got = storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"])
-        backend = storage._backend
-        assert [f.path for f in got] == sorted(keys)
-        assert backend.longest_chain <= 8, backend.longest_chain  # serially: 27 pages
-        _S3Backend.split_ranges = False
-        assert storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"]) == got
-        assert backend.longest_chain == 27
-    finally:
-        _S3Backend.page_size = old
-        _S3Backend.split_ranges = True
+    storage = storage_holding(s3_server, "bunched", keys)
+    with listing_page_size(5):
+        try:
+            got = storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"])
+            backend = storage._backend
+            assert [f.path for f in got] == sorted(keys)
+            assert backend.longest_chain <= 8, backend.longest_chain  # serially: 27 pages
+            _S3Backend.split_ranges = False
+            assert storage.list_ranges("", ["part-00010.parquet", "part-00020.parquet"]) == got
+            assert backend.longest_chain == 27
+        finally:
+            _S3Backend.split_ranges = True
 
 
 @pytest.mark.s3
