@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 from delta_ops.errors import StorageError
 from delta_ops.storage.backend import _Backend, _debug, _ms, content_bytes
 from delta_ops.storage.parallel import RequestPolicy
-from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk, hook_listing
+from delta_ops.storage.s3_bulk import _client_error_code, _S3Bulk
 from delta_ops.storage.s3_client import (
     ThreadedClient,
     call,
@@ -35,6 +35,7 @@ from delta_ops.storage.s3_client import (
     make_client,
     shared,
 )
+from delta_ops.storage.s3_listing_answers import hook_listing
 
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -107,8 +108,9 @@ class _S3Backend(_S3Bulk, _Backend):
     def _bulk_client(self, policy: RequestPolicy) -> ThreadedClient:
         """The light client's twin for `s3_bulk`: botocore's retries off (the bulk calls
         retry themselves, see `s3_bulk`), connections and threads for
-        `policy.concurrency` requests, listings parsed by `s3_bulk._listing_page`; in the
-        light client's session (the S3 service model is loaded once)."""
+        `policy.concurrency` requests, listings parsed by
+        `s3_listing_answers._listing_page`; in the light client's session (the S3 service
+        model is loaded once)."""
         bulk = self._bulk
         if bulk is None or bulk.workers < policy.concurrency:
             self._light_client()

@@ -1,4 +1,4 @@
-"""How a ListObjectsV2 answer is taken (`storage.s3_bulk.hook_listing`): only a whole
+"""How a ListObjectsV2 answer is taken (`storage.s3_listing_answers.hook_listing`): only a whole
 ListBucketResult document is read, anything else sent with status 200 becomes a server
 error (retried, never a shorter listing), and botocore's own check of S3's 200 answers, which
 parses every answer into a tree, still runs for every other operation."""
@@ -11,7 +11,12 @@ import botocore.handlers
 import botocore.session
 import pytest
 
-from delta_ops.storage.s3_bulk import _RAW_XML, _keep_listing_xml, _listing_page, hook_listing
+from delta_ops.storage.s3_listing_answers import (
+    _RAW_XML,
+    _keep_listing_xml,
+    _listing_page,
+    hook_listing,
+)
 
 PAGE = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
         b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'

@@ -639,6 +639,30 @@ def test_subdirs_listing_remembers_the_files_for_the_next_listing(s3_server):
 
 
 @pytest.mark.s3
+def test_a_root_of_many_files_is_not_remembered(s3_server, monkeypatch):
+    """Past REMEMBER_MAX_FILES the root's files are not kept (memory does not grow with
+    the root): the next listing asks the store again and still lists every file."""
+    import delta_ops.storage.s3_bulk as s3_bulk
+
+    monkeypatch.setattr(s3_bulk, "REMEMBER_MAX_FILES", 3)
+    keys = [f"f{i:02d}.parquet" for i in range(9)] + ["p=1/a.parquet"]
+    uri = storage_holding(s3_server, "many", keys).root
+    with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy, listing_page_size(2):
+        storage = Storage.for_uri(uri, proxy.storage_options())
+        assert storage.list_subdirs("", bounds=["f03.parquet"], remember_files=True) == [
+            "p=1"]
+        first = proxy.counts()["LIST"]
+        got = storage.list_many([("", ["f05.parquet"], False)])
+        assert proxy.counts()["LIST"] > first  # listed again
+        assert [f.path for f in got] == keys[:9]
+        monkeypatch.setattr(s3_bulk, "REMEMBER_MAX_FILES", 9)  # exactly the root's files
+        storage.list_subdirs("", bounds=["f03.parquet"], remember_files=True)
+        again = proxy.counts()["LIST"]
+        assert storage.list_many([("", [], False)]) == got
+        assert proxy.counts()["LIST"] == again  # remembered
+
+
+@pytest.mark.s3
 def test_vacuum_lists_an_unpartitioned_root_once(s3_server, tiny_ranges, monkeypatch):
     # Ranges cut after their first page would add requests of their own: not here.
     monkeypatch.setattr(_S3Backend, "split_ranges", False)
