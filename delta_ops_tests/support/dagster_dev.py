@@ -74,11 +74,17 @@ def stop_group(proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and group_members(pgid):
         time.sleep(0.5)
-    for pid in group_members(pgid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    # SIGKILL what is left until nothing is: a process started while the group shut down
+    # never got the SIGTERM (dagster dev restarts a code server it sees exit, even then),
+    # and a killed process leaves the process table a moment after the signal.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (left := group_members(pgid)):
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
     proc.wait(timeout=20)
 
 
