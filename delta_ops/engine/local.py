@@ -104,6 +104,12 @@ def _sorted_strings(keys: pa.Array | pa.ChunkedArray) -> list[str]:
     return keys.take(pc.array_sort_indices(keys)).to_pylist()
 
 
+def lists_in_ranges(storage: Storage) -> bool:
+    """Whether `storage` is listed in key ranges side by side (`range_specs`): an object
+    store, whose listings carry sizes and times and whose requests wait on the network."""
+    return storage.latency_bound and listing_has_stats(storage)
+
+
 def range_specs(
     directories: Sequence[str], keep: pa.Array | KeyBuckets | None
 ) -> list[tuple[str, list[str], bool]]:
@@ -182,7 +188,7 @@ class LocalEngine(Engine):
     ) -> list[FileInfo]:
         """The files below `directories` (as `list_files`) not in `exclude`, by path;
         `keep` (referenced paths) only decides where an object store's listing is cut."""
-        if storage.latency_bound and listing_has_stats(storage):
+        if lists_in_ranges(storage):
             # The referenced files are left out as the pages arrive: the listing holds
             # only the others, whatever the number of live files.
             return storage.list_many(
@@ -429,7 +435,7 @@ class _Pages:
 
     def __iter__(self):
         storage = self.storage
-        if listing_has_stats(storage) and storage.latency_bound:
+        if lists_in_ranges(storage):
             # An object store: every key range of every directory side by side.
             infos = storage.list_many(
                 range_specs(self.directories, self.keep), follow_symlinks=False,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -200,12 +201,7 @@ def range_prefix(after: str | None, stop: str | None, recursive: bool = True) ->
     """
     if after is None or stop is None:
         return ""
-    n = 0
-    for a, b in zip(after, stop, strict=False):
-        if a != b:
-            break
-        n += 1
-    common = after[:n]
+    common = os.path.commonprefix([after, stop])  # character by character
     if not recursive:
         common = common.split("/", 1)[0]
     return common

@@ -38,7 +38,6 @@ from delta_ops.engine.spark.tasks import (
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.errors import EngineError
 from delta_ops.storage import Storage
-from delta_ops.storage.names import listing_has_stats
 from delta_ops.storage.parallel import windows_of
 
 if TYPE_CHECKING:
@@ -195,8 +194,9 @@ class SparkEngine(Engine):
         if not directories:
             return None
         items: list[Any] = list(directories)
-        if keep is not None and storage.latency_bound and listing_has_stats(storage):
-            from delta_ops.engine.local import range_specs
+        from delta_ops.engine.local import lists_in_ranges, range_specs
+
+        if keep is not None and lists_in_ranges(storage):
 
             specs = range_specs(directories, keep)
             per = max(1, math.ceil(sum(len(b) + 1 for _d, b, _r in specs)
@@ -243,16 +243,15 @@ class SparkEngine(Engine):
         *,
         progress: Progress | None = None,
     ) -> pa.Table:
+        from delta_ops.engine.local import LocalEngine, lists_in_ranges
+
         parts = []
-        if ("" in directories and not isinstance(keep, KeyBuckets) and storage.latency_bound
-                and listing_has_stats(storage)):
+        if "" in directories and not isinstance(keep, KeyBuckets) and lists_in_ranges(storage):
             # On an object store the root's files come in the same pages as its
             # subdirectories, which the driver has just listed (VACUUM's plan), and the
             # storage keeps them for the next listing of the root: they are anti-joined
             # here rather than listed again by an executor. Only names without '/' can
             # reference a file of the root.
-            from delta_ops.engine.local import LocalEngine
-
             names = keep.cast(pa.string())
             parts.append(LocalEngine().find_unreferenced(
                 storage, [""], names.filter(pc.invert(pc.match_substring(names, "/"))),
