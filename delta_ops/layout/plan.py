@@ -60,7 +60,7 @@ import orjson
 
 from delta_ops.errors import InvalidPredicateError
 from delta_ops.layout.predicate import PartitionPredicate, parse_where
-from delta_ops.protocol.path_identity import READER_PATTERN, relative_key
+from delta_ops.protocol.path_identity import relative_key
 
 __all__ = [
     "DEFAULT_MAX_DELETED_ROWS_RATIO",
@@ -355,18 +355,18 @@ def _keys(files: Any, root: str) -> tuple[Any, dict[int, str]]:
     """Which files lie under `root` (a numpy bool array) and, for those whose storage key
     is not their path as written, the key by row. A path `READER_PATTERN` does not match
     (no escape, scheme, absolute start, empty or dot segment) is its own key: one Arrow
-    pass finds the few others, and `relative_key` reads those (and an empty path) one by
-    one."""
+    pass finds the few others (`read_otherwise`), and `relative_key` reads those (and an
+    empty path) one by one."""
     import numpy as np
-    import pyarrow.compute as pc
+
+    from delta_ops.protocol.file_actions import read_otherwise
 
     inside = np.ones(files.num_rows, dtype=bool)
     differs: dict[int, str] = {}
     if not files.num_rows:
         return inside, differs
     paths = files.column("path")
-    odd = pc.or_(pc.match_substring_regex(paths, READER_PATTERN),
-                 pc.equal(pc.binary_length(paths), 0)).fill_null(True)
+    odd = read_otherwise(paths)
     rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
     for row, path in zip(rows.tolist(), paths.take(rows).to_pylist(), strict=True):
         key = relative_key(path, root)

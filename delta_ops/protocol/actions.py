@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         canonical_paths,
         conform,
         file_keys,
+        read_otherwise,
         reader_key_array,
     )
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 _ARROW_NAMES = frozenset({
     "STRING_MAP", "DELETION_VECTOR_TYPE", "ADD_TYPE", "REMOVE_TYPE", "ADD_SCHEMA",
     "REMOVE_SCHEMA", "canonical_paths", "reader_key_array", "file_keys", "conform",
+    "read_otherwise",
 })
 
 
@@ -189,6 +191,7 @@ __all__ = [
     "file_keys",
     "is_absolute",
     "normalize_relative",
+    "read_otherwise",
     "reader_key_array",
     "reader_keys",
     "relative_key",

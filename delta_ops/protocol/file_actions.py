@@ -87,13 +87,25 @@ def canonical_paths(paths: pa.Array, root: str) -> pa.Array:
     return string_array(fixed)
 
 
+def read_otherwise(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Which of `paths` (strings) a reader may read as another file than themselves, or as
+    none: a `READER_PATTERN` match, or empty (`relative_key` names no file for ""), or
+    null. The others are their own listing key; only these need `reader_keys` and
+    `relative_key` one by one."""
+    # No Python value reaches a kernel: one becomes a scalar through `pa.scalar`, which
+    # imports pandas (a VACUUM dry run must not).
+    empty = pc.invert(pc.cast(pc.binary_length(paths), pa.bool_()))
+    odd = pc.or_(pc.match_substring_regex(paths, READER_PATTERN), empty)
+    return pc.or_kleene(pc.is_null(paths), odd)
+
+
 def reader_key_array(paths: pa.Array, root: str) -> pa.Array:
     """`reader_keys` of every string, flattened (nulls dropped); paths that cannot be read
-    as another file than themselves (no `READER_PATTERN` match) pass through as they are."""
+    as another file than themselves (`read_otherwise` false) pass through as they are."""
     paths = paths.cast(pa.string()).drop_null()
     if not len(paths):
         return paths
-    odd = pc.match_substring_regex(paths, READER_PATTERN)
+    odd = read_otherwise(paths)
     if not pc.any(odd).as_py():
         return paths
     extra = [k for p in paths.filter(odd).to_pylist() for k in reader_keys(p, root)]

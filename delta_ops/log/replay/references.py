@@ -48,7 +48,12 @@ from delta_ops.log.replay.full_replay import (
     read_log_files,
 )
 from delta_ops.log.segment.log_segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.protocol.actions import READER_PATTERN, file_keys, reader_key_array, relative_key
+from delta_ops.protocol.actions import (
+    file_keys,
+    read_otherwise,
+    reader_key_array,
+    relative_key,
+)
 from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
@@ -452,11 +457,11 @@ def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
 
 def _relative_key_array(paths: pa.Array, root: str) -> pa.Array:
     """`relative_key` of each path (the file the spec's reading names), those pointing
-    outside the root left out; only paths matching `READER_PATTERN` go through Python."""
+    outside the root left out; only those `read_otherwise` flags go through Python."""
     paths = paths.cast(pa.string()).drop_null()
     if not len(paths):
         return paths
-    odd = pc.match_substring_regex(paths, READER_PATTERN)
+    odd = read_otherwise(paths)
     if not pc.any(odd).as_py():
         return paths
     fixed = [k for p in paths.filter(odd).to_pylist() if (k := relative_key(p, root)) is not None]
