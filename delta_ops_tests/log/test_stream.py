@@ -9,6 +9,7 @@ never here.
 from __future__ import annotations
 
 import shutil
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -18,12 +19,16 @@ import pytest
 
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.log.read_options import STREAM_THRESHOLD_ENV as THRESHOLD_ENV
+from delta_ops.log.replay import streamed_actions as stream_module
+from delta_ops.log.replay.reference_buckets import spilled_file_references
+from delta_ops.log.replay.references import file_references
 from delta_ops.log.replay.streamed_actions import StreamedActions
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed, writer
 from delta_ops.maintenance.checkpoint.writer import write_checkpoint
 from delta_ops.maintenance.checksum.operations import compute_version_checksum
+from delta_ops.protocol.file_actions import ADD_TYPE
 from delta_ops.storage import Storage
 from delta_ops_tests.support import checkpoint_checks as tc
 from delta_ops_tests.support.corpus import corpus_path
@@ -138,6 +143,37 @@ def test_streamed_kinds_equal_loaded_over_many_row_groups(kind, options, tmp_pat
     assert tc._full_state(after) == expected
     theirs = tc._rs_files(root)  # None where deltalake cannot read the table
     assert theirs is None or len(theirs) == len({r["path"] for r in expected["files"]})
+
+
+def test_one_large_row_group_is_decoded_a_batch_at_a_time(tmp_path, monkeypatch):
+    """deltalake's shape: the whole checkpoint in one row group. It is decoded a batch at a
+    time where it is consumed, never handed whole to a read-ahead thread, and the streamed
+    state and VACUUM's spilled references equal the loaded ones."""
+    storage, latest = _big_history(tmp_path, monkeypatch)
+    part = tmp_path / "t" / LOG / f"{latest - 2:020d}.checkpoint.parquet"
+    pq.write_table(pq.read_table(part), part, row_group_size=1 << 20)
+    assert pq.ParquetFile(part).metadata.num_row_groups == 1
+    loaded = load_snapshot(storage)
+    whole = file_references(storage, loaded.segment, None, 0)
+    monkeypatch.setattr(stream_module, "BATCH_ROWS", 3)
+    read_ahead = []
+    real_submit = stream_module.io_submit
+    monkeypatch.setattr(stream_module, "io_submit",
+                        lambda fn, *a: read_ahead.append(a) or real_submit(fn, *a))
+    adds = list(stream_module._parquet_groups(
+        storage, f"{LOG}/{part.name}", latest - 2, "add", ADD_TYPE))
+    assert read_ahead == []
+    assert len(adds) > 1 and all(t.num_rows <= 3 for t in adds)
+    assert sum(t.num_rows for t in adds) == len(tc.PATHS)
+    streamed_snap = load_snapshot(storage, stream=True)
+    assert streamed_snap.streamed
+    assert _rows(streamed_snap.files) == _rows(loaded.files)
+    assert _rows(streamed_snap.tombstones) == _rows(loaded.tombstones)
+    with spilled_file_references(storage, loaded.segment, None, 0, buckets=3) as spilled:
+        kept = chain.from_iterable(c.to_pylist() for c in spilled.keep_chunks())
+        assert sorted(set(kept)) == sorted(whole.keep.to_pylist())
+        assert spilled.expired_keys().to_pylist() == whole.expired.to_pylist()
+    assert read_ahead == []
 
 
 def test_a_streamed_checkpoint_that_does_not_read_back_is_not_published(tmp_path, monkeypatch):

@@ -51,9 +51,8 @@ from delta_ops.log.replay.references import (
     FileReferences,
     _action_rows,
     _column,
-    _commit_rows_columnar,
-    _commit_rows_python,
     _dict_rows,
+    commit_rows,
     file_references,
     read_deltas,
     reference_parts,
@@ -328,10 +327,7 @@ def _spill_reading(
     root = storage.root
     if blobs is None:
         blobs = read_deltas(storage, segment)
-    order = {"compaction_first_wins": compaction_first_wins}
-    commits = _commit_rows_columnar(segment, blobs, root, **order)
-    if commits is None:
-        commits = _commit_rows_python(segment, blobs, root, **order)
+    commits = commit_rows(segment, blobs, root, compaction_first_wins=compaction_first_wins)
     reading.add(commits, delete_before, root)
     if segment.checkpoint is None:
         return

@@ -24,7 +24,7 @@ checkpoint that cannot be read raises `UnusableCheckpointError`: read through
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,9 @@ from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
 
 __all__ = [
+    "COMMIT_BATCH_BYTES",
     "FileReferences",
+    "commit_rows",
     "file_references",
     "read_checkpoint_references",
     "read_deltas",
@@ -74,6 +76,10 @@ ROW_SCHEMA = pa.schema(
     [("key", pa.string()), ("path", pa.string()), ("is_add", pa.bool_()),
      ("ts", pa.int64()), ("st", pa.string()), ("dvp", pa.string())]
 )
+#: Bytes of JSON deltas the references replay reconciles at once (`commit_rows`): the
+#: columnar reader holds about three times what it reads, so a longer log since the
+#: checkpoint is read in runs of this size.
+COMMIT_BATCH_BYTES = 8 << 20
 # Of the checkpoint's other actions only the sidecars (V2) are read.
 _SIDECAR_ONLY = ("sidecar",)
 
@@ -247,6 +253,51 @@ def _commit_rows_python(
     ])
 
 
+def _delta_batches(
+    segment: LogSegment, blobs: Mapping[str, bytes], batch_bytes: int
+) -> Iterator[LogSegment]:
+    """`segment`'s deltas in runs of about `batch_bytes` bytes (at least one delta each),
+    newest run first, each as a segment of its own without the checkpoint."""
+    run: list = []
+    size = 0
+    for delta in reversed(segment.deltas):
+        n = len(blobs[delta.file.path])
+        if run and size + n > batch_bytes:
+            yield replace(segment, checkpoint=None, deltas=tuple(reversed(run)))
+            run, size = [], 0
+        run.append(delta)
+        size += n
+    if run:
+        yield replace(segment, checkpoint=None, deltas=tuple(reversed(run)))
+
+
+def commit_rows(
+    segment: LogSegment, blobs: Mapping[str, bytes], root: str, *,
+    compaction_first_wins: bool = True, batch_bytes: int | None = None,
+) -> pa.Table:
+    """The newest action per file key among the segment's deltas, as rows, read in runs of
+    about `batch_bytes` bytes of JSON (`COMMIT_BATCH_BYTES` when None), newest run first:
+    each run reconciled by `_commit_rows_columnar` (`_commit_rows_python` where that steps
+    aside), and its rows kept only for keys no newer run touched. A key's newest action is
+    in the newest run that names it, so the runs together reconcile as one; the columnar
+    reader's buffers stay the size of one run, not of the whole log since the checkpoint."""
+    limit = COMMIT_BATCH_BYTES if batch_bytes is None else max(1, int(batch_bytes))
+    order = {"compaction_first_wins": compaction_first_wins}
+    parts: list[pa.Table] = []
+    touched: list[pa.Array] = []
+    for run in _delta_batches(segment, blobs, limit):
+        rows = _commit_rows_columnar(run, blobs, root, **order)
+        if rows is None:
+            rows = _commit_rows_python(run, blobs, root, **order)
+        if touched and rows.num_rows:
+            newer = pa.concat_arrays(touched)
+            rows = rows.filter(pc.invert(pc.is_in(rows.column("key"), value_set=newer)))
+        if rows.num_rows:
+            parts.append(rows)
+            touched.append(_column(rows, "key"))
+    return pa.concat_tables(parts) if parts else _empty_rows()
+
+
 def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) -> pa.Table:
     """The adds and removes of a checkpoint (every part and sidecar) as rows, reference
     columns only.
@@ -340,10 +391,7 @@ def reference_rows(
     root = storage.root
     if blobs is None:
         blobs = read_deltas(storage, segment)
-    order = {"compaction_first_wins": compaction_first_wins}
-    rows = _commit_rows_columnar(segment, blobs, root, **order)
-    if rows is None:
-        rows = _commit_rows_python(segment, blobs, root, **order)
+    rows = commit_rows(segment, blobs, root, compaction_first_wins=compaction_first_wins)
     if segment.checkpoint is None:
         return rows
     cp = read_checkpoint_references(storage, segment.checkpoint)
@@ -524,7 +572,10 @@ def reference_parts(
     ts = pc.fill_null(rows.column("ts"), _int_scalar(delete_before))
     live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
     live = pc.fill_null(live, _bool_scalar(False))
-    kept, gone = rows.filter(live), rows.filter(pc.invert(live))
+    if pc.all(live).as_py() is not False:  # no expired tombstone (or no rows): no copy
+        kept, gone = rows, rows.slice(0, 0)
+    else:
+        kept, gone = rows.filter(live), rows.filter(pc.invert(live))
     resolve = _DvResolver(root)
     written = pa.concat_arrays([
         _column(kept, "path").cast(pa.string()), string_array(_dv_paths(kept, resolve)),

@@ -326,11 +326,10 @@ def _parquet_groups(
     if not columns:
         return
 
-    def read_group(i: int) -> list[pa.Table]:
+    def batches_of(i: int) -> Iterator[pa.Table]:
         cols = _columns_with_values(meta.row_group(i), columns)
         if not cols:
-            return []
-        out = []
+            return
         try:
             with storage.open_input(path) as handle:
                 reader = pq.ParquetFile(handle, metadata=meta)
@@ -341,7 +340,7 @@ def _parquet_groups(
                         [pa.Table.from_batches([batch])], kind, target, typed_stats=typed_stats
                     )
                     if t.num_rows:
-                        out.append(t)
+                        yield t
         except (OSError, pa.ArrowInvalid) as exc:
             raise UnusableCheckpointError(
                 f"row group {i} of the checkpoint file cannot be read: {exc}",
@@ -349,7 +348,9 @@ def _parquet_groups(
                 version=version,
                 file=path,
             ) from exc
-        return out
+
+    def read_group(i: int) -> list[pa.Table]:
+        return list(batches_of(i))
 
     order = list(range(meta.num_row_groups)) if groups is None else list(groups)
     for i in order:
@@ -361,19 +362,29 @@ def _parquet_groups(
                 file=path,
             )
     n = len(order)
-    pending: list[Task[list[pa.Table]]] = []
+    # A group of more than one batch (a writer that puts the whole checkpoint in one row
+    # group, as deltalake does) is never read ahead: read whole, it would be held whole.
+    # Its turn comes in order, and it is decoded one batch at a time.
+    pending: list[tuple[int, Task[list[pa.Table]] | None]] = []
     nxt = 0
     try:
         while nxt < n or pending:
             while nxt < n and len(pending) < READ_AHEAD:
-                pending.append(io_submit(read_group, order[nxt]))
+                i = order[nxt]
+                large = meta.row_group(i).num_rows > BATCH_ROWS
+                pending.append((i, None if large else io_submit(read_group, i)))
                 nxt += 1
-            tables = pending.pop(0).result()
+            i, task = pending.pop(0)
+            if task is None:
+                yield from batches_of(i)
+                continue
+            tables = task.result()
             yield from tables
             del tables
     finally:
-        for f in pending:
-            f.cancel()
+        for _, f in pending:
+            if f is not None:
+                f.cancel()
 
 
 __all__ = [
