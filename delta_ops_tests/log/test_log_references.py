@@ -125,11 +125,14 @@ def _assert_same(storage: Storage, adds: pa.Table, removes: pa.Table) -> None:
     assert _state_of_rows(rows) == _expected_state(adds, removes), storage.root
     keys = rows.column("key").to_pylist()
     assert len(keys) == len(set(keys))  # one row per logical file
-    # The deltas read one at a time, newest first, reconcile as when read all at once.
+    # The deltas read one at a time, newest first, reconcile as when read all at once
+    # (a compaction's lines in either order).
     blobs = read_deltas(storage, segment)
-    whole = commit_rows(segment, blobs, storage.root, batch_bytes=1 << 60)
-    one_by_one = commit_rows(segment, blobs, storage.root, batch_bytes=1)
-    assert one_by_one.sort_by("key").to_pylist() == whole.sort_by("key").to_pylist()
+    for first_wins in (True, False):
+        order = {"compaction_first_wins": first_wins}
+        whole = commit_rows(segment, blobs, storage.root, batch_bytes=1 << 60, **order)
+        one_by_one = commit_rows(segment, blobs, storage.root, batch_bytes=1, **order)
+        assert one_by_one.sort_by("key").to_pylist() == whole.sort_by("key").to_pylist()
     for delete_before in _cutoffs(removes):
         refs = file_references(storage, segment, read_deltas(storage, segment), delete_before)
         written, keep, expired = _expected_references(storage.root, adds, removes, delete_before)
