@@ -37,6 +37,7 @@ from delta_ops.engine.local import LocalEngine
 from delta_ops.engine.session import EngineError, SparkSessionConfig, make_engine
 from delta_ops.engine.spark import SparkEngine
 from delta_ops.errors import StorageError
+from delta_ops.log.read_options import VACUUM_BUCKETS_ENV, VACUUM_PARTITION_FILES_ENV
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.maintenance.checksum import compute_version_checksum, write_checksum
@@ -580,9 +581,15 @@ def test_s3_ranges_are_shared_between_tasks(spark_engine_each, s3_server, monkey
 
 @pytest.mark.spark
 @pytest.mark.s3
-def test_s3_spark_vacuum_lists_the_root_once(spark_engine_each, s3_server):
+@pytest.mark.parametrize("spilled", [False, True], ids=["in-memory", "spilled"])
+def test_s3_spark_vacuum_lists_the_root_once(spark_engine_each, s3_server, monkeypatch,
+                                             spilled):
     """The root's files come with the driver's listing of its subdirectories: no executor
-    lists them again (the local engine's requests, the local engine's plan)."""
+    lists them again (the local engine's requests, the local engine's plan), whether the
+    referenced set is held in memory or spilled in buckets."""
+    if spilled:
+        monkeypatch.setenv(VACUUM_PARTITION_FILES_ENV, "0")
+        monkeypatch.setenv(VACUUM_BUCKETS_ENV, "3")
     uri = s3_server.fresh_uri("root-once")
     s3 = Storage.for_uri(uri, s3_server.storage_options)
     _upload(corpus_path("golden__dv-partitioned-with-checkpoint"), s3)

@@ -246,16 +246,20 @@ class SparkEngine(Engine):
         from delta_ops.engine.local import LocalEngine, lists_in_ranges
 
         parts = []
-        if "" in directories and not isinstance(keep, KeyBuckets) and lists_in_ranges(storage):
+        if "" in directories and lists_in_ranges(storage):
             # On an object store the root's files come in the same pages as its
             # subdirectories, which the driver has just listed (VACUUM's plan), and the
             # storage keeps them for the next listing of the root: they are anti-joined
             # here rather than listed again by an executor. Only names without '/' can
-            # reference a file of the root.
-            names = keep.cast(pa.string())
+            # reference a file of the root. Referenced paths in buckets stay in buckets:
+            # the local engine takes them one bucket at a time, its listing spilled by
+            # the same buckets, so the driver holds no more than one bucket either way.
+            root_keep = keep
+            if not isinstance(keep, KeyBuckets):
+                names = keep.cast(pa.string())
+                root_keep = names.filter(pc.invert(pc.match_substring(names, "/")))
             parts.append(LocalEngine().find_unreferenced(
-                storage, [""], names.filter(pc.invert(pc.match_substring(names, "/"))),
-                older_than_ms, progress=progress))
+                storage, [""], root_keep, older_than_ms, progress=progress))
             directories = [d for d in directories if d != ""]
         frame = self._listing_frame(storage, directories, keep)
         if frame is not None:
