@@ -582,17 +582,19 @@ def test_s3_ranges_are_shared_between_tasks(spark_engine_each, s3_server, monkey
 @pytest.mark.spark
 @pytest.mark.s3
 @pytest.mark.parametrize("spilled", [False, True], ids=["in-memory", "spilled"])
+@pytest.mark.parametrize("name", ["golden__dv-partitioned-with-checkpoint",
+                                  "kernel-defaults__basic-with-checkpoint"])
 def test_s3_spark_vacuum_lists_the_root_once(spark_engine_each, s3_server, monkeypatch,
-                                             spilled):
+                                             spilled, name):
     """The root's files come with the driver's listing of its subdirectories: no executor
     lists them again (the local engine's requests, the local engine's plan), whether the
-    referenced set is held in memory or spilled in buckets."""
+    referenced set is held in memory or spilled in buckets, partitioned or not."""
     if spilled:
         monkeypatch.setenv(VACUUM_PARTITION_FILES_ENV, "0")
         monkeypatch.setenv(VACUUM_BUCKETS_ENV, "3")
     uri = s3_server.fresh_uri("root-once")
     s3 = Storage.for_uri(uri, s3_server.storage_options)
-    _upload(corpus_path("golden__dv-partitioned-with-checkpoint"), s3)
+    _upload(corpus_path(name), s3)
     for i in range(12):
         s3.put_atomic(f"{i:03d}-junk.parquet", b"x" * i)
     later = max(f.modification_time for f in s3.walk("")) + 8 * DAY_MS
