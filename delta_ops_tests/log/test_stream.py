@@ -19,6 +19,7 @@ import pytest
 
 from delta_ops.errors import CheckpointVerificationError
 from delta_ops.log.read_options import STREAM_THRESHOLD_ENV as THRESHOLD_ENV
+from delta_ops.log.replay import reference_buckets
 from delta_ops.log.replay import streamed_actions as stream_module
 from delta_ops.log.replay.reference_buckets import spilled_file_references
 from delta_ops.log.replay.references import file_references
@@ -156,6 +157,7 @@ def test_one_large_row_group_is_decoded_a_batch_at_a_time(tmp_path, monkeypatch)
     loaded = load_snapshot(storage)
     whole = file_references(storage, loaded.segment, None, 0)
     monkeypatch.setattr(stream_module, "BATCH_ROWS", 3)
+    monkeypatch.setattr(reference_buckets, "CHECKPOINT_BATCH_ROWS", 3)
     read_ahead = []
     real_submit = stream_module.io_submit
     monkeypatch.setattr(stream_module, "io_submit",

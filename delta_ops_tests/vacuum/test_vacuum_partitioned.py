@@ -40,8 +40,10 @@ from delta_ops.errors import DeletionVectorError, DeltaOpsError, StorageError
 from delta_ops.log.read_options import VACUUM_BUCKETS_ENV as BUCKETS_ENV
 from delta_ops.log.read_options import VACUUM_PARTITION_FILES_ENV as THRESHOLD_ENV
 from delta_ops.log.read_options import ReadOptions
+from delta_ops.log.replay import reference_buckets
 from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay.reference_buckets import (
+    CHECKPOINT_BATCH_ROWS,
     SpilledReferences,
     bucket_count,
     read_references,
@@ -147,7 +149,7 @@ def test_bucket_count_rule(monkeypatch):
 
 
 @pytest.mark.parametrize("name", all_corpus_tables())
-def test_corpus_spilled_references_equal_the_in_memory_ones(name, spill_dir):
+def test_corpus_spilled_references_equal_the_in_memory_ones(name, spill_dir, monkeypatch):
     storage = Storage.for_uri(str(corpus_path(name)))
     for delete_before in (0, FAR_FUTURE):
         try:
@@ -163,7 +165,9 @@ def test_corpus_spilled_references_equal_the_in_memory_ones(name, spill_dir):
                 )
             assert os.listdir(spill_dir) == []
             return
-        for buckets in (1, 3):
+        for buckets, batch_rows in ((1, CHECKPOINT_BATCH_ROWS), (3, 2)):
+            # Three buckets read the checkpoint two rows at a time.
+            monkeypatch.setattr(reference_buckets, "CHECKPOINT_BATCH_ROWS", batch_rows)
             got_segment, got = read_with_usable_checkpoint(
                 storage,
                 lambda s: spilled_file_references(storage, s, None, delete_before,  # noqa: B023

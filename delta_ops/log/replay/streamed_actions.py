@@ -303,10 +303,13 @@ def _parquet_groups(
     groups: Sequence[int] | None = None,
     *,
     typed_stats: bool = False,
+    batch_rows: int | None = None,
 ) -> Iterator[pa.Table]:
     """The `kind` actions of one Parquet checkpoint file as `target`, row group by row group
-    (in batches of at most BATCH_ROWS rows), reading up to READ_AHEAD groups ahead; only
-    the row groups `groups` when given. `typed_stats`: see `StreamedActions.typed_stats`."""
+    (in batches of at most `batch_rows` rows, `BATCH_ROWS` when None), reading up to
+    READ_AHEAD groups of at most one batch ahead; only the row groups `groups` when given.
+    `typed_stats`: see `StreamedActions.typed_stats`."""
+    rows_per_batch = BATCH_ROWS if batch_rows is None else max(1, int(batch_rows))
     import pyarrow.parquet as pq
 
     table = storage.root
@@ -334,7 +337,8 @@ def _parquet_groups(
             with storage.open_input(path) as handle:
                 reader = pq.ParquetFile(handle, metadata=meta)
                 for batch in reader.iter_batches(
-                    batch_size=BATCH_ROWS, row_groups=[i], columns=cols, use_threads=False
+                    batch_size=rows_per_batch, row_groups=[i], columns=cols,
+                    use_threads=False,
                 ):
                     t = _file_action_table(
                         [pa.Table.from_batches([batch])], kind, target, typed_stats=typed_stats
@@ -371,7 +375,7 @@ def _parquet_groups(
         while nxt < n or pending:
             while nxt < n and len(pending) < READ_AHEAD:
                 i = order[nxt]
-                large = meta.row_group(i).num_rows > BATCH_ROWS
+                large = meta.row_group(i).num_rows > rows_per_batch
                 pending.append((i, None if large else io_submit(read_group, i)))
                 nxt += 1
             i, task = pending.pop(0)
