@@ -48,8 +48,17 @@ def to_numpy(array: pa.Array) -> np.ndarray:
             return np.zeros(0, dtype=bool)
         bits = np.unpackbits(np.frombuffer(buf, dtype=np.uint8), bitorder="little")
         return bits[off : off + n].astype(bool)
-    dtype = np.dtype(array.type.to_pandas_dtype())
+    dtype = _numpy_dtype(array.type)
     return np.frombuffer(buf, dtype=dtype, count=n, offset=off * dtype.itemsize)
+
+
+def _numpy_dtype(typ: pa.DataType) -> np.dtype:
+    """NumPy's dtype for an Arrow integer type without `to_pandas_dtype()`, which imports
+    pandas before pyarrow 26 (other fixed-width types go through it)."""
+    if pa.types.is_integer(typ):
+        kind = "i" if pa.types.is_signed_integer(typ) else "u"
+        return np.dtype(f"{kind}{typ.bit_width // 8}")
+    return np.dtype(typ.to_pandas_dtype())
 
 
 def int_values(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +67,7 @@ def int_values(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarra
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     n, off = len(array), array.offset
-    dtype = np.dtype(array.type.to_pandas_dtype())
+    dtype = _numpy_dtype(array.type)
     if n == 0:
         return np.zeros(0, dtype=dtype), np.zeros(0, dtype=bool)
     values = np.frombuffer(array.buffers()[1], dtype=dtype, count=n, offset=off * dtype.itemsize)
