@@ -84,6 +84,7 @@ class _AtMost:
         self.over = True
         return True
 
+
 class _S3Bulk:
     """The S3 backend's `list_ranges` and `delete_batches` (a mixin of `_S3Backend`)."""
 

@@ -284,18 +284,21 @@ def commit_rows(
     limit = COMMIT_BATCH_BYTES if batch_bytes is None else max(1, int(batch_bytes))
     order = {"compaction_first_wins": compaction_first_wins}
     parts: list[pa.Table] = []
-    touched: list[pa.Array] = []
     for run in _delta_batches(segment, blobs, limit):
         rows = _commit_rows_columnar(run, blobs, root, **order)
         if rows is None:
             rows = _commit_rows_python(run, blobs, root, **order)
-        if touched and rows.num_rows:
-            newer = pa.concat_arrays(touched)
-            rows = rows.filter(pc.invert(pc.is_in(rows.column("key"), value_set=newer)))
         if rows.num_rows:
             parts.append(rows)
-            touched.append(_column(rows, "key"))
-    return pa.concat_tables(parts) if parts else _empty_rows()
+    if len(parts) <= 1:
+        return parts[0] if parts else _empty_rows()
+    # Each run holds a key once; across runs the first row of a key (newest run) wins,
+    # found in one hash pass over all the rows rather than one per run.
+    # (`index_in` gives the first index of a repeated value; `group_by` would import
+    # pandas.)
+    rows = pa.concat_tables(parts)
+    keys = _column(rows, "key")
+    return rows.take(pc.index_in(pc.unique(keys), value_set=keys))
 
 
 def read_checkpoint_references(storage: Storage, checkpoint: CheckpointFiles) -> pa.Table:
