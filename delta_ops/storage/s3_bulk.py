@@ -289,48 +289,60 @@ class _S3Bulk:
                 page = _listing_page(await self._request(
                     client, limit, policy, rng, "list_objects_v2", counter, **kwargs
                 ))
+                if page.plain_unsafe:
+                    # A name plain XML cannot carry: this page again, URL-encoded, and
+                    # the rest of the range so too.
+                    if kwargs.get("EncodingType") == "url":
+                        raise ValueError(
+                            f"S3 listing of s3://{bucket}/{kwargs['Prefix']}: the store "
+                            "answered without the URL encoding asked for, with a name "
+                            "that XML cannot carry intact; the listing is refused rather "
+                            "than read under other names")
+                    kwargs["EncodingType"] = "url"
+                    continue
                 pages += 1
                 self.longest_chain = max(self.longest_chain, pages)
-                files = size = 0
+                cut = len(prefix)
+                seen = [k[cut:] for k in page.keys]
+                sizes, stamps = page.sizes, page.stamps
                 past = False
-                for obj in page.get("Contents", ()):
-                    rel = obj["Key"][len(prefix):]
-                    if stop is not None and rel > stop:
-                        past = True
-                        break
-                    if not rel or rel.endswith("/") or (not recursive and "/" in rel):
-                        continue  # directory markers
-                    n = int(obj["Size"])
-                    files += 1
-                    size += n
-                    if skip is None or skip[0] + rel not in skip[1]:
-                        out.append((rel, n, obj["LastModified"]))
-                commons = page.get("CommonPrefixes") or ()
+                if stop is not None and seen and max(seen) > stop:
+                    past = True
+                    end = next(i for i, rel in enumerate(seen) if rel > stop)
+                    seen, sizes, stamps = seen[:end], sizes[:end], stamps[:end]
+                # Directory markers (and, without recursion, keys below a subdirectory)
+                # are no files.
+                triples = zip(seen, sizes, stamps, strict=True)
+                entries = (
+                    [e for e in triples if e[0] and e[0][-1] != "/"] if recursive
+                    else [e for e in triples if e[0] and "/" not in e[0]]
+                )
+                files, size = len(entries), sum(e[1] for e in entries)
+                out.extend(without(entries, skip))
+                commons = [c[cut:] for c in page.prefixes]
                 if folders is not None:
                     # Subdirectories of this range (bounds of one directory's own names
                     # hold no '/', so a subdirectory never straddles two ranges).
-                    for common in commons:
-                        sub = common["Prefix"][len(prefix):]
+                    for sub in commons:
                         if (after is None or sub > after) and (stop is None or sub <= stop):
                             if sub.rstrip("/"):
                                 folders.append(sub.rstrip("/"))
                 if stop is not None and not past:
                     # A page of only subdirectories (listing with a delimiter) may end the
                     # range as well.
-                    if commons and commons[-1]["Prefix"][len(prefix):] > stop:
+                    if commons and commons[-1] > stop:
                         past = True
                 if progress is not None:
                     progress(1, files, size)
-                token = page.get("NextContinuationToken")
-                if past or not page.get("IsTruncated") or not token:
+                token = page.token
+                if past or not page.truncated or not token:
                     return
                 kwargs["ContinuationToken"] = token
                 if first_page and depth < SPLIT_DEPTH and self.split_ranges:
                     # Still paging: cut the rest of the range, (end of this page, stop],
                     # into pieces listed side by side instead of page after page; this
                     # chain goes on to the first cut only.
-                    seen = [o["Key"][len(prefix):] for o in page.get("Contents", ())]
-                    ends = [*seen[-1:], *(c["Prefix"][len(prefix):] for c in commons[-1:])]
+                    ends = [*seen[-1:], *commons[-1:]]
                     if ends:
                         cuts = extrapolated_bounds(seen, max(ends), stop)
                         for lo, hi in zip(cuts, [*cuts[1:], stop], strict=False):

@@ -1,14 +1,18 @@
 """How an S3 ListObjectsV2 answer is taken: botocore keeps the answer's bytes
 (`hook_listing`, which also replaces botocore's whole-document error check by a check of
 the document's first and last bytes), and `_listing_page` reads the page from them with a
-few regular expressions instead of an XML tree. Used by `s3_bulk`'s listings at the
-request limit. No section of the Delta protocol is implemented here (storage only).
+few regular expressions instead of an XML tree, by column (`ListingPage`), with the keys
+of a page decoded together. Those listings ask for plain names, not URL-encoded ones
+(botocore's default): a page holding a name that plain XML cannot carry intact comes back
+flagged (`ListingPage.plain_unsafe`) and is asked for again, encoded. Used by `s3_bulk`'s
+listings at the request limit. No section of the Delta protocol is implemented here
+(storage only).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from delta_ops.storage.backend import _ms
 
@@ -63,6 +67,13 @@ def hook_listing(events: Any) -> None:
 
         events.register_first("before-parse.s3.*", unless_listing,
                               unique_id="delta_ops.s3_200_check")
+    # The listings ask for plain names (`ListingPage.plain_unsafe` tells when a page
+    # must be asked for again, URL-encoded): botocore asks every listing for URL-encoded
+    # names, which costs the store and this client a decode of nearly every key of a
+    # partitioned table ('=').
+    encode = getattr(handlers, "set_list_objects_encoding_type_url", None)
+    if encode is not None:
+        events.unregister("before-parameter-build.s3.ListObjectsV2", encode)
     # Once per client, whatever the calls: a second `_keep_listing_xml` would keep the
     # empty document the first one left.
     events.register("before-parse.s3.ListObjectsV2", _keep_listing_xml,
@@ -78,89 +89,144 @@ _TRUNCATED = re.compile(rb"<IsTruncated>(.*?)</IsTruncated>", re.S)
 _TOKEN = re.compile(rb"<NextContinuationToken>(.*?)</NextContinuationToken>", re.S)
 _ENCODING = re.compile(rb"<EncodingType>(.*?)</EncodingType>", re.S)
 
+#: One whole `<Contents>` element as S3 (and moto) write it: Key, LastModified, then
+#: Size, with only flat elements (ETag, checksums, StorageClass) between and after; no
+#: value holds markup. Group 1 is the key, 2 the time, 4 the size.
+_ENTRY = re.compile(
+    rb"<Contents>\s*<Key>([^<]*)</Key>\s*<LastModified>([^<]*)</LastModified>"
+    rb"(?:\s*<([A-Za-z]+)>[^<]*</\3>)*?\s*<Size>([^<]*)</Size>"
+    rb"(?:\s*<([A-Za-z]+)>[^<]*</\5>)*\s*</Contents>"
+)
+#: A URL escape, as ``EncodingType=url`` writes one.
+_ESCAPE = re.compile(rb"%[0-9A-Fa-f]{2}")
+#: In a name of a page without URL encoding: a control character (XML 1.0 cannot carry
+#: most of them, and a reader turns a carriage return into a line feed), or an entity
+#: other than the five XML predefines (a character reference, such as a store's
+#: ``&#x1;``, whose meaning a reader may change).
+_PLAIN_UNSAFE = re.compile(rb"[\x00-\x1f\x7f]|&(?!(?:amp|lt|gt|quot|apos);)")
 
-#: The tags that place an entry's fields, and their order in S3's (and moto's) answers.
-_ENTRY_TAGS = re.compile(rb"<(Contents|Key|LastModified|Size)>")
-_ENTRY_ORDER = b"ContentsKeyLastModifiedSize"
+
+class ListingPage(NamedTuple):
+    """One ListObjectsV2 page, by column: the keys (decoded), their sizes and their
+    LastModified in ms since the epoch (in the page's order), the common prefixes, whether
+    the listing goes on, and the token of its next page."""
+
+    keys: list[str]
+    sizes: list[int]
+    stamps: list[int]
+    prefixes: list[str]
+    truncated: bool
+    token: str | None
+    #: The page came without URL encoding and holds a name that only an encoded page
+    #: carries safely (`_PLAIN_UNSAFE`): it is not read (no keys), and must be asked for
+    #: again with ``EncodingType=url``.
+    plain_unsafe: bool = False
 
 
-def _entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]]:
-    """(Key, Size, LastModified) of each `<Contents>` entry of a listing page, in order.
+def _entries(raw: bytes) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """(keys, sizes, LastModified) of the `<Contents>` entries of a listing page, in order,
+    still encoded.
 
-    When the page's tags run Contents, Key, LastModified, Size for every entry (S3's order),
-    three searches of the whole page line up, entry by entry. Otherwise each entry is
+    When every entry is one whole element of S3's shape (`_ENTRY`: as many matches as
+    `<Contents>` tags), one search of the page reads them all; each match spans exactly
+    one element, so no field can be taken from another entry. Otherwise each entry is
     searched on its own. A value holding markup (a document whose element did not close)
     fails the page: a key or a time taken from the wrong entry could make a new file look
     old to VACUUM.
     """
-    keys, sizes, stamps = _KEY.findall(raw), _SIZE.findall(raw), _STAMP.findall(raw)
-    if not (len(keys) == len(sizes) == len(stamps)
-            and b"".join(_ENTRY_TAGS.findall(raw)) == _ENTRY_ORDER * len(keys)):
-        keys, sizes, stamps = [], [], []
-        for block in _CONTENTS.findall(raw):
-            k, size, stamp = _KEY.search(block), _SIZE.search(block), _STAMP.search(block)
-            if k is None or size is None or stamp is None:
-                raise ValueError(
-                    f"S3 listing entry without Key, Size or LastModified: {block!r}")
-            keys.append(k.group(1))
-            sizes.append(size.group(1))
-            stamps.append(stamp.group(1))
-    out = list(zip(keys, sizes, stamps, strict=True))
-    if any(b"<" in b"".join(column) for column in (keys, sizes, stamps)):
-        bad = next(entry for entry in out if any(b"<" in v for v in entry))
-        raise ValueError(f"S3 listing entry with markup in a value: {bad!r}")
-    return out
+    found = _ENTRY.findall(raw)
+    if len(found) == raw.count(b"<Contents>"):
+        if not found:
+            return [], [], []
+        keys, stamps, _, sizes, _ = (list(column) for column in zip(*found, strict=True))
+        return keys, sizes, stamps
+    keys, sizes, stamps = [], [], []
+    for block in _CONTENTS.findall(raw):
+        k, size, stamp = _KEY.search(block), _SIZE.search(block), _STAMP.search(block)
+        if k is None or size is None or stamp is None:
+            raise ValueError(
+                f"S3 listing entry without Key, Size or LastModified: {block!r}")
+        entry = (k.group(1), size.group(1), stamp.group(1))
+        if any(b"<" in v for v in entry):
+            raise ValueError(f"S3 listing entry with markup in a value: {entry!r}")
+        keys.append(entry[0])
+        sizes.append(entry[1])
+        stamps.append(entry[2])
+    return keys, sizes, stamps
 
 
-def _listing_page(parsed: dict[str, Any]) -> dict[str, Any]:
-    """A ListObjectsV2 page as botocore gives it (Contents with Key, Size and
-    LastModified in ms since the epoch; CommonPrefixes; IsTruncated;
-    NextContinuationToken), from the XML `_keep_listing_xml` kept.
+def _key(value: bytes, encoded: bool) -> str:
+    """One key or prefix: XML-unescaped, then URL-decoded when the page is `encoded`
+    (strictly as UTF-8: a key that does not decode fails the listing rather than being
+    listed under another name)."""
+    from urllib.parse import unquote_to_bytes
+
+    if b"&" in value:
+        from html import unescape
+
+        value = unescape(value.decode("utf-8")).encode("utf-8")
+    if encoded and (b"%" in value or b"+" in value):
+        return unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+    return value.decode("utf-8")
+
+
+def _keys(values: list[bytes], encoded: bool) -> list[str]:
+    """`_key` of each of `values`, decoded together: joined by ``<`` (which no value
+    holds, `_entries`), every distinct escape replaced across the whole page at once
+    (``%25``, the only one that yields a ``%``, last, so no replacement makes a new
+    escape), then split again. A page where this could differ from `_key` one by one (an
+    XML entity, a ``%`` that starts no escape, an escaped ``<``) is decoded one by one."""
+    joined = b"<".join(values)
+    if b"&" in joined:
+        return [_key(v, encoded) for v in values]
+    if encoded:
+        found = _ESCAPE.findall(joined)
+        escapes = set(found)
+        if joined.count(b"%") != len(found) or not escapes.isdisjoint((b"%3C", b"%3c")):
+            return [_key(v, encoded) for v in values]
+        joined = joined.replace(b"+", b" ")
+        for escape in sorted(escapes, key=lambda e: (e.upper() == b"%25", e)):
+            joined = joined.replace(escape, bytes((int(escape[1:], 16),)))
+    out = joined.decode("utf-8").split("<")
+    return out if values else []
+
+
+def _listing_page(parsed: dict[str, Any]) -> ListingPage:
+    """A ListObjectsV2 page (`ListingPage`) from the XML `_keep_listing_xml` kept, or from
+    botocore's own parse when no XML was kept.
 
     The elements of an S3 listing are flat and never nest a tag of their own name, so
     each is found by a regular expression (C speed: a few ms a page, where a tree of the
     page costs tens); text is XML-unescaped and, with ``EncodingType=url``, URL-decoded
-    (strictly as UTF-8: a key that does not decode fails the listing rather than being
-    listed under another name)."""
+    (`_keys`)."""
     raw = parsed.get(_RAW_XML)
     if raw is None:  # not kept (another hook consumed it): botocore's own parse
-        return {**parsed, "Contents": [
-            {**c, "LastModified": _ms(c["LastModified"].timestamp())}
-            for c in parsed.get("Contents", ())
-        ]}
+        contents = parsed.get("Contents", ())
+        return ListingPage(
+            [c["Key"] for c in contents], [int(c["Size"]) for c in contents],
+            [_ms(c["LastModified"].timestamp()) for c in contents],
+            [p["Prefix"] for p in parsed.get("CommonPrefixes", ())],
+            bool(parsed.get("IsTruncated")), parsed.get("NextContinuationToken") or None,
+        )
     from datetime import datetime
     from html import unescape
-    from urllib.parse import unquote_to_bytes
 
     found = _ENCODING.search(raw)
     encoded = found is not None and found.group(1) == b"url"
-
-    def text(value: bytes) -> str:
-        out = value.decode("utf-8")
-        return unescape(out) if "&" in out else out
-
-    def key(value: bytes) -> str:
-        if b"&" in value:
-            value = unescape(value.decode("utf-8")).encode("utf-8")
-        if encoded and (b"%" in value or b"+" in value):
-            return unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
-        return value.decode("utf-8")
-
-    stamps: dict[bytes, int] = {}  # objects written together share their LastModified
-    contents = []
-    for k, size, stamp in _entries(raw):
-        when = stamps.get(stamp)
-        if when is None:
-            iso = stamp.decode("ascii").replace("Z", "+00:00")
-            when = stamps[stamp] = _ms(datetime.fromisoformat(iso).timestamp())
-        contents.append({"Key": key(k), "Size": int(size), "LastModified": when})
+    keys, sizes, stamps = _entries(raw)
+    commons = _COMMON.findall(raw)
+    if not encoded and _PLAIN_UNSAFE.search(b"<".join([*keys, *commons])):
+        return ListingPage([], [], [], [], False, None, plain_unsafe=True)
+    when: dict[bytes, int] = {}  # objects written together share their LastModified
+    for stamp in set(stamps):
+        iso = stamp.decode("ascii").replace("Z", "+00:00")
+        when[stamp] = _ms(datetime.fromisoformat(iso).timestamp())
     truncated = _TRUNCATED.search(raw)
-    page: dict[str, Any] = {
-        "Contents": contents,
-        "CommonPrefixes": [{"Prefix": key(p)} for p in _COMMON.findall(raw)],
-        "IsTruncated": truncated is not None and truncated.group(1) == b"true",
-    }
     token = _TOKEN.search(raw)
-    if token is not None and token.group(1):
-        page["NextContinuationToken"] = text(token.group(1))
-    return page
+    text = token.group(1).decode("utf-8") if token is not None else ""
+    return ListingPage(
+        _keys(keys, encoded), list(map(int, sizes)), [when[s] for s in stamps],
+        [_key(p, encoded) for p in commons],
+        truncated is not None and truncated.group(1) == b"true",
+        (unescape(text) if "&" in text else text) or None,
+    )

@@ -10,10 +10,16 @@ import re
 import botocore.handlers
 import botocore.session
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from delta_ops.storage.s3_listing_answers import (
+    _ENTRY,
+    _PLAIN_UNSAFE,
     _RAW_XML,
+    _entries,
     _keep_listing_xml,
+    _key,
     _listing_page,
     hook_listing,
 )
@@ -43,10 +49,10 @@ def test_a_whole_listing_document_is_kept_and_read():
     status, custom = _kept(PAGE)
     assert status == 200 and custom[_RAW_XML] == PAGE
     page = _listing_page(custom)
-    assert [(c["Key"], c["Size"]) for c in page["Contents"]] == [
+    assert list(zip(page.keys, page.sizes, strict=True)) == [
         ("t/a=1/x.parquet", 5), ("t/b c.parquet", 7)]
-    assert page["Contents"][1]["LastModified"] - page["Contents"][0]["LastModified"] == 1000
-    assert page["IsTruncated"] is False
+    assert page.stamps[1] - page.stamps[0] == 1000
+    assert page.truncated is False and page.token is None and page.prefixes == []
 
 
 @pytest.mark.parametrize("body", [
@@ -113,3 +119,83 @@ def test_entries_in_another_element_order_read_the_same():
 def test_an_entry_that_could_be_read_against_another_fails_the_page(broken):
     with pytest.raises(ValueError, match="S3 listing entry"):
         _listing_page({_RAW_XML: broken})
+
+
+def _page_of(keys: list[bytes], encoded: bool) -> bytes:
+    entries = b"".join(
+        b"<Contents><Key>" + k + b"</Key><LastModified>2023-01-01T00:00:0"
+        + str(i % 10).encode() + b".000Z</LastModified><ETag>&quot;e&quot;</ETag><Size>"
+        + str(i).encode() + b"</Size><StorageClass>STANDARD</StorageClass></Contents>"
+        for i, k in enumerate(keys))
+    return (b'<?xml version="1.0" encoding="UTF-8"?>\n'
+            b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<Name>b</Name><Prefix>t/</Prefix>"
+            + (b"<EncodingType>url</EncodingType>" if encoded else b"")
+            + b"<IsTruncated>true</IsTruncated>" + entries
+            + b"<NextContinuationToken>1&amp;2</NextContinuationToken></ListBucketResult>")
+
+
+# Keys as a store writes them into a page: URL escapes (valid, invalid, of '%', '<', '+'
+# and of multi-byte characters), XML entities, and plain text.
+_KEY_PARTS = st.sampled_from([
+    b"a", b"=", b"/", b"+", b" ", b"%3D", b"%3d", b"%2F", b"%25", b"%2541", b"%3C", b"%3c",
+    b"%2B", b"%C3%A9", b"%E2%82%AC", b"%", b"%4", b"%zz", b"&amp;", b"&lt;", b"&#38;",
+    b"\xc3\xa9", b"p%3D1", b"%%41", b"%41", b"%34", b"1",
+])
+
+
+@settings(max_examples=300, deadline=None)
+# Pages where decoding the escapes of all keys at once, in any order, would go wrong.
+@example([b"%%341", b"%41"], True)  # a lone '%' before an escape that decodes to a digit
+@example([b"%2541", b"%41"], True)  # an escaped '%' before hex digits
+@example([b"a%3Cb", b"c"], True)  # an escaped '<' (the separator)
+@example([b"&lt;%3D", b"d"], True)  # an entity
+@given(st.lists(st.lists(_KEY_PARTS, max_size=6).map(b"".join), max_size=12), st.booleans())
+def test_a_page_decoded_at_once_reads_as_its_keys_one_by_one(keys, encoded):
+    def one_by_one(value: bytes) -> str | type[Exception]:
+        try:
+            return _key(value, encoded)
+        except UnicodeDecodeError:
+            return UnicodeDecodeError
+
+    raw = _page_of(keys, encoded)
+    if not encoded and any(_PLAIN_UNSAFE.search(k) for k in keys):
+        assert _listing_page({_RAW_XML: raw}).plain_unsafe  # asked for again, encoded
+        return
+    expected = [one_by_one(k) for k in keys]
+    if UnicodeDecodeError in expected:
+        with pytest.raises(UnicodeDecodeError):
+            _listing_page({_RAW_XML: raw})
+        return
+    page = _listing_page({_RAW_XML: raw})
+    assert page.keys == expected
+    assert page.sizes == list(range(len(keys)))
+    assert [s - page.stamps[0] for s in page.stamps[:10]] == [
+        i * 1000 for i in range(min(len(keys), 10))]
+    assert page.truncated is True and page.token == "1&2"
+    # Space between the elements reads the same.
+    looser = raw.replace(b"<Contents>", b"<Contents> ").replace(b"</Key>", b"</Key>\n")
+    assert _entries(looser) == _entries(raw)
+    # Entries with a nested element are read entry by entry, alike.
+    spread = raw.replace(b"<StorageClass>STANDARD</StorageClass>",
+                         b"<Owner><ID>o</ID></Owner>")
+    assert len(_ENTRY.findall(spread)) == 0
+    assert _listing_page({_RAW_XML: spread}) == page
+
+
+@pytest.mark.parametrize("name", [b"a\rb", b"a\nb", b"a\tb", b"a\x01b", b"a&#x1;b",
+                                  b"a&#13;b", b"a&copy;b"])
+def test_a_plain_page_with_a_name_xml_cannot_carry_is_not_read(name):
+    page = _listing_page({_RAW_XML: _page_of([b"ok", name], encoded=False)})
+    assert page.plain_unsafe and page.keys == [] and page.token is None
+    # Encoded, the same name is read (its bytes escaped as the store escapes them).
+    escaped = b"".join(b"%%%02X" % c if c < 0x20 or c in b"&#;%" else bytes((c,))
+                       for c in name)
+    encoded = _listing_page({_RAW_XML: _page_of([b"ok", escaped], encoded=True)})
+    assert not encoded.plain_unsafe and encoded.keys == ["ok", name.decode()]
+
+
+def test_a_plain_page_with_the_predefined_entities_is_read():
+    page = _listing_page({_RAW_XML: _page_of([b"a&amp;b&lt;c&gt;d&quot;e&apos;f", b"p=1"],
+                                             encoded=False)})
+    assert not page.plain_unsafe and page.keys == ["a&b<c>d\"e'f", "p=1"]

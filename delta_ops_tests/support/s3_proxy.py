@@ -59,16 +59,19 @@ class S3Proxy:
         deny: Given a request's kind and path with query (``/bucket?list-type=2&prefix=...``),
             True to answer it ``403 AccessDenied`` instead of forwarding it (counted as
             ``AccessDenied``): a store whose policy refuses some requests.
+        ignore: Query parameters taken out of each request before it is forwarded (it is
+            counted and recorded as sent): a store that ignores them.
     """
 
     def __init__(
         self, upstream: str, *, latency: float = 0.05, slowdown: float = 0.0, seed: int = 0,
-        deny: Any = None,
+        deny: Any = None, ignore: tuple[str, ...] = (),
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.latency = latency
         self.slowdown = slowdown
         self.deny = deny
+        self.ignore = ignore
         self._rng = random.Random(seed)
         self._counts: Counter[str] = Counter()
         #: (kind, path with query) of every request counted, in order, since the last
@@ -125,9 +128,15 @@ class S3Proxy:
                 status=503, body=SLOWDOWN_BODY, content_type="application/xml"
             )
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
+        path_qs = request.path_qs
+        raw_query = request.rel_url.raw_query_string
+        if self.ignore and raw_query:
+            kept = [part for part in raw_query.split("&")
+                    if part.split("=", 1)[0] not in self.ignore]
+            path_qs = request.rel_url.raw_path + ("?" + "&".join(kept) if kept else "")
         t0 = time.perf_counter()
         async with self._session.request(
-            request.method, self.upstream + request.path_qs, headers=headers, data=body,
+            request.method, self.upstream + path_qs, headers=headers, data=body,
             allow_redirects=False, auto_decompress=False,
         ) as up:
             payload = await up.read()
