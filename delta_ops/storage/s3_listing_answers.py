@@ -99,11 +99,20 @@ _ENTRY = re.compile(
 )
 #: A URL escape, as ``EncodingType=url`` writes one.
 _ESCAPE = re.compile(rb"%[0-9A-Fa-f]{2}")
-#: In a name of a page without URL encoding: a control character (XML 1.0 cannot carry
-#: most of them, and a reader turns a carriage return into a line feed), or an entity
-#: other than the five XML predefines (a character reference, such as a store's
+#: Control characters: XML 1.0 cannot carry most of them, and a reader turns a carriage
+#: return into a line feed.
+_CONTROL = bytes(range(0x20)) + b"\x7f"
+#: An entity other than the five XML predefines (a character reference, such as a store's
 #: ``&#x1;``, whose meaning a reader may change).
-_PLAIN_UNSAFE = re.compile(rb"[\x00-\x1f\x7f]|&(?!(?:amp|lt|gt|quot|apos);)")
+_ODD_ENTITY = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos);)")
+
+
+def _plain_unsafe(names: bytes) -> bool:
+    """Whether `names`, from a page without URL encoding, hold a control character or an
+    entity but the five XML predefines: names only an encoded page carries safely."""
+    if len(names.translate(None, _CONTROL)) != len(names):
+        return True
+    return b"&" in names and _ODD_ENTITY.search(names) is not None
 
 
 class ListingPage(NamedTuple):
@@ -118,7 +127,7 @@ class ListingPage(NamedTuple):
     truncated: bool
     token: str | None
     #: The page came without URL encoding and holds a name that only an encoded page
-    #: carries safely (`_PLAIN_UNSAFE`): it is not read (no keys), and must be asked for
+    #: carries safely (`_plain_unsafe`): it is not read (no keys), and must be asked for
     #: again with ``EncodingType=url``.
     plain_unsafe: bool = False
 
@@ -215,7 +224,7 @@ def _listing_page(parsed: dict[str, Any]) -> ListingPage:
     encoded = found is not None and found.group(1) == b"url"
     keys, sizes, stamps = _entries(raw)
     commons = _COMMON.findall(raw)
-    if not encoded and _PLAIN_UNSAFE.search(b"<".join([*keys, *commons])):
+    if not encoded and _plain_unsafe(b"<".join([*keys, *commons])):
         return ListingPage([], [], [], [], False, None, plain_unsafe=True)
     when: dict[bytes, int] = {}  # objects written together share their LastModified
     for stamp in set(stamps):
