@@ -97,11 +97,38 @@ def _reported(walked, progress: Progress) -> list[FileInfo]:  # type: ignore[no-
     return out
 
 
-def _sorted_strings(keys: pa.Array | pa.ChunkedArray) -> list[str]:
-    keys = keys.cast(pa.string())
+def sorted_paths(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`keys` as one string array in ascending byte order (S3's, and the code point
+    order of `str`); `keys` itself when it is one already (checked in one pass, so that
+    a caller that sorted them once spares the next its sort)."""
+    if keys.type != pa.string():
+        keys = keys.cast(pa.string())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    return keys.take(pc.array_sort_indices(keys)).to_pylist()
+    if len(keys) < 2 or pc.all(pc.less_equal(keys[:-1], keys[1:])).as_py():
+        return keys
+    return keys.take(pc.array_sort_indices(keys))
+
+
+def _first_at_least(ordered: pa.Array, name: str) -> int:
+    """Index of the first of `ordered` (ascending) not below `name` (a bisection)."""
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ordered[mid].as_py() < name:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _every(ordered: pa.Array, per_range: int, lo: int = 0, hi: int | None = None) -> list[str]:
+    """`parallel.range_bounds` of `ordered[lo:hi]` (ascending), taking only the bounds out
+    of Arrow."""
+    end = len(ordered) if hi is None else hi
+    # Indexes from a buffer (`from_numpy`): `pa.array` would have pyarrow import pandas.
+    picked = ordered.take(from_numpy(np.arange(lo + per_range - 1, end, per_range, np.int64)))
+    return range_bounds(picked.to_pylist(), 1)
 
 
 def lists_in_ranges(storage: Storage) -> bool:
@@ -122,24 +149,28 @@ def range_specs(
     them, so every `KEYS_PER_RANGE / buckets`-th of its sorted paths cuts as evenly. The
     bounds only decide how the listing is cut, never what it finds (`parallel.ranges_of`).
     """
-    names: dict[str, list[str]] = {d: [] for d in directories}
     per_range = KEYS_PER_RANGE
-    sample: list[str] = []
+    sample: pa.Array | None = None
     if isinstance(keep, KeyBuckets):
         if keep.buckets >= 1:
-            sample = _sorted_strings(keep.bucket(0))
+            sample = sorted_paths(keep.bucket(0))
             per_range = max(1, KEYS_PER_RANGE // keep.buckets)
     elif keep is not None and len(keep):
-        sample = _sorted_strings(keep)
-    for path in sample:
-        head, sep, rest = path.partition("/")
-        if not sep:
-            if "" in names:
-                names[""].append(path)
-        elif head in names:
-            names[head].append(rest)
-    # Bounds are relative to their directory.
-    return [(d, range_bounds(names[d], per_range), d != "") for d in directories]
+        sample = sorted_paths(keep)
+    if sample is None or not len(sample):
+        return [(d, [], d != "") for d in directories]
+    out: list[tuple[str, list[str], bool]] = []
+    for d in directories:
+        if d == "":
+            # The root's own files: the paths without '/', still in order.
+            root = sample.filter(pc.invert(pc.match_substring(sample, "/")))
+            out.append((d, _every(root, per_range), False))
+            continue
+        # The paths below `d` ("d/...") lie together in the order, before "d0" ('0'
+        # follows '/'); bounds are relative to `d`.
+        lo, hi = _first_at_least(sample, f"{d}/"), _first_at_least(sample, f"{d}0")
+        out.append((d, [b[len(d) + 1:] for b in _every(sample, per_range, lo, hi)], True))
+    return out
 
 
 def _hook(progress: Progress | None, phase: str) -> StorageHook | None:

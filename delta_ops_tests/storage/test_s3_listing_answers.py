@@ -1,11 +1,13 @@
 """How a ListObjectsV2 answer is taken (`storage.s3_listing_answers.hook_listing`): only a whole
 ListBucketResult document is read, anything else sent with status 200 becomes a server
 error (retried, never a shorter listing), and botocore's own check of S3's 200 answers, which
-parses every answer into a tree, still runs for every other operation."""
+parses every answer into a tree, still runs for every other operation. Pages are read by
+column, their keys decoded together, and asked for plain unless a name needs encoding."""
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 import botocore.handlers
 import botocore.session
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from delta_ops.storage import Storage
 from delta_ops.storage.s3_listing_answers import (
     _ENTRY,
     _RAW_XML,
@@ -23,6 +26,8 @@ from delta_ops.storage.s3_listing_answers import (
     _plain_unsafe,
     hook_listing,
 )
+from delta_ops_tests.support.s3_keys import storage_holding
+from delta_ops_tests.support.s3_proxy import S3Proxy
 
 PAGE = (b'<?xml version="1.0" encoding="UTF-8"?>\n'
         b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
@@ -199,3 +204,38 @@ def test_a_plain_page_with_the_predefined_entities_is_read():
     page = _listing_page({_RAW_XML: _page_of([b"a&amp;b&lt;c&gt;d&quot;e&apos;f", b"p=1"],
                                              encoded=False)})
     assert not page.plain_unsafe and page.keys == ["a&b<c>d\"e'f", "p=1"]
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("recursive", [True, False])
+def test_names_come_plain_unless_a_page_needs_them_encoded(s3_server, recursive):
+    """Listings ask for plain names (no URL encoding for the store to write and this
+    client to undo); a page holding a name XML cannot carry intact is asked for again,
+    encoded, and so is the rest of its range. A store that answers that again without
+    the encoding fails the listing, naming it."""
+    plain = ["a=1.parquet", "b&c<d>.parquet", "p/x.parquet", "q/y.parquet"]
+    awkward = ["q/c\rd.parquet", "q/e\x01f.parquet", "r\tx.parquet", "s\x1fy.parquet"]
+    bounds = ["p", "q"]
+
+    def listed(storage: Storage, **proxy_args: object) -> tuple[list, list[dict]]:
+        with S3Proxy(s3_server.endpoint_url, latency=0.0, **proxy_args) as proxy:
+            proxied = Storage.for_uri(storage.root, proxy.storage_options())
+            got = proxied.list_ranges("", bounds, recursive=recursive)
+            return got, [urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+                         for kind, path in proxy.requests if kind == "LIST"]
+
+    for names in (plain, plain + awkward):
+        storage = storage_holding(s3_server, "plainnames", names)
+        serial = sorted(storage.walk("") if recursive else storage.list_dir(""),
+                        key=lambda f: f.path)
+        got, asked = listed(storage)
+        assert got == serial
+        encoded = [q for q in asked if q.pop("encoding-type", None) == ["url"]]
+        if names == plain:
+            assert encoded == [] and len(asked) == 3  # one plain page for each range
+        else:
+            assert {"r\tx.parquet", "s\x1fy.parquet"} <= {f.path for f in serial}
+            # Each page holding an awkward name was asked for plain first, then encoded.
+            assert encoded and all(asked.count(q) == 2 for q in encoded)
+            with pytest.raises(ValueError, match="without the URL encoding asked for"):
+                listed(storage, ignore=("encoding-type",))

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delta_ops.engine.local import LocalEngine, range_specs
+from delta_ops.engine.local import LocalEngine
 from delta_ops.maintenance.vacuum import vacuum
 from delta_ops.storage import Storage
 from delta_ops.storage.parallel import (
@@ -54,23 +54,6 @@ def test_range_bounds_and_ranges_partition_the_names():
         ranges_of(["b", "a"])
     with pytest.raises(ValueError, match="at least 1"):
         range_bounds(names, 0)
-
-
-def test_range_specs_take_bounds_from_the_referenced_paths():
-    keep = pa.array([f"p=1/f{i:02d}" for i in range(9)] + [f"r{i:02d}" for i in range(5)])
-    import delta_ops.engine.local as local
-
-    old = local.KEYS_PER_RANGE
-    local.KEYS_PER_RANGE = 2
-    try:
-        specs = range_specs(["", "p=1", "p=2"], keep)
-    finally:
-        local.KEYS_PER_RANGE = old
-    assert specs == [
-        ("", ["r01", "r03"], False),
-        ("p=1", ["f01", "f03", "f05", "f07"], True),
-        ("p=2", [], True),
-    ]
 
 
 def test_adaptive_limit_halves_on_slowdown_and_grows_back():
@@ -295,41 +278,6 @@ def test_a_range_is_listed_under_the_prefix_of_its_bounds(s3_server, recursive):
     # Narrowed: into a partition, and (with or without a delimiter) to the files' stem.
     assert f"{root}/part-0" in asked
     assert not recursive or {f"{root}/p=0/part-0", f"{root}/p="} <= asked
-
-
-@pytest.mark.s3
-@pytest.mark.parametrize("recursive", [True, False])
-def test_names_come_plain_unless_a_page_needs_them_encoded(s3_server, recursive):
-    """Listings ask for plain names (no URL encoding for the store to write and this
-    client to undo); a page holding a name XML cannot carry intact is asked for again,
-    encoded, and so is the rest of its range. A store that answers that again without
-    the encoding fails the listing, naming it."""
-    plain = ["a=1.parquet", "b&c<d>.parquet", "p/x.parquet", "q/y.parquet"]
-    awkward = ["q/c\rd.parquet", "q/e\x01f.parquet", "r\tx.parquet", "s\x1fy.parquet"]
-    bounds = ["p", "q"]
-
-    def listed(storage: Storage, **proxy_args: object) -> tuple[list, list[dict]]:
-        with S3Proxy(s3_server.endpoint_url, latency=0.0, **proxy_args) as proxy:
-            proxied = Storage.for_uri(storage.root, proxy.storage_options())
-            got = proxied.list_ranges("", bounds, recursive=recursive)
-            return got, [urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
-                         for kind, path in proxy.requests if kind == "LIST"]
-
-    for names in (plain, plain + awkward):
-        storage = storage_holding(s3_server, "plainnames", names)
-        serial = sorted(storage.walk("") if recursive else storage.list_dir(""),
-                        key=lambda f: f.path)
-        got, asked = listed(storage)
-        assert got == serial
-        encoded = [q for q in asked if q.pop("encoding-type", None) == ["url"]]
-        if names == plain:
-            assert encoded == [] and len(asked) == 3  # one plain page for each range
-        else:
-            assert {"r\tx.parquet", "s\x1fy.parquet"} <= {f.path for f in serial}
-            # Each page holding an awkward name was asked for plain first, then encoded.
-            assert encoded and all(asked.count(q) == 2 for q in encoded)
-            with pytest.raises(ValueError, match="without the URL encoding asked for"):
-                listed(storage, ignore=("encoding-type",))
 
 
 # ---- VACUUM on S3 through the proxy ---------------------------------------------------

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
+from delta_ops.engine.local import lists_in_ranges, sorted_paths
 from delta_ops.engine.progress import LIST, PROBE, Progress
 from delta_ops.engine.threads import io_map
 from delta_ops.errors import (
@@ -280,6 +281,10 @@ def plan_vacuum(
                     raise
             else:
                 refs = refs.union(staged)
+        if isinstance(refs, FileReferences) and lists_in_ranges(storage):
+            # Sorted once here, in place of the unsorted array: each cut of the listing
+            # into key ranges then spares its own sort (`range_specs`).
+            refs = replace(refs, keep=sorted_paths(refs.keep))
         return _LogRead(
             found, retention_ms, delete_before, refs,
             default_retention_ms=int(props.deleted_file_retention.total_seconds() * 1000),
