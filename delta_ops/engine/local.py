@@ -41,6 +41,7 @@ from delta_ops.storage.bulk import ListSpec
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 from delta_ops.storage.parallel import KEYS_PER_RANGE, RequestPolicy, range_bounds
 from delta_ops.storage.parallel import Progress as StorageHook
+from delta_ops.storage.sorted_paths import SortedPaths
 
 #: Failed deletions named in the error of `LocalEngine.delete_files`.
 _NAMED_FAILURES = 20
@@ -273,8 +274,12 @@ class LocalEngine(Engine):
                 policy=self.policy, progress=progress,
             )
         # The anti-join runs during the listing: on the local file system a kept file costs
-        # its name only, never a stat.
-        referenced = frozenset(keep.cast(pa.string()).to_pylist())
+        # its name only, never a stat. On an object store each key range takes its share
+        # of the sorted paths (`SortedPaths.in_range`): no set of them all is built.
+        referenced: Container[str] = (
+            SortedPaths(sorted_paths(keep)) if lists_in_ranges(storage)
+            else frozenset(keep.cast(pa.string()).to_pylist())
+        )
         listed = [
             _readable(i)
             for i in self._list(storage, directories, referenced, keep, progress)

@@ -55,6 +55,8 @@ def without(
     if skip is None:
         return entries
     head, names = skip
+    if hasattr(names, "in_range"):  # a `SortedPaths`: one set of the directory's paths
+        names = names.in_range(head, None, None, True)
     return [e for e in entries if head + e[0] not in names]
 
 
@@ -218,12 +220,13 @@ class _Backend(ABC):
 
     def list_subdir_ranges(
         self, native_dir: str, bounds: list[str], policy: RequestPolicy,
-        remember: bool = False,
+        remember: bool = False, exclude: Skip | None = None,
     ) -> list[str]:
         """`list_subdirs`, listed in the key ranges `bounds` cut (object stores, where a
         directory's files come in the same pages as its subdirectories; `remember`: an
-        object store keeps those files for the next `list_ranges` of the directory, once
-        and briefly, so that it is not listed twice)."""
+        object store keeps those files, but those `exclude` names, for the next
+        `list_ranges` of the directory that leaves out the same, once and briefly, so that
+        it is not listed twice)."""
         ranges_of(bounds)
         return self.list_subdirs(native_dir)
 

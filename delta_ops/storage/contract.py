@@ -200,13 +200,10 @@ class Storage(_BulkOps):
     @property
     def latency_bound(self) -> bool:
         """Whether many small calls (listings, reads of small files) go faster from several
-        threads at once.
-
-        True on object stores and the other fsspec file systems: each call waits on a
-        network round trip. False on the local file system: such calls are short syscalls,
-        and threads making them side by side mostly hand the GIL to each other, so one
-        thread is faster.
-        """
+        threads at once. True on object stores and the other fsspec file systems: each
+        call waits on a network round trip. False on the local file system: such calls are
+        short syscalls, and threads making them side by side mostly hand the GIL to each
+        other, so one thread is faster."""
         return self._backend.latency_bound
 
     def list_dir(
@@ -308,7 +305,7 @@ class Storage(_BulkOps):
     def list_subdirs(
         self, directory: str = "", *, follow_symlinks: bool = True,
         bounds: Sequence[str] | None = None, policy: RequestPolicy | None = None,
-        remember_files: bool = False,
+        remember_files: bool = False, exclude: Container[str] | None = None,
     ) -> list[str]:
         """Immediate subdirectories of a directory.
 
@@ -320,7 +317,8 @@ class Storage(_BulkOps):
                 ranges they cut side by side (as `list_ranges`); the result is the same.
             policy: Concurrency and retries of that listing.
             remember_files: Object stores keep the files of these pages for the next
-                `list_many` of the directory (`_S3Bulk._take_remembered`).
+                `list_many` of the directory (`_S3Bulk._take_remembered`), but those in
+                `exclude` (root-relative paths): that listing must leave out the same.
 
         Returns:
             Paths relative to the root (names when `directory` is ''), sorted; [] if none.
@@ -334,15 +332,16 @@ class Storage(_BulkOps):
             return []
         if bounds and any("/" in b for b in bounds):
             raise ValueError("subdirectory listing bounds are names, without '/'")
+        prefix = f"{rel}/" if rel else ""
         try:
             if bounds or remember_files:
-                names = backend.list_subdir_ranges(self._native(rel), list(bounds or ()),
-                                                   policy or RequestPolicy(), remember_files)
+                names = backend.list_subdir_ranges(
+                    self._native(rel), list(bounds or ()), policy or RequestPolicy(),
+                    remember_files, None if exclude is None else (prefix, exclude))
             else:
                 names = backend.list_subdirs(self._native(rel))
         except self._backend.errors as exc:
             raise self._fail("list subdirectories of", rel, exc) from exc
-        prefix = f"{rel}/" if rel else ""
         return sorted(prefix + name for name in names)
 
     def _lister(self, rel: str, follow_symlinks: bool) -> _Backend | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from typing import Any
 
 from delta_ops.storage.backend import Skip, without
@@ -31,6 +31,7 @@ from delta_ops.storage.parallel import (
     ranges_of,
 )
 from delta_ops.storage.s3_listing_answers import _listing_page, hook_listing
+from delta_ops.storage.sorted_paths import in_range
 
 #: Error codes by which S3 asks a client to send fewer requests.
 _THROTTLE_CODES = frozenset(
@@ -69,19 +70,33 @@ REMEMBER_MAX_FILES = 500_000
 
 
 class _AtMost:
-    """A `Skip` names container that admits the first `n` names it is asked about and
-    leaves out the rest, so that a listing holds at most `n` files; `over` tells whether
-    some were left out."""
+    """A `Skip` names container that leaves out the names of `excluded` (when given), then
+    admits the first `n` others it is asked about and leaves out the rest, so that a
+    listing holds at most `n` files; `over` tells whether some were left out."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, excluded: Container[str] | None = None,
+                 counter: _AtMost | None = None) -> None:
         self.left = n
         self.over = False
+        self.excluded = excluded
+        self._counter = counter if counter is not None else self
+
+    def in_range(self, head: str, after: str | None, stop: str | None,
+                 recursive: bool) -> _AtMost:
+        """This container for one range of a listing (`sorted_paths.in_range`): `excluded`
+        narrowed to the range, counting against this one."""
+        if self.excluded is None:
+            return self
+        return _AtMost(0, in_range(self.excluded, head, after, stop, recursive), self._counter)
 
     def __contains__(self, name: object) -> bool:
-        if self.left > 0:
-            self.left -= 1
+        if self.excluded is not None and name in self.excluded:
+            return True
+        counter = self._counter
+        if counter.left > 0:
+            counter.left -= 1
             return False
-        self.over = True
+        counter.over = True
         return True
 
 
@@ -96,7 +111,8 @@ class _S3Bulk:
     _raw: Any
     light: bool
     _bulk_client: Callable[[RequestPolicy], Any]
-    _remembered: tuple[str, float, list[tuple[str, int, int]]] | None
+    #: (directory, when, files, the `Skip` they leave out, files and bytes listed).
+    _remembered: tuple[str, float, list[tuple[str, int, int]], Skip | None, int, int] | None
     #: Whether a range still paging after its first page is cut into more ranges
     #: (`parallel.extrapolated_bounds`).
     split_ranges = True
@@ -215,32 +231,50 @@ class _S3Bulk:
 
     def list_subdir_ranges(
         self, native_dir: str, bounds: list[str], policy: RequestPolicy,
-        remember: bool = False,
+        remember: bool = False, exclude: Skip | None = None,
     ) -> list[str]:
         folders: list[str] = []
         self._remembered = None
         # The files come in the same pages as the subdirectories: none is held unless
-        # remembered, and at most REMEMBER_MAX_FILES then.
-        held = _AtMost(REMEMBER_MAX_FILES if remember else 0)
-        files = self.list_ranges([(native_dir, bounds, False)], policy, None, folders,
-                                 exclude=[("", held)])[0]
+        # remembered, and then at most REMEMBER_MAX_FILES of those `exclude` leaves.
+        head, names = exclude if exclude is not None else ("", None)
+        held = _AtMost(REMEMBER_MAX_FILES if remember else 0, names if remember else None)
+        seen = [0, 0]
+
+        def count(_pages: int, files: int, size: int) -> None:
+            seen[0] += files
+            seen[1] += size
+
+        files = self.list_ranges([(native_dir, bounds, False)], policy, count, folders,
+                                 exclude=[(head, held)])[0]
         if remember and not held.over:
             # The same pages held the directory's files: the next `list_ranges` of it
-            # takes them from here instead of listing the directory a second time.
-            self._remembered = (native_dir, time.monotonic(), files)
+            # that leaves out the same takes them from here instead of listing the
+            # directory a second time.
+            self._remembered = (native_dir, time.monotonic(), files, exclude, seen[0], seen[1])
         return sorted(set(folders))
 
-    def _take_remembered(self, native_dir: str) -> list[tuple[str, int, int]] | None:
-        """The files `list_subdir_ranges(remember=True)` listed in `native_dir` (once, and
-        only within `REMEMBER_SECONDS` and with no write or delete through this backend
-        since); None otherwise."""
+    def _take_remembered(
+        self, native_dir: str, skip: Skip | None
+    ) -> tuple[list[tuple[str, int, int]], int, int] | None:
+        """The files `list_subdir_ranges(remember=True)` listed in `native_dir` but those
+        `skip` names, and the files and bytes it listed: once, only within
+        `REMEMBER_SECONDS` with no write or delete through this backend since, and only
+        when the files it left out (its own `exclude`) are those `skip` leaves out of the
+        directory; None otherwise."""
         held = self._remembered
         self._remembered = None
         if held is None or held[0] != native_dir:
             return None
         if time.monotonic() - held[1] > REMEMBER_SECONDS:
             return None
-        return held[2]
+        files, left_out = held[2], held[3]
+        if left_out is None:
+            return without(files, skip), held[4], held[5]
+        same = getattr(left_out[1], "same_in", None)
+        if skip is None or skip[0] != left_out[0] or same is None or not same(skip[1], skip[0]):
+            return None
+        return files, held[4], held[5]
 
     def list_ranges(
         self,
@@ -285,6 +319,9 @@ class _S3Bulk:
                 kwargs["StartAfter"] = prefix + after
             if self.page_size:
                 kwargs["MaxKeys"] = self.page_size
+            # The names to leave out that this range may meet (`sorted_paths.in_range`),
+            # taken once its first page is here: the ranges waiting for theirs hold none.
+            local_skip: Skip | None = None
             while True:
                 page = _listing_page(await self._request(
                     client, limit, policy, rng, "list_objects_v2", counter, **kwargs
@@ -318,7 +355,9 @@ class _S3Bulk:
                     else [e for e in triples if e[0] and "/" not in e[0]]
                 )
                 files, size = len(entries), sum(e[1] for e in entries)
-                out.extend(without(entries, skip))
+                if skip is not None and local_skip is None:
+                    local_skip = (skip[0], in_range(skip[1], skip[0], after, stop, recursive))
+                out.extend(without(entries, local_skip))
                 commons = [c[cut:] for c in page.prefixes]
                 if folders is not None:
                     # Subdirectories of this range (bounds of one directory's own names
@@ -359,12 +398,12 @@ class _S3Bulk:
             held = self._remembered
             whole = windows is None or windows[i] == (None, None)
             if not recursive and whole and held is not None and held[0] == native_dir:
-                taken = self._take_remembered(native_dir)
+                taken = self._take_remembered(native_dir, exclude[i] if exclude else None)
                 if taken is not None:
-                    outs[i].extend(without(taken, exclude[i] if exclude else None))
+                    outs[i].extend(taken[0])
                     done.add(i)
                     if progress is not None:
-                        progress(0, len(taken), sum(e[1] for e in taken))
+                        progress(0, taken[1], taken[2])
 
         async def body(client: Any) -> None:
             limit = AdaptiveLimit(policy.concurrency)

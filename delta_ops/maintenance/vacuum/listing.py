@@ -16,11 +16,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.engine.local import range_specs
+from delta_ops.engine.local import lists_in_ranges, range_specs, sorted_paths
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
+from delta_ops.storage.sorted_paths import SortedPaths
 
 # Up to this many directories, each is checked against the kept paths with one scan of
 # them; beyond, the kept paths' parent directories are computed once instead.
@@ -140,9 +141,16 @@ def _listing_dirs(
     the root's files are kept for the engine's listing of "" that follows, which then sends
     no request)."""
     bounds = range_specs([""], keep)[0][1] if keep is not None else None
+    # The kept root files leave out the referenced ones, as the engine's listing does
+    # (the same `SortedPaths`: the plan sorted `keep` already).
+    referenced = (
+        SortedPaths(sorted_paths(keep))
+        if isinstance(keep, pa.Array) and lists_in_ranges(storage) else None
+    )
     subdirs = [
         d for d in storage.list_subdirs(
-            "", follow_symlinks=False, bounds=bounds, remember_files=True
+            "", follow_symlinks=False, bounds=bounds, remember_files=True,
+            exclude=referenced,
         )
         if d != LOG_DIR and not is_hidden(d, prefixes)
     ]
