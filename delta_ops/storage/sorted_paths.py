@@ -98,7 +98,16 @@ class SortedPaths:
             return False
         if other.paths is self.paths:
             return True
-        return self.in_range(head, None, None, False) == other.in_range(head, None, None, False)
+        return self._direct(head).equals(other._direct(head))
+
+    def _direct(self, head: str) -> Any:
+        """The paths directly in `head`, as an array (Arrow kernels: for the caller's
+        thread, not a listing's event loop)."""
+        import pyarrow.compute as pc
+
+        lo, hi = self._span(head, None, None)
+        part = self.paths.slice(lo, hi - lo)
+        return part.filter(pc.equal(pc.count_substring(part, "/"), head.count("/")))
 
 
 def in_range(

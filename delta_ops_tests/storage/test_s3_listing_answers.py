@@ -105,6 +105,19 @@ def test_botocore_still_checks_the_200_answers_of_other_operations(monkeypatch):
     # CopyObject answers 200 with an error document when the copy fails midway.
     assert emit("CopyObject", ERROR)[0] == 500 and parsed_trees == [ERROR]
 
+    # The hooked client asks for plain names; another client of the session still asks
+    # for URL-encoded ones (botocore's default).
+    def listing_params(c) -> dict:
+        params: dict = {"Bucket": "b"}
+        c.meta.events.emit("before-parameter-build.s3.ListObjectsV2", params=params,
+                           model=model.operation_model("ListObjectsV2"), context={})
+        return params
+
+    other = botocore.session.get_session().create_client(
+        "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    assert "EncodingType" not in listing_params(client)
+    assert listing_params(other)["EncodingType"] == "url"
+
 
 def test_entries_in_another_element_order_read_the_same():
     # Each entry's LastModified moved after its Size: the page is read entry by entry.
