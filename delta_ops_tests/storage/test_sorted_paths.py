@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from delta_ops.engine.local import sorted_paths
 from delta_ops.storage import Storage
 from delta_ops.storage.sorted_paths import SortedPaths
+from delta_ops_tests.support.s3_keys import storage_holding
 from delta_ops_tests.support.s3_proxy import S3Proxy
 
 _SEGMENT = st.sampled_from(["a", "a0", "a.b", "a b", "b", "p=1", "p=10", "é", "日"])
@@ -52,11 +53,8 @@ def test_a_range_takes_the_paths_it_may_meet(paths, head, after, stop, recursive
 
 @pytest.mark.s3
 def test_kept_root_files_leave_the_referenced_out(s3_server):
-    uri = s3_server.fresh_uri("keptout")
-    setup = Storage.for_uri(uri, s3_server.storage_options)
-    for i in range(12):
-        setup.put_atomic(f"f{i:02d}.parquet", b"x" * i)
-    setup.put_atomic("p=1/a.parquet", b"y")
+    uri = storage_holding(s3_server, "keptout",
+                          [f"f{i:02d}.parquet" for i in range(12)] + ["p=1/a.parquet"]).root
     referenced = sorted_paths(pa.array(
         [f"f{i:02d}.parquet" for i in range(0, 12, 2)] + ["p=1/a.parquet"]))
     with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
