@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Container, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -41,7 +42,7 @@ from delta_ops.storage.bulk import ListSpec
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
 from delta_ops.storage.parallel import KEYS_PER_RANGE, RequestPolicy, range_bounds
 from delta_ops.storage.parallel import Progress as StorageHook
-from delta_ops.storage.sorted_paths import SortedPaths
+from delta_ops.storage.sorted_paths import SortedPaths, as_py
 
 #: Failed deletions named in the error of `LocalEngine.delete_files`.
 _NAMED_FAILURES = 20
@@ -111,18 +112,6 @@ def sorted_paths(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return keys.take(pc.array_sort_indices(keys))
 
 
-def _first_at_least(ordered: pa.Array, name: str) -> int:
-    """Index of the first of `ordered` (ascending) not below `name` (a bisection)."""
-    lo, hi = 0, len(ordered)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ordered[mid].as_py() < name:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 def _every(ordered: pa.Array, per_range: int, lo: int = 0, hi: int | None = None) -> list[str]:
     """`parallel.range_bounds` of `ordered[lo:hi]` (ascending), taking only the bounds out
     of Arrow."""
@@ -169,7 +158,8 @@ def range_specs(
             continue
         # The paths below `d` ("d/...") lie together in the order, before "d0" ('0'
         # follows '/'); bounds are relative to `d`.
-        lo, hi = _first_at_least(sample, f"{d}/"), _first_at_least(sample, f"{d}0")
+        lo = bisect_left(sample, f"{d}/", key=as_py)
+        hi = bisect_left(sample, f"{d}0", lo, key=as_py)
         out.append((d, [b[len(d) + 1:] for b in _every(sample, per_range, lo, hi)], True))
     return out
 

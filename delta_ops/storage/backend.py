@@ -21,6 +21,7 @@ from delta_ops.storage.parallel import (
     Window,
     ranges_of,
 )
+from delta_ops.storage.sorted_paths import in_range
 
 #: Most names in one page of a names-only listing (`walk_names`, `list_name_pages`) where
 #: the backend pages them (the local file system).
@@ -55,8 +56,7 @@ def without(
     if skip is None:
         return entries
     head, names = skip
-    if hasattr(names, "in_range"):  # a `SortedPaths`: one set of the directory's paths
-        names = names.in_range(head, None, None, True)
+    names = in_range(names, head, None, None, True)  # a `SortedPaths`: one set of its paths
     return [e for e in entries if head + e[0] not in names]
 
 

@@ -11,10 +11,16 @@ No section of the Delta protocol is implemented here (storage only).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Container
 from typing import Any
 
-__all__ = ["SortedPaths", "in_range"]
+__all__ = ["SortedPaths", "as_py", "in_range"]
+
+
+def as_py(scalar: Any) -> Any:
+    """An Arrow scalar's Python value: the key by which `bisect` searches an Arrow array."""
+    return scalar.as_py()
 
 
 class SortedPaths:
@@ -32,43 +38,25 @@ class SortedPaths:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def _first_at_least(self, name: str, lo: int = 0) -> int:
-        hi = len(self.paths)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.paths[mid].as_py() < name:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
-    def _first_above(self, name: str, lo: int = 0) -> int:
-        hi = len(self.paths)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.paths[mid].as_py() <= name:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
     def __contains__(self, path: object) -> bool:
         """By bisection (tens of microseconds): for a few lookups; a listing takes a
         range's set instead (`in_range`)."""
         if not isinstance(path, str):
             return False
-        i = self._first_at_least(path)
+        i = bisect_left(self.paths, path, key=as_py)
         return i < len(self.paths) and self.paths[i].as_py() == path
 
     def _span(self, head: str, after: str | None, stop: str | None) -> tuple[int, int]:
         """[lo, hi): the paths below `head` whose name (relative to it) lies in
         ``(after, stop]``."""
-        lo = self._first_at_least(head) if after is None else self._first_above(head + after)
+        paths = self.paths
+        lo = (bisect_left(paths, head, key=as_py) if after is None
+              else bisect_right(paths, head + after, key=as_py))
         if stop is not None:
-            hi = self._first_above(head + stop, lo)
+            hi = bisect_right(paths, head + stop, lo, key=as_py)
         elif head:
             # Every path below `head` sorts before head's last '/' raised by one ('0').
-            hi = self._first_at_least(head[:-1] + "0", lo)
+            hi = bisect_left(paths, head[:-1] + "0", lo, key=as_py)
         else:
             hi = len(self.paths)
         return lo, max(lo, hi)
