@@ -101,8 +101,12 @@ def read_otherwise(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedAr
 
 def reader_key_array(paths: pa.Array, root: str) -> pa.Array:
     """`reader_keys` of every string, flattened (nulls dropped); paths that cannot be read
-    as another file than themselves (`read_otherwise` false) pass through as they are."""
-    paths = paths.cast(pa.string()).drop_null()
+    as another file than themselves (`read_otherwise` false) pass through as they are, and
+    when all of them do, the result is `paths` itself (a caller can tell by `is`)."""
+    if paths.type != pa.string():
+        paths = paths.cast(pa.string())
+    if paths.null_count:
+        paths = paths.drop_null()
     if not len(paths):
         return paths
     odd = read_otherwise(paths)

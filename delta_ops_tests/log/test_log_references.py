@@ -248,3 +248,16 @@ def test_missing_sidecar_without_fallback_names_table_version_and_file(tmp_path)
     with pytest.raises(SidecarMissingError, match=sidecar.name):
         load_snapshot(storage)
 
+
+def test_references_of_plain_paths_are_held_once_and_sorted():
+    """Paths that name only themselves are their own listing keys: `keep` is `written`
+    (one array, not two copies), sorted. An empty `expired` holds no part of the rows it
+    was read from (an empty slice of them would keep their buffers for the whole run)."""
+    storage = Storage.for_uri(str(corpus_path("kernel-defaults__basic-with-checkpoint")))
+    segment = load_snapshot(storage).segment
+    refs = file_references(storage, segment, None, 0)
+    assert len(refs.keep) > 0
+    assert refs.keep is refs.written
+    assert refs.keep.to_pylist() == sorted(set(refs.keep.to_pylist()))
+    assert len(refs.expired) == 0
+    assert sum(b.size for b in refs.expired.buffers() if b is not None) <= 64

@@ -59,7 +59,7 @@ from delta_ops.log.replay.references import (
 )
 from delta_ops.log.replay.streamed_actions import _parquet_groups
 from delta_ops.log.segment.log_segment import CheckpointFiles, LogSegment, build_log_segment
-from delta_ops.protocol.arrays import from_numpy, string_array
+from delta_ops.protocol.arrays import from_numpy, not_in, sorted_unique, string_array
 from delta_ops.storage import Storage
 
 __all__ = [
@@ -217,11 +217,7 @@ class SpilledReferences:
             expired = self._bucket(b, expired=True)
             if not len(expired):
                 continue
-            expired = pc.unique(expired)
-            keep = self._bucket(b, expired=False)
-            if len(keep):
-                expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
-            out.append(expired)
+            out.append(not_in(sorted_unique(expired), self._bucket(b, expired=False)))
         if not out:
             return string_array([])
         expired = pa.concat_arrays(out)

@@ -54,7 +54,7 @@ from delta_ops.protocol.actions import (
     reader_key_array,
     relative_key,
 )
-from delta_ops.protocol.arrays import empty_table, from_numpy, string_array
+from delta_ops.protocol.arrays import empty_table, from_numpy, not_in, sorted_unique, string_array
 from delta_ops.protocol.deletion_vectors import decode_uuid_path
 from delta_ops.storage import Storage
 
@@ -430,13 +430,10 @@ class FileReferences:
 
     def union(self, other: FileReferences) -> FileReferences:
         """What either reading references: a file either keeps is kept (and so not expired)."""
-        keep = pc.unique(pa.concat_arrays([self.keep, other.keep]))
-        written = pc.unique(pa.concat_arrays([self.written, other.written]))
-        expired = pc.unique(pa.concat_arrays([self.expired, other.expired]))
-        if len(expired):
-            expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
-            expired = expired.take(pc.array_sort_indices(expired))
-        return FileReferences(keep=keep, expired=expired, written=written)
+        keep = sorted_unique(pa.concat_arrays([self.keep, other.keep]))
+        written = sorted_unique(pa.concat_arrays([self.written, other.written]))
+        expired = sorted_unique(pa.concat_arrays([self.expired, other.expired]))
+        return FileReferences(keep=keep, expired=not_in(expired, keep), written=written)
 
     # The same reading interface as the spilled references (`log.replay.reference_buckets`).
 
@@ -485,14 +482,14 @@ class _DvResolver:
         return self.cache[key]
 
 
-def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
-    """Paths of the DV files `rows` reference (each once; see `_DvResolver`)."""
-    if not rows.num_rows:
-        return []
+def _file_paths(rows: pa.Table, resolve: _DvResolver) -> pa.Array:
+    """The paths `rows` name as strings, then those of the DV files they reference (each
+    once; see `_DvResolver`); the path column itself when there are none."""
+    paths = _column(rows, "path").cast(pa.string())
     st = _column(rows, "st")
     has_file = pc.is_in(st, value_set=string_array(["u", "p"]))
-    if not pc.any(has_file).as_py():
-        return []
+    if not rows.num_rows or not pc.any(has_file).as_py():
+        return paths
     dvp = _column(rows, "dvp").filter(has_file)
     pairs = pc.binary_join_element_wise(st.filter(has_file), dvp, string_array(["\x00"])[0])
     out = []
@@ -503,7 +500,7 @@ def _dv_paths(rows: pa.Table, resolve: _DvResolver) -> list[str]:
         resolved = resolve(storage_type, path)
         if resolved is not None:
             out.append(resolved)
-    return out
+    return pa.concat_arrays([paths, string_array(out)]) if out else paths
 
 
 def _relative_key_array(paths: pa.Array, root: str) -> pa.Array:
@@ -566,34 +563,33 @@ def reference_parts(
     rows: pa.Table, delete_before: int, root: str
 ) -> tuple[pa.Array, pa.Array, pa.Array]:
     """(written, keep, expired) of some rows of the state (`ROW_SCHEMA`), each unique within
-    these rows: the paths live adds and unexpired tombstones name as written (DV files of
-    `u` descriptors resolved) and their listing keys (`reader_keys`), and the listing keys
-    of what expired tombstones name (the spec's reading), NOT yet without `keep`. Row by
-    row: the parts of several slices of a state, united, are the parts of the whole.
+    these rows and in ascending order (`sorted_unique`): the paths live adds and
+    unexpired tombstones name as written (DV files of `u` descriptors resolved) and their
+    listing keys (`reader_keys`, `written` itself when every path is its own key), and the
+    listing keys of what expired tombstones name (the spec's reading), NOT yet without
+    `keep`. Row by row: the parts of several slices of a state, united, are the parts of
+    the whole.
     A tombstone without a `deletionTimestamp` (optional) never expires: when it was
     written is unknown here, and versions before it may be within the retention."""
     ts = pc.fill_null(rows.column("ts"), _int_scalar(delete_before))
     live = pc.or_(rows.column("is_add"), pc.greater_equal(ts, _int_scalar(delete_before)))
     live = pc.fill_null(live, _bool_scalar(False))
+    resolve = _DvResolver(root)
     if pc.all(live).as_py() is not False:  # no expired tombstone (or no rows): no copy
-        kept, gone = rows, rows.slice(0, 0)
+        kept = rows
+        # A new empty array, not an empty slice of `rows` (which would hold its buffers).
+        expired = string_array([])
     else:
         kept, gone = rows.filter(live), rows.filter(pc.invert(live))
-    resolve = _DvResolver(root)
-    written = pa.concat_arrays([
-        _column(kept, "path").cast(pa.string()), string_array(_dv_paths(kept, resolve)),
-    ])
-    written = pc.unique(written.drop_null())
-    keep = pc.unique(reader_key_array(written, root))
-    expired = pa.concat_arrays([
-        _column(gone, "path").cast(pa.string()), string_array(_dv_paths(gone, resolve)),
-    ])
-    return written, keep, pc.unique(_relative_key_array(expired, root))
+        expired = sorted_unique(_relative_key_array(_file_paths(gone, resolve), root))
+    written = sorted_unique(_file_paths(kept, resolve))
+    keys = reader_key_array(written, root)
+    # Paths that each name only themselves (the usual case) are their own listing keys:
+    # `keep` is then `written` itself, already unique, and held once.
+    keep = written if keys is written else sorted_unique(keys)
+    return written, keep, expired
 
 
 def _references(storage: Storage, rows: pa.Table, delete_before: int) -> FileReferences:
     written, keep, expired = reference_parts(rows, delete_before, storage.root)
-    if len(expired):
-        expired = expired.filter(pc.invert(pc.is_in(expired, value_set=keep)))
-        expired = expired.take(pc.array_sort_indices(expired))
-    return FileReferences(keep=keep, expired=expired, written=written)
+    return FileReferences(keep=keep, expired=not_in(expired, keep), written=written)
