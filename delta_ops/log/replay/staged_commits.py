@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from delta_ops.engine.threads import io_submit
 from delta_ops.errors import CorruptLogError
 from delta_ops.log.files.json_actions import parse_json_actions
 from delta_ops.log.replay.action_replay import read_log_files
@@ -62,6 +63,9 @@ def read_staged_commits(storage: Storage) -> list[StagedCommit]:
         StorageError: The directory cannot be listed, or a file in it cannot be read.
         CorruptLogError: `_staged_commits` holds a subdirectory (naming it).
     """
+    # The files are listed beside the subdirectories (one round trip on an object store,
+    # not two), but only taken once no subdirectory refused the read.
+    files = io_submit(storage.list_dir, STAGED_DIR)
     subdirs = [
         d for d in storage.list_subdirs(STAGED_DIR)
         if not d.rstrip("/").rsplit("/", 1)[-1].startswith(".")
@@ -72,10 +76,7 @@ def read_staged_commits(storage: Storage) -> list[StagedCommit]:
             "describe: what it holds may be staged commits",
             table=storage.root, file=subdirs[0],
         )
-    infos = [
-        i for i in storage.list_dir(STAGED_DIR)
-        if not i.path.rsplit("/", 1)[-1].startswith(".")
-    ]
+    infos = [i for i in files.result() if not i.path.rsplit("/", 1)[-1].startswith(".")]
     paths = [i.path for i in infos]
     blobs = read_log_files(storage, paths)
     return [

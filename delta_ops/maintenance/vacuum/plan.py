@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
 from delta_ops.engine.local import lists_in_ranges, sorted_paths
 from delta_ops.engine.progress import LIST, PROBE, Progress
-from delta_ops.engine.threads import io_map
+from delta_ops.engine.threads import io_map, io_submit
 from delta_ops.errors import (
     CorruptLogError,
     DeltaOpsError,
@@ -68,7 +68,7 @@ from delta_ops.protocol.arrays import string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.retention import given_retention
-from delta_ops.protocol.table_configuration import TableConfiguration
+from delta_ops.protocol.table_configuration import IctEnablement, TableConfiguration
 from delta_ops.storage import FileInfo, Storage
 
 HOUR_MS = 3_600_000
@@ -265,13 +265,24 @@ def plan_vacuum(
         )
         retention_ms = int(used.total_seconds() * 1000)
         delete_before = now_ms - retention_ms
-        staged = _staged(storage, delete_before, segment.version)
-        if kept_versions:
-            staged = staged.union(kept_version_references(storage, kept_versions))
-        refs = read_references(
-            storage, segment, blobs, delete_before, threshold=partition_files, buckets=buckets,
-            options=ReadOptions.from_env(),
-        )
+        # The staged commits are read beside the references (their listing waits on the
+        # store while the references decode); a refusal to read them still comes first.
+        staged_task = io_submit(_staged, storage, delete_before, segment.version)
+        try:
+            refs = read_references(
+                storage, segment, blobs, delete_before, threshold=partition_files,
+                buckets=buckets, options=ReadOptions.from_env(),
+            )
+        except BaseException:
+            staged_task.result()
+            raise
+        try:
+            staged = staged_task.result()
+            if kept_versions:
+                staged = staged.union(kept_version_references(storage, kept_versions))
+        except BaseException:
+            refs.close()
+            raise
         if len(staged.keep) or len(staged.written):
             if isinstance(refs, SpilledReferences):
                 try:
@@ -353,12 +364,13 @@ def _plan(
         log.config.metadata, log.retention_ms, log.delete_before, log.refs
     )
     prefixes = partition_prefixes(metadata)
-    try:
-        window: LiteWindow | None = lite_window(storage, delete_before, log.config.ict, strict=lite)
-    except DeltaOpsError:
-        if lite:
-            raise
-        window = None  # a full VACUUM does not need it (and then records nothing)
+    window: LiteWindow | None = None
+    window_task = None
+    if lite:
+        window = lite_window(storage, delete_before, log.config.ict, strict=True)
+    else:
+        # A full VACUUM needs the window only for its record: read beside the listing.
+        window_task = io_submit(_record_window, storage, delete_before, log.config.ict)
     common: dict[str, Any] = {
         "table": table, "version": segment.version, "retention_ms": retention_ms,
         "delete_before": delete_before, "lite": lite,
@@ -450,6 +462,9 @@ def _plan(
                 "symbolic links to directories were neither followed nor deleted: "
                 + ", ".join(linked)
             )
+    if window_task is not None:
+        window = window_task.result()
+        common["window_end"] = None if window is None else window.outside
     return VacuumPlan(
         **common,
         files=tuple(files),
@@ -459,6 +474,17 @@ def _plan(
         top_dirs=tuple(d for d in dirs if d),
         messages=tuple(messages),
     )
+
+
+def _record_window(
+    storage: Storage, delete_before: int, ict: IctEnablement
+) -> LiteWindow | None:
+    """The lite window a full VACUUM records, or None when it cannot be read (a full
+    VACUUM does not need it, and then records nothing)."""
+    try:
+        return lite_window(storage, delete_before, ict, strict=False)
+    except DeltaOpsError:
+        return None
 
 
 def _plan_lite(
