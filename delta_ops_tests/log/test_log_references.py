@@ -23,6 +23,7 @@ from delta_ops.errors import DeltaOpsError
 from delta_ops.log.replay.checkpoint_fallback import read_with_usable_checkpoint
 from delta_ops.log.replay.full_replay import replay
 from delta_ops.log.replay.references import (
+    _column,
     _commit_rows_columnar,
     _commit_rows_python,
     commit_rows,
@@ -261,3 +262,21 @@ def test_references_of_plain_paths_are_held_once_and_sorted():
     assert refs.keep.to_pylist() == sorted(set(refs.keep.to_pylist()))
     assert len(refs.expired) == 0
     assert sum(b.size for b in refs.expired.buffers() if b is not None) <= 64
+
+
+def test_a_column_with_one_non_empty_chunk_is_that_chunk_not_a_copy():
+    """The state's rows are the commits' (often none) and the checkpoint's, concatenated:
+    their path column is read as the checkpoint's own array, not copied (a second copy of
+    every path at the references' peak)."""
+    paths = pa.array(["a", "b", "c"])
+    table = pa.Table.from_batches([
+        pa.record_batch([paths.slice(0, 0)], names=["path"]),
+        pa.record_batch([paths], names=["path"]),
+        pa.record_batch([paths.slice(3, 0)], names=["path"]),
+    ])
+    got = _column(table, "path")
+    assert got.to_pylist() == ["a", "b", "c"]
+    assert got.buffers()[2].address == paths.buffers()[2].address
+    two = pa.Table.from_batches([pa.record_batch([paths], names=["path"])] * 2)
+    assert _column(two, "path").to_pylist() == ["a", "b", "c"] * 2
+    assert len(_column(table.slice(0, 0), "path")) == 0

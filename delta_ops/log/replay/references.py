@@ -95,11 +95,12 @@ def _int_range(start: int, stop: int, step: int = 1) -> pa.Array:
 
 def _column(table: pa.Table, name: str) -> pa.Array:
     """A column as one array (`combine_chunks` of a column without chunks, as a filter that
-    keeps no row leaves, imports pandas)."""
+    keeps no row leaves, imports pandas); its one non-empty chunk as it is, not a copy."""
     col = table.column(name)
-    if col.num_chunks == 0:
-        return pa.nulls(0, col.type)
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    chunks = [c for c in col.chunks if len(c)]
+    if len(chunks) <= 1:
+        return chunks[0] if chunks else pa.nulls(0, col.type)
+    return pa.concat_arrays(chunks)
 
 
 def _int_scalar(value: int) -> pa.Scalar:
