@@ -10,9 +10,11 @@ and the ``AWS_*`` spellings of delta-rs.
 
 Reads (listings, HEADs, whole-object GETs) and the listings and deletes at the request
 limit go through botocore's synchronous client alone (`s3_client`) whenever the options
-allow it; s3fs, with aiobotocore and aiohttp, is imported only when a call needs it: a
-write, a single delete or `delete_many`, a large file's ranged reads. A snapshot or a
-VACUUM dry run then never imports it.
+allow it, and so do whole-file puts under s3fs's multipart size (the one ``PutObject``
+s3fs would send); s3fs, with aiobotocore and aiohttp, is imported only when a call needs
+it: a conditional put, an upload from a file or of 100 MiB or more, a single delete or
+`delete_many`, a large file's ranged reads. A snapshot, a VACUUM dry run, and a VACUUM
+that deletes and records `_last_vacuum_info` then never import it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ WHOLE_READ_BYTES = 16 * 2**20
 #: memory is dropped when full, and a size is forgotten when this backend writes or
 #: deletes the key.
 REMEMBERED_SIZES = 100_000
+
+
+#: Below this size s3fs's `pipe_file` puts bytes in one PutObject (under twice its 50 MiB
+#: part size), and so does the light client; from it on s3fs uploads in parts.
+_SINGLE_PUT_BYTES = 2 * 50 * 2**20
 
 
 class _S3Backend(_S3Bulk, _Backend):
@@ -280,8 +287,18 @@ class _S3Backend(_S3Bulk, _Backend):
         # file is uploaded from disk (in parts when large), never held in memory whole.
         if isinstance(data, os.PathLike):
             self.fs.put_file(os.fspath(data), native)
-        else:
-            self.fs.pipe_file(native, bytes(data))
+            return
+        data = bytes(data)
+        if not self.light or len(data) >= _SINGLE_PUT_BYTES:
+            self.fs.pipe_file(native, data)
+            return
+        # The one PutObject s3fs's pipe_file sends for this size, through the light client:
+        # a run whose only write is a small file (`_last_checkpoint`, `_last_vacuum_info`)
+        # does not import s3fs, aiobotocore and aiohttp for it (a third of a second).
+        bucket, key = self._split(native)
+        self._call("put_object", Bucket=bucket, Key=key, Body=data)
+        if self._fs is not None:
+            self._fs.invalidate_cache(native)
 
     def delete(self, native: str) -> bool:
         self._remembered = None  # a write: a remembered listing is out of date
@@ -511,7 +528,7 @@ def _open_s3(uri: str, rest: str, options: dict[str, Any]) -> tuple[str, _S3Back
         raise StorageError(exc.reason, table=uri) from None
     base = f"{bucket}/{key}" if key else bucket
     if light_options(kwargs):
-        # Reads through botocore alone; s3fs is built when a write or bulk call needs it.
+        # Reads (and small puts) through botocore alone; s3fs is built when a call needs it.
         return f"s3://{base}", _S3Backend(None, kwargs, uri), base
     return f"s3://{base}", _S3Backend(_make_s3fs(uri, kwargs), kwargs, uri), base
 

@@ -3,7 +3,8 @@ against the moto server, never imports s3fs, aiobotocore or aiohttp (botocore's
 synchronous client serves their listings and GETs, at the request limit from threads),
 and the light client keeps s3fs's semantics: SlowDown answers are
 retried, a missing file is reported by name, options it cannot reproduce leave every call
-to s3fs, and writes still go through s3fs."""
+to s3fs. A small whole-file put (what s3fs sends as one PutObject) goes through the light
+client too; conditional puts, uploads and single deletes still go through s3fs."""
 
 from __future__ import annotations
 
@@ -78,19 +79,26 @@ def test_a_snapshot_on_s3_imports_neither_s3fs_nor_aiobotocore(s3_server, checkp
     assert modules == [], f"a snapshot on S3 imported {modules}"
 
 
-def test_a_vacuum_dry_run_on_s3_imports_neither_s3fs_nor_aiobotocore(s3_server):
-    uri = _peer_table(s3_server, "light-vacuum", commits=2, checkpoint=False)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_vacuum_on_s3_imports_neither_s3fs_nor_aiobotocore(s3_server, dry_run):
+    """A dry run reads only; a real run also deletes (DeleteObjects through the bulk
+    client) and records `_delta_log/_last_vacuum_info` (one small put)."""
+    uri = _peer_table(s3_server, f"light-vacuum-{dry_run}", commits=2, checkpoint=False)
     writer = Storage.for_uri(uri, s3_server.storage_options)
     writer.put_atomic("stray.parquet", b"not referenced")
     shown, modules = _cli_in_process_of_its_own(
-        ["vacuum", uri, "--dry-run", "--json", "--retention-hours", "0", "--force-retention",
+        ["vacuum", uri, "--json", "--retention-hours", "0", "--force-retention",
+         *(["--dry-run"] if dry_run else []),
          "--storage-option", f"endpoint_url={s3_server.endpoint_url}",
          "--storage-option", f"key={s3_server.storage_options['key']}",
          "--storage-option", f"secret={s3_server.storage_options['secret']}",
          "--storage-option", "AWS_REGION=us-east-1"]
     )
     assert "stray.parquet" in json.dumps(shown), shown  # listed at the request limit
-    assert modules == [], f"a VACUUM dry run on S3 imported {modules}"
+    assert modules == [], f"a VACUUM on S3 (dry run: {dry_run}) imported {modules}"
+    reader = Storage.for_uri(uri, s3_server.storage_options)
+    assert reader.exists("stray.parquet") is dry_run
+    assert reader.exists("_delta_log/_last_vacuum_info") is not dry_run
 
 
 def test_reads_ride_out_slowdown_answers_without_s3fs(s3_server):
@@ -174,3 +182,35 @@ def test_the_s3fs_option_names_written_out_are_the_installed_s3fs_ones():
     own = {p.name for p in params
            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
     assert own == S3FS_OWN_OPTIONS
+
+
+def test_a_small_put_goes_through_the_light_client_and_a_large_one_through_s3fs(
+    s3_server, monkeypatch
+):
+    import delta_ops.storage.s3 as s3
+
+    storage = Storage.for_uri(s3_server.fresh_uri("light-put"), s3_server.storage_options)
+    storage.put_atomic("_delta_log/_last_vacuum_info", b'{"a": 1}\n')
+    storage.put_atomic("_delta_log/_last_vacuum_info", b'{"a": 2}\n')  # overwrites
+    assert storage.read("_delta_log/_last_vacuum_info") == b'{"a": 2}\n'
+    assert storage._backend._fs is None  # s3fs neither imported for it nor built
+    # From s3fs's multipart size on, s3fs uploads (here the size is lowered to 8 bytes).
+    monkeypatch.setattr(s3, "_SINGLE_PUT_BYTES", 8)
+    storage.put_atomic("big.bin", b"0123456789abcdef")
+    assert storage._backend._fs is not None
+    assert storage.read("big.bin") == b"0123456789abcdef"
+
+
+def test_a_put_through_the_light_client_leaves_no_stale_s3fs_listing(s3_server):
+    # A user may turn s3fs's listings cache on (it is off by default here).
+    options = {**s3_server.storage_options, "use_listings_cache": True}
+    storage = Storage.for_uri(s3_server.fresh_uri("light-put-cache"), options)
+    assert storage._backend.light
+    assert storage.put_if_absent("d/a.json", b"1")  # through s3fs: the file system is built
+    fs = storage._backend.fs
+    native = storage._native("d")
+    assert [i["size"] for i in fs.ls(native, detail=True)] == [1]  # cached by s3fs
+    storage.put_atomic("d/a.json", b"12345")
+    assert [i["size"] for i in fs.ls(native, detail=True)] == [5]
+    with storage.open_input("d/a.json") as f:
+        assert f.read() == b"12345"
