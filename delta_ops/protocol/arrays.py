@@ -107,7 +107,8 @@ def sorted_unique(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if values.type != pa.string():
         values = values.cast(pa.string())
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        # (`combine_chunks` of no chunks would import pandas.)
+        values = values.combine_chunks() if values.num_chunks else string_array([])
     if values.null_count:
         values = values.drop_null()
     if len(values) < 2:

@@ -51,6 +51,7 @@ def test_sorted_unique_of_a_sorted_set_is_that_array(values):
 def test_sorted_unique_keeps_the_first_of_each_run():
     got = sorted_unique(pa.array(["b", "a", "b", "a", "c", "c", None, "a"]))
     assert got.to_pylist() == ["a", "b", "c"]
+    assert sorted_unique(pa.chunked_array([], type=pa.string())).to_pylist() == []
 
 
 @settings(max_examples=300, deadline=None)
