@@ -193,7 +193,7 @@ def test_a_small_put_goes_through_the_light_client_and_a_large_one_through_s3fs(
     storage.put_atomic("_delta_log/_last_vacuum_info", b'{"a": 1}\n')
     storage.put_atomic("_delta_log/_last_vacuum_info", b'{"a": 2}\n')  # overwrites
     assert storage.read("_delta_log/_last_vacuum_info") == b'{"a": 2}\n'
-    assert storage._backend._fs is None  # s3fs neither imported for it nor built
+    assert storage._backend._fs is None  # no s3fs file system was built for it
     # From s3fs's multipart size on, s3fs uploads (here the size is lowered to 8 bytes).
     monkeypatch.setattr(s3, "_SINGLE_PUT_BYTES", 8)
     storage.put_atomic("big.bin", b"0123456789abcdef")
