@@ -293,8 +293,9 @@ def plan_vacuum(
             else:
                 refs = refs.union(staged)
         if isinstance(refs, FileReferences) and lists_in_ranges(storage):
-            # Sorted once here, in place of the unsorted array: each cut of the listing
-            # into key ranges then spares its own sort (`range_specs`).
+            # Each cut of the listing into key ranges takes its bounds from the referenced
+            # paths in order (`range_specs`). `reference_parts` sorts them already; this
+            # checks that in one pass, and sorts what arrived otherwise, once.
             refs = replace(refs, keep=sorted_paths(refs.keep))
         return _LogRead(
             found, retention_ms, delete_before, refs,
