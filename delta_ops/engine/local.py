@@ -35,6 +35,7 @@ from delta_ops.protocol.arrays import (
     from_numpy,
     from_pylist,
     int_values,
+    sorted_strings,
     string_array,
 )
 from delta_ops.storage import FileInfo, Storage
@@ -99,19 +100,6 @@ def _reported(walked, progress: Progress) -> list[FileInfo]:  # type: ignore[no-
     return out
 
 
-def sorted_paths(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """`keys` as one string array in ascending byte order (S3's, and the code point
-    order of `str`); `keys` itself when it is one already (checked in one pass, so that
-    a caller that sorted them once spares the next its sort)."""
-    if keys.type != pa.string():
-        keys = keys.cast(pa.string())
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if len(keys) < 2 or pc.all(pc.less_equal(keys[:-1], keys[1:])).as_py():
-        return keys
-    return keys.take(pc.array_sort_indices(keys))
-
-
 def _every(ordered: pa.Array, per_range: int, lo: int = 0, hi: int | None = None) -> list[str]:
     """`parallel.range_bounds` of `ordered[lo:hi]` (ascending), taking only the bounds out
     of Arrow."""
@@ -143,10 +131,10 @@ def range_specs(
     sample: pa.Array | None = None
     if isinstance(keep, KeyBuckets):
         if keep.buckets >= 1:
-            sample = sorted_paths(keep.bucket(0))
+            sample = sorted_strings(keep.bucket(0))
             per_range = max(1, KEYS_PER_RANGE // keep.buckets)
     elif keep is not None and len(keep):
-        sample = sorted_paths(keep)
+        sample = sorted_strings(keep)
     if sample is None or not len(sample):
         return [(d, [], d != "") for d in directories]
     out: list[tuple[str, list[str], bool]] = []
@@ -267,7 +255,7 @@ class LocalEngine(Engine):
         # its name only, never a stat. On an object store each key range takes its share
         # of the sorted paths (`SortedPaths.in_range`): no set of them all is built.
         referenced: Container[str] = (
-            SortedPaths(sorted_paths(keep)) if lists_in_ranges(storage)
+            SortedPaths(sorted_strings(keep)) if lists_in_ranges(storage)
             else frozenset(keep.cast(pa.string()).to_pylist())
         )
         listed = [

@@ -95,6 +95,20 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     return arr.cast(pa.string())
 
 
+def sorted_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`values` as one string array in ascending byte order (S3's listing order, and the
+    code point order of `str`); `values` itself when it is one already (checked in one
+    pass, so that a caller that sorted them once spares the next its sort)."""
+    if values.type != pa.string():
+        values = values.cast(pa.string())
+    if isinstance(values, pa.ChunkedArray):
+        # (`combine_chunks` of no chunks would import pandas.)
+        values = values.combine_chunks() if values.num_chunks else string_array([])
+    if len(values) < 2 or pc.all(pc.less_equal(values[:-1], values[1:])).as_py():
+        return values
+    return values.take(pc.array_sort_indices(values))
+
+
 def sorted_unique(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The distinct strings of `values` (nulls left out) in ascending byte order (S3's
     listing order, and the code point order of `str`), as one array; `values` itself
@@ -104,17 +118,11 @@ def sorted_unique(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     table copies every value and takes about three times the values' size while it
     works (a third of that here). A caller that needs them sorted gets that for free.
     """
-    if values.type != pa.string():
-        values = values.cast(pa.string())
-    if isinstance(values, pa.ChunkedArray):
-        # (`combine_chunks` of no chunks would import pandas.)
-        values = values.combine_chunks() if values.num_chunks else string_array([])
     if values.null_count:
         values = values.drop_null()
+    values = sorted_strings(values)
     if len(values) < 2:
         return values
-    if not pc.all(pc.less_equal(values[:-1], values[1:])).as_py():
-        values = values.take(pc.array_sort_indices(values))
     differs = pc.not_equal(values[1:], values[:-1])
     if pc.all(differs).as_py():
         return values

@@ -29,7 +29,7 @@ class SortedPaths:
 
     Args:
         paths: A pyarrow string array, sorted ascending (not checked here: the caller
-            sorts, `engine.local.sorted_paths`). Duplicates are fine; nulls are not.
+            sorts, `protocol.arrays.sorted_strings`). Duplicates are fine; nulls are not.
     """
 
     def __init__(self, paths: Any) -> None:

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import delta_ops.engine.local as local
-from delta_ops.engine.local import range_specs, sorted_paths
+from delta_ops.engine.local import range_specs
 from delta_ops.engine.spill import KeyBuckets
+from delta_ops.protocol.arrays import sorted_strings
 from delta_ops.storage.parallel import range_bounds
 
 
@@ -64,9 +65,9 @@ def test_the_cut_is_the_plain_one(paths, per_range, shuffle):
     keep = pa.array(unsorted, pa.string())
     assert _cut(directories, keep, per_range) == _plainly(directories, paths, per_range)
     # Sorted once (as VACUUM's plan does), the same array is taken as it is.
-    ordered = sorted_paths(keep)
+    ordered = sorted_strings(keep)
     assert ordered.to_pylist() == sorted(paths)
-    assert sorted_paths(ordered) is ordered
+    assert sorted_strings(ordered) is ordered
     assert _cut(directories, ordered, per_range) == _plainly(directories, paths, per_range)
 
 

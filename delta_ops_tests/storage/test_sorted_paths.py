@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delta_ops.engine.local import sorted_paths
+from delta_ops.protocol.arrays import sorted_strings
 from delta_ops.storage import Storage
 from delta_ops.storage.sorted_paths import SortedPaths
 from delta_ops_tests.support.s3_keys import storage_holding
@@ -39,7 +39,7 @@ def _plainly(paths, head, after, stop, recursive):
        after=st.none() | _PATH, stop=st.none() | _PATH, recursive=st.booleans(),
        probe=_PATH)
 def test_a_range_takes_the_paths_it_may_meet(paths, head, after, stop, recursive, probe):
-    held = SortedPaths(sorted_paths(pa.array(paths, pa.string())))
+    held = SortedPaths(sorted_strings(pa.array(paths, pa.string())))
     assert held.in_range(head, after, stop, recursive) == _plainly(
         paths, head, after, stop, recursive)
     assert (probe in held) == (probe in set(paths))
@@ -55,7 +55,7 @@ def test_a_range_takes_the_paths_it_may_meet(paths, head, after, stop, recursive
 def test_kept_root_files_leave_the_referenced_out(s3_server):
     uri = storage_holding(s3_server, "keptout",
                           [f"f{i:02d}.parquet" for i in range(12)] + ["p=1/a.parquet"]).root
-    referenced = sorted_paths(pa.array(
+    referenced = sorted_strings(pa.array(
         [f"f{i:02d}.parquet" for i in range(0, 12, 2)] + ["p=1/a.parquet"]))
     with S3Proxy(s3_server.endpoint_url, latency=0.0) as proxy:
         storage = Storage.for_uri(uri, proxy.storage_options())

@@ -16,9 +16,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.engine.local import lists_in_ranges, range_specs, sorted_paths
+from delta_ops.engine.local import lists_in_ranges, range_specs
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.protocol.actions import Metadata
+from delta_ops.protocol.arrays import sorted_strings
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
 from delta_ops.storage.sorted_paths import SortedPaths
@@ -144,7 +145,7 @@ def _listing_dirs(
     # The kept root files leave out the referenced ones, as the engine's listing does
     # (the same `SortedPaths`: the plan sorted `keep` already).
     referenced = (
-        SortedPaths(sorted_paths(keep))
+        SortedPaths(sorted_strings(keep))
         if isinstance(keep, pa.Array) and lists_in_ranges(storage) else None
     )
     subdirs = [

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.engine.base import UNREADABLE_PREFIX, Engine
-from delta_ops.engine.local import lists_in_ranges, sorted_paths
+from delta_ops.engine.local import lists_in_ranges
 from delta_ops.engine.progress import LIST, PROBE, Progress
 from delta_ops.engine.threads import io_map, io_submit
 from delta_ops.errors import (
@@ -64,7 +64,7 @@ from delta_ops.maintenance.vacuum.listing import (
     partition_prefixes,
 )
 from delta_ops.maintenance.vacuum.proof import _prove_deletable
-from delta_ops.protocol.arrays import string_array
+from delta_ops.protocol.arrays import sorted_strings, string_array
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.retention import given_retention
@@ -296,7 +296,7 @@ def plan_vacuum(
             # Each cut of the listing into key ranges takes its bounds from the referenced
             # paths in order (`range_specs`). `reference_parts` sorts them already; this
             # checks that in one pass, and sorts what arrived otherwise, once.
-            refs = replace(refs, keep=sorted_paths(refs.keep))
+            refs = replace(refs, keep=sorted_strings(refs.keep))
         return _LogRead(
             found, retention_ms, delete_before, refs,
             default_retention_ms=int(props.deleted_file_retention.total_seconds() * 1000),
