@@ -345,7 +345,8 @@ class LocalEngine(Engine):
             futures = [pool.submit(fn, storage, item) for item in items]
             wait(futures, return_when=FIRST_EXCEPTION)
             if any(f.done() and f.exception() is not None for f in futures):
-                pool.shutdown(wait=True, cancel_futures=True)
+                for f in futures:
+                    f.cancel()  # the items not yet started; `exception()` waits for the rest
                 failed = [f.exception() for f in futures if not f.cancelled()]
                 raise next(exc for exc in failed if exc is not None)
             return [f.result() for f in futures]

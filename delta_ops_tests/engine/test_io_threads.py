@@ -137,3 +137,36 @@ def test_the_pool_check_finds_a_planted_pool(tmp_path):
         "with ThreadPoolExecutor(4) as pool:\n    pass\n"
     )
     assert _pools_outside_engine(tmp_path / "delta_ops") == ["delta_ops/log/x.py:2"]
+
+
+def test_local_map_tasks_raises_the_earliest_failure_after_the_running_items_end(tmp_path):
+    """`LocalEngine.map_tasks`: after a failure no item starts; the items already running
+    end before the call returns; the error raised is the earliest failed item's."""
+    from delta_ops.engine.local import LocalEngine
+    from delta_ops.storage import Storage
+
+    started: list[int] = []
+    ended: list[int] = []
+    gate = threading.Event()
+
+    def task(_storage, item: int) -> int:
+        started.append(item)
+        if item == 0:
+            gate.wait(10)  # still running when item 1 fails
+            time.sleep(0.05)
+            ended.append(item)
+            return item
+        if item == 1:
+            gate.set()
+            raise ValueError(f"item {item}")
+        ended.append(item)
+        return item
+
+    engine = LocalEngine(max_workers=2)
+    with pytest.raises(ValueError, match="item 1"):
+        engine.map_tasks(Storage.for_uri(str(tmp_path)), task, range(50), parallel=2)
+
+    assert 0 in ended  # the running item ended before the call returned
+    # A thread freed before the failure was seen may have taken one more item; the rest
+    # never started.
+    assert len(started) <= 4, started
