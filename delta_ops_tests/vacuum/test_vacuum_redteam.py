@@ -1,5 +1,5 @@
-"""A hostile review of VACUUM's staged-commit and alias protection (issue 22): every trial
-tries to make VACUUM delete a file a reader still needs.
+"""A hostile review of VACUUM's staged-commit and alias protection (issue 22) and of the log
+it reads: every trial tries to make VACUUM delete a file a reader still needs.
 
 What each trial asserts: the file a reader needs is still there after a real run (and a
 dry run listed exactly what the real run deleted), or the run refused with a reason and
@@ -28,13 +28,18 @@ Bugs this file found (each test failed before its fix):
   (`test_tombstone_without_deletion_timestamp_keeps_its_file`);
 * a staged commit with a duplicate key (`path` twice, or two actions on one line):
   readers disagree which one wins (serde_json refuses it, Jackson and orjson take the
-  last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`).
+  last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`);
+* a log whose newest commits were missing from the listing while `_last_checkpoint`, a
+  checksum or a checkpoint part showed the newer version: VACUUM took the older version
+  as the latest and deleted the files the missing commits add
+  (`test_a_log_missing_its_newest_versions_refuses`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -637,3 +642,36 @@ def test_generated_staged_spellings_keep_their_file(tmp_path_factory, parts, for
     else:
         assert files == ("orphan.parquet",)
     assert (root / rel).exists()
+
+
+# ---- 3. what one commit leaves open, and a log missing its newest files -----------------
+
+
+@pytest.mark.parametrize("evidence", ["_last_checkpoint", "checksum", "checkpoint part"])
+def test_a_log_missing_its_newest_versions_refuses(tmp_path, evidence):
+    """Commits 2 and 3 are gone from the listing (lost, a partly restored log, a listing
+    that does not show them yet), but another file shows that version 3 exists. Before
+    the fix VACUUM took version 1 as the latest and deleted the files versions 2 and 3
+    add (deltalake refuses such a log). Now it refuses, naming the file, and deletes
+    nothing."""
+    from delta_ops.errors import CorruptLogError
+
+    root = tmp_path / "t"
+    _data(root, "a.parquet", "b.parquet", "c.parquet", "orphan.parquet")
+    _table(root, ["a.parquet"])
+    log = root / "_delta_log"
+    _write(log / f"{1:020}.json", [_add("b.parquet")])
+    named = {
+        "_last_checkpoint": "_last_checkpoint",
+        "checksum": f"{3:020}.crc",
+        "checkpoint part": f"{3:020}.checkpoint.{1:010}.{2:010}.parquet",
+    }[evidence]
+    (log / named).write_text(json.dumps({"version": 3, "size": 4}) if evidence ==
+                             "_last_checkpoint" else "{}")
+    # What versions 2 and 3 added; their commits are the missing files.
+    _age(root)
+    before = _files(root)
+    for dry_run in (True, False):
+        with pytest.raises(CorruptLogError, match=f"{re.escape(named)} shows version 3"):
+            vacuum(str(root), now_ms=NOW_MS, dry_run=dry_run)
+    assert _files(root) == before

@@ -15,7 +15,8 @@ reads wrong; `warning`: leftovers, or history that can no longer be read):
 * `log_gap` (error): a version after the checkpoint readers start from has no commit (and
   no compaction covers it), or there is no checkpoint and version 0 is missing.
 * `last_checkpoint` (error): `_last_checkpoint` cannot be read, names a checkpoint that is
-  missing or incomplete, or a version beyond the latest.
+  missing or incomplete, or a version beyond the latest (the latest version then does not
+  read: its newest files may be missing, `build_log_segment`).
 * `corrupt_checkpoint` (error): the checkpoint readers start from does not read in full
   (`verify_checkpoint`; above `verify_up_to_bytes`, only opened, its rows left to the
   caller's stream), or any complete checkpoint's sidecar references do not read.
@@ -118,8 +119,10 @@ def check_log(storage: Storage, *, verify_up_to_bytes: int | None = None) -> Log
         segment = build_log_segment(storage)
     except (CorruptLogError, VersionNotFoundError) as exc:
         segment = None
-        findings.append(LogFinding(
-            "log_unreadable", ERROR, exc.file or LOG_DIR, exc.reason, exc.version))
+        # `_last_checkpoint` naming a version beyond every commit and checkpoint listed.
+        code = "last_checkpoint" if exc.file == _log_path(LAST_CHECKPOINT) else \
+            "log_unreadable"
+        findings.append(LogFinding(code, ERROR, exc.file or LOG_DIR, exc.reason, exc.version))
     commits = {lf.version for lf, _ in log if lf.kind == LogFileKind.COMMIT}
     compactions = [(lf.start_version, lf.version) for lf, _ in log
                    if lf.kind == LogFileKind.COMPACTION]

@@ -96,6 +96,7 @@ def build_log_segment(
     """
     table = storage.root
     hint, problem = (None, None) if listing is not None else read_last_checkpoint(storage)
+    read_hint = hint
     if hint is not None and version is not None and hint.version > version:
         hint = None
     if listing is None:
@@ -118,7 +119,36 @@ def build_log_segment(
             problem, from_hint=False,
         )
     assert segment is not None
+    if version is None:
+        _refuse_newer_evidence(table, segment.version, listing, read_hint)
     return replace(segment, listing=tuple(listing))
+
+
+def _refuse_newer_evidence(
+    table: str, latest: int, listing: list[tuple[LogFile, FileInfo]],
+    hint: LastCheckpoint | None,
+) -> None:
+    """Raise CorruptLogError when something in the log shows a version newer than `latest`,
+    the newest version its commits and complete checkpoints reach: `_last_checkpoint`, a
+    checkpoint file (a part of an incomplete one too), a checksum or a compaction file. A
+    writer writes commit v before any of those of version v, so the log is then missing its
+    newest files (lost, half restored, or not yet listed), and its "latest" state would be
+    an older version's: VACUUM would delete the files the missing commits added."""
+    newer = [(lf.version, info.path) for lf, info in listing if lf.version > latest]
+    if hint is not None and hint.version > latest:
+        newer.append((hint.version, f"{LOG_DIR}/{filenames.LAST_CHECKPOINT}"))
+    if not newer:
+        return
+    version, path = max(newer)
+    missing = f"version {version}" if version == latest + 1 else \
+        f"versions {latest + 1} to {version}"
+    raise CorruptLogError(
+        f"the newest commit or checkpoint the log holds is version {latest}, but {path} "
+        f"shows version {version}: the files of {missing} are missing from the log (lost, "
+        f"partly restored, or not listed yet); refusing to take version {latest} as the "
+        "latest",
+        table=table, version=version, file=path,
+    )
 
 
 def _usable(
