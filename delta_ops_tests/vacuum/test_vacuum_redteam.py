@@ -29,6 +29,9 @@ Bugs this file found (each test failed before its fix):
 * a staged commit with a duplicate key (`path` twice, or two actions on one line):
   readers disagree which one wins (serde_json refuses it, Jackson and orjson take the
   last), and the first was deleted (`test_staged_commit_with_duplicate_keys_refuses`);
+* an add and a remove of one file in one commit, the add first: deltalake reads the file
+  as live, and VACUUM deleted it
+  (`test_an_add_and_a_remove_of_one_file_in_one_commit_keep_the_file`);
 * a log whose newest commits were missing from the listing while `_last_checkpoint`, a
   checksum or a checkpoint part showed the newer version: VACUUM took the older version
   as the latest and deleted the files the missing commits add
@@ -645,6 +648,46 @@ def test_generated_staged_spellings_keep_their_file(tmp_path_factory, parts, for
 
 
 # ---- 3. what one commit leaves open, and a log missing its newest files -----------------
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["no DV", "DV"])
+@pytest.mark.parametrize("add_first", [True, False], ids=["add first", "remove first"])
+def test_an_add_and_a_remove_of_one_file_in_one_commit_keep_the_file(
+    tmp_path, add_first, dv
+):
+    """A valid commit may hold one add and one remove of the same `(path, dvId)`, and the
+    spec does not order a commit's actions ("Deletion Vectors"). Spark lets the last line
+    win and deltalake the first, so with the add first deltalake reads the file as live.
+    Before the fix VACUUM let the last line win, and deleted the file (and its DV file)
+    that deltalake still read. Both commit readers now take the add."""
+    from delta_ops.log import build_log_segment
+    from delta_ops.log.replay.references import (
+        _commit_rows_columnar,
+        _commit_rows_python,
+        read_deltas,
+    )
+
+    root = tmp_path / "t"
+    u = uuid.UUID("12345678-1234-1234-1234-123456789abc")
+    dv_file = f"ab/deletion_vector_{u}.bin"
+    _data(root, "a.parquet", "orphan.parquet", *([dv_file] if dv else []))
+    _table(root, [])
+    extra = {"deletionVector": {"storageType": "u", "pathOrInlineDv": encode_uuid_path(u, "ab"),
+                                "sizeInBytes": 4, "cardinality": 1}} if dv else {}
+    add = {"add": {**_add("a.parquet")["add"], **extra}}
+    remove = {"remove": {**_remove("a.parquet")["remove"], **extra}}
+    _write(root / "_delta_log" / f"{1:020}.json", [add, remove] if add_first else [remove, add])
+    _age(root)
+
+    storage = Storage.for_uri(str(root))
+    segment = build_log_segment(storage)
+    blobs = read_deltas(storage, segment)
+    for rows in (_commit_rows_columnar(segment, blobs, storage.root),
+                 _commit_rows_python(segment, blobs, storage.root)):
+        assert rows is not None and rows.column("is_add").to_pylist() == [True]
+    assert _both(root) == ("orphan.parquet",)
+    assert _both(root, lite=True) == ()
+    assert {"a.parquet", *([dv_file] if dv else [])} <= _files(root)
 
 
 @pytest.mark.parametrize("evidence", ["_last_checkpoint", "checksum", "checkpoint part"])

@@ -23,6 +23,12 @@ References-only mode (`reconcile(..., references_only=True)`, what VACUUM reads)
 reconciliation, but Arrow materializes only `path`, `deletionVector` and (removes)
 `deletionTimestamp` (`REFERENCE_ADD_SCHEMA`, `REFERENCE_REMOVE_SCHEMA`); every other field
 is skipped by the parser, no map is built, and the winners' keys are returned with them.
+And inside one file an add of a key wins over a remove of it, whatever their order: the
+spec ("Deletion Vectors") allows a valid version one add and one remove of the same
+`(path, dvId)` and does not order a commit's actions, and readers differ (Spark lets the
+last line win, delta-kernel-rs and so deltalake the first), so one may read the file as live
+while another reads it as removed. VACUUM keeps what any reader may read (a compaction
+file's lines too: keeping a file longer is the safe side). Snapshots keep Spark's reading.
 """
 
 from __future__ import annotations
@@ -361,14 +367,19 @@ def _reconcile(
     path = _contiguous(pc.coalesce(add_path, rm_path, memory_pool=_POOL))  # null: other lines
     keys = file_keys(pa.StructArray.from_arrays([path, dv], names=["path", "deletionVector"]), root)
     # Newest first: the first occurrence of each key in the reversed lines wins.
-    newest_first = pc.take(
-        keys, from_numpy(np.arange(n - 1, -1, -1, dtype=np.int64)), memory_pool=_POOL
-    )
+    if references_only:
+        # What VACUUM protects: inside one file an add wins over a remove of the same key,
+        # whichever line comes first (the module docstring says why).
+        newest_order = np.lexsort((np.arange(n), is_add_line, lines.file_of_line))[::-1]
+    else:
+        newest_order = np.arange(n - 1, -1, -1, dtype=np.int64)
+    newest_first = pc.take(keys, from_numpy(newest_order.astype(np.int64)), memory_pool=_POOL)
     unique = pc.unique(newest_first, memory_pool=_POOL)
     first = to_numpy(pc.index_in(unique, value_set=newest_first, memory_pool=_POOL))
     first = first.astype(np.int64)
     winner = np.zeros(n, dtype=bool)
-    winner[n - 1 - first] = True
+    winner[newest_order[first]] = True
+    del newest_order
     winner &= file_line
     add_keys = remove_keys = None
     if references_only:

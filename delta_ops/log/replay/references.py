@@ -246,6 +246,9 @@ def _commit_rows_python(
             blobs[path], is_compaction=delta.is_compaction and compaction_first_wins
         )
         actions = parse_json_actions(data, table=root, version=delta.end, file=path)
+        # Inside one file an add wins over a remove of the same key, as in the columnar
+        # references-only mode (`log.replay.columnar_commits` says why): adds go last.
+        actions.sort(key=lambda obj: obj.get("add") is not None)
         rec.apply_newest_first(actions, table=root, version=delta.end, file=path)
     version = segment.version
     return pa.concat_tables([
