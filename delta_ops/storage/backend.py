@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -248,8 +248,11 @@ class _Backend(ABC):
             progress(len(natives), deleted, 0)
         return DeleteReport(deleted, tuple(sorted(failed)), len(natives))
 
-    def remove_empty_dirs(self, native_dir: str) -> list[str]:
-        """Remove empty directories strictly below `native_dir`; their relative paths."""
+    def remove_empty_dirs(
+        self, native_dir: str, keep: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """Remove empty directories strictly below `native_dir`, but none whose name `keep`
+        accepts nor any below one; their relative paths, deepest first."""
         return []
 
 

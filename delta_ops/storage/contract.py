@@ -20,7 +20,7 @@ Storage options may hold credentials; they are kept as given, handed back by
 from __future__ import annotations
 
 import os
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from delta_ops.errors import MissingFileError, StorageError
@@ -570,20 +570,21 @@ class Storage(_BulkOps):
         except self._backend.errors as exc:
             raise StorageError(f"cannot delete {len(unique)} files: {exc}", file=self.root) from exc
 
-    def remove_empty_dirs(self, directory: str = "") -> list[str]:
+    def remove_empty_dirs(self, directory: str = "", *,
+                          keep: Callable[[str], bool] | None = None) -> list[str]:
         """Remove the empty directories below a directory (never that directory itself).
 
         A directory containing only empty directories is empty too. Symbolic links are
         never followed: a linked directory is neither entered nor removed, and nothing
-        happens when `directory` is reached through one. Object stores have no
-        directories: nothing to do there.
+        happens when `directory` is reached through one.
 
         Args:
             directory: Directory relative to the root ('' for the root).
+            keep: Directories whose name it accepts are neither removed nor entered.
 
         Returns:
             The removed directories, relative to the root, deepest first ([] on object
-            stores and in memory).
+            stores and in memory: they have no directories).
 
         Raises:
             StorageError: A removal failed for another reason than non-emptiness.
@@ -592,7 +593,7 @@ class Storage(_BulkOps):
         if self._lister(rel, False) is None:
             return []  # reached through a symbolic link: never removed through it
         try:
-            removed = self._backend.remove_empty_dirs(self._native(rel))
+            removed = self._backend.remove_empty_dirs(self._native(rel), keep)
         except self._backend.errors as exc:
             raise self._fail("remove empty directories below", rel, exc) from exc
         prefix = f"{rel}/" if rel else ""

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from delta_ops.errors import AtomicityUnsupportedError
@@ -383,15 +383,23 @@ class _LocalBackend(_Backend):
             return False
         return True
 
-    def remove_empty_dirs(self, native_dir: str) -> list[str]:
+    def remove_empty_dirs(
+        self, native_dir: str, keep: Callable[[str], bool] | None = None
+    ) -> list[str]:
         # Never through a symbolic link: not into a linked directory (os.walk does not
         # follow them below), and not when the directory itself is one.
         if not os.path.isdir(native_dir) or os.path.islink(native_dir.rstrip("/") or "/"):
             return []
         prefix_len = len(native_dir.rstrip("/")) + 1
         removed: list[str] = []
-        # Bottom-up, so a directory whose only content was empty directories goes too.
-        for dirpath, _dirnames, _filenames in os.walk(native_dir, topdown=False):
+        # Top-down to leave out the kept directories (and all below them), then bottom-up,
+        # so a directory whose only content was empty directories goes too.
+        walked: list[str] = []
+        for dirpath, dirnames, _filenames in os.walk(native_dir):
+            if keep is not None:
+                dirnames[:] = [d for d in dirnames if not keep(d)]
+            walked.append(dirpath)
+        for dirpath in reversed(walked):
             rel = dirpath[prefix_len:]
             if not rel:
                 continue  # never the directory we were asked about

@@ -775,3 +775,14 @@ def test_names_with_a_colon_are_plain_names(tmp_path):
     for bad in ("s3://b/x", "file:///etc/passwd", "memory://x/y"):
         with pytest.raises(StorageError, match="URIs"):
             s.read(bad)
+
+
+def test_remove_empty_dirs_leaves_what_keep_names_and_all_below_it(tmp_path):
+    """A directory `keep` accepts is neither removed nor entered (VACUUM leaves hidden
+    directories: `_temporary`, a nested table's `_delta_log`, ...)."""
+    for d in ("_tmp/0", "p=1/_tmp/0", "p=1/q=1", "x/.aux"):
+        (tmp_path / d).mkdir(parents=True)
+    storage = Storage.for_uri(str(tmp_path))
+    removed = storage.remove_empty_dirs(keep=lambda name: name.startswith(("_", ".")))
+    assert removed == ["p=1/q=1"]
+    assert all((tmp_path / d).is_dir() for d in ("_tmp/0", "p=1/_tmp/0", "x/.aux"))

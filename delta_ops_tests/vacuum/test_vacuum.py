@@ -244,6 +244,25 @@ def test_empty_directories_are_removed_and_dry_run_says_which(tmp_path):
     _assert_live_files_exist(hist.root)
 
 
+def test_empty_hidden_directories_are_left_where_they_are(tmp_path):
+    """VACUUM removes empty data directories, never hidden ones nor anything below one
+    (Spark's rule, `listing.is_hidden`): a writer may be about to write into an empty
+    `_temporary/0`, and `nested/_delta_log` is the log of a table being created there.
+    Before the fix, the sweep that follows an emptied top-level directory (`p=1`) removed
+    every empty directory below the root, hidden ones included, which the dry run did not
+    announce."""
+    hist, now = _partition_history(tmp_path)
+    hidden = ["_temporary/0", "nested/_delta_log", ".aux/x", "metadata/m", "p=2/_temporary/0",
+              "junk/.staging"]
+    for d in hidden:
+        (hist.root / d).mkdir(parents=True)
+    result = vacuum(str(hist.root), now_ms=now, dry_run=False)
+    assert "p=1" in result.directories and "p=2/empty" in result.directories
+    assert [d for d in hidden if not (hist.root / d).is_dir()] == []
+    assert not any(part.startswith(("_", ".")) or part == "metadata"
+                   for d in result.directories for part in d.split("/"))
+
+
 def test_lite_mode_uses_tombstones_and_says_what_it_cannot_see(tmp_path):
     hist, now = _partition_history(tmp_path)
     (hist.root / "orphan.parquet").write_bytes(b"x")

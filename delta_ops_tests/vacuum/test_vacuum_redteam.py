@@ -35,7 +35,9 @@ Bugs this file found (each test failed before its fix):
 * a log whose newest commits were missing from the listing while `_last_checkpoint`, a
   checksum or a checkpoint part showed the newer version: VACUUM took the older version
   as the latest and deleted the files the missing commits add
-  (`test_a_log_missing_its_newest_versions_refuses`).
+  (`test_a_log_missing_its_newest_versions_refuses`);
+* a Delta table nested below the root: its live files, which the outer log never names,
+  were deleted (`test_a_table_nested_in_the_root_keeps_its_files`).
 """
 
 from __future__ import annotations
@@ -718,3 +720,23 @@ def test_a_log_missing_its_newest_versions_refuses(tmp_path, evidence):
         with pytest.raises(CorruptLogError, match=f"{re.escape(named)} shows version 3"):
             vacuum(str(root), now_ms=NOW_MS, dry_run=dry_run)
     assert _files(root) == before
+
+
+def test_a_table_nested_in_the_root_keeps_its_files(tmp_path):
+    """A Delta table stored below another's root: the outer log never names its files.
+    Before the fix VACUUM of the outer table deleted the inner table's live files (as
+    deltalake does, which also deletes its log). Now a directory holding a `_delta_log`
+    of its own is left whole, and the plan says so; other unreferenced files still go."""
+    root = tmp_path / "t"
+    _data(root, "a.parquet", "orphan.parquet", "junk/old.parquet", "p=1/inner/x.parquet",
+          "inner/y.parquet", "inner/sub/z.parquet")
+    _table(root, ["a.parquet"])
+    _table(root / "inner", ["y.parquet", "sub/z.parquet"])
+    _table(root / "p=1" / "inner", ["x.parquet"])
+    _age(root)
+    dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
+    assert set(dry.files) == {"orphan.parquet", "junk/old.parquet"}
+    assert any("nested in this one" in m and "inner/_delta_log" in m
+               and "p=1/inner/_delta_log" in m for m in dry.messages), dry.messages
+    assert set(_both(root)) == {"orphan.parquet", "junk/old.parquet"}
+    assert {"inner/y.parquet", "inner/sub/z.parquet", "p=1/inner/x.parquet"} <= _files(root)

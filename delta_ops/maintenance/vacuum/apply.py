@@ -34,7 +34,7 @@ from delta_ops.maintenance.vacuum.history import (
     vacuumed_directories,
 )
 from delta_ops.maintenance.vacuum.inventory import InventorySource
-from delta_ops.maintenance.vacuum.listing import _has_directories
+from delta_ops.maintenance.vacuum.listing import _has_directories, is_hidden
 from delta_ops.maintenance.vacuum.plan import HOUR_MS, VacuumPlan, plan_vacuum
 from delta_ops.maintenance.vacuum.proof import prove_unchanged_since_plan
 from delta_ops.protocol.filenames import LOG_DIR
@@ -108,49 +108,27 @@ def _delete(
     return done
 
 
-def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> tuple[list[str], list[str]]:
-    """Remove empty directories below the data directories; (removed, notes)."""
+def _remove_empty_dirs(storage: Storage, plan: VacuumPlan) -> list[str]:
+    """Remove the empty data directories below the top-level ones the plan names, and
+    those top-level ones the deletion emptied. Never a hidden directory nor anything below
+    one (`listing.is_hidden`, as the listing decides it: `_delta_log`, `_temporary`, a
+    nested table's `_delta_log`, `metadata`, ...): they are not the table's data, and a
+    writer may be about to write into an empty one."""
     if not _has_directories(storage):
-        return [], []  # object stores have none: two listings per top directory saved
+        return []  # object stores have none: two listings per top directory saved
+
+    def hidden(name: str) -> bool:
+        return name == LOG_DIR or is_hidden(name, plan.partition_prefixes)
+
+    tops = [t for t in plan.top_dirs if not hidden(t)]
     removed: list[str] = []
-    notes: list[str] = []
-    for top in plan.top_dirs:
-        removed += storage.remove_empty_dirs(top)
-    emptied_tops = [
-        t for t in plan.top_dirs if not storage.list_dir(t) and not storage.list_subdirs(t)
-    ]
-    if emptied_tops:
-        removed += _remove_top_level(storage, emptied_tops, notes)
-    return removed, notes
-
-
-def _empty_dir_below(storage: Storage, directory: str) -> str | None:
-    """An empty directory at any depth below `directory`, or None."""
-    for sub in storage.list_subdirs(directory):
-        inner = storage.list_subdirs(sub)
-        if not inner and not storage.list_dir(sub):
-            return sub
-        found = _empty_dir_below(storage, sub)
-        if found is not None:
-            return found
-    return None
-
-
-def _remove_top_level(storage: Storage, tops: list[str], notes: list[str]) -> list[str]:
-    """Remove empty top-level directories.
-
-    `Storage` can only remove the empty directories *below* a directory, so for these the
-    sweep has to start at the root. It runs only when the log directory holds no empty
-    directory, so that nothing under `_delta_log` is ever touched.
-    """
-    blocker = _empty_dir_below(storage, LOG_DIR)
-    if blocker is not None:
-        notes.append(
-            f"empty directories {tops} were left in place: removing them would also remove "
-            f"the empty log directory {blocker}"
-        )
-        return []
-    return storage.remove_empty_dirs("")
+    for top in tops:
+        removed += storage.remove_empty_dirs(top, keep=hidden)
+    if any(not storage.list_dir(t) and not storage.list_subdirs(t) for t in tops):
+        # `Storage` removes only the empty directories *below* a directory: for an emptied
+        # top-level one the sweep starts at the root, leaving hidden ones as they are.
+        removed += storage.remove_empty_dirs("", keep=hidden)
+    return removed
 
 
 def vacuum(
@@ -280,9 +258,8 @@ def vacuum(
                 eng.close()
         if progress is not None:
             progress.end(DELETE)
-        removed, notes = _remove_empty_dirs(storage, plan)
+        removed = _remove_empty_dirs(storage, plan)
         directories = sorted(set(removed), key=lambda c: (-c.count("/"), c))
-        messages += notes
         if deleted < len(plan.files):
             messages.append(
                 f"{len(plan.files) - deleted} file(s) of the plan were already gone when "

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.local import lists_in_ranges, range_specs
 from delta_ops.engine.spill import KeyBuckets
+from delta_ops.engine.threads import io_map
 from delta_ops.protocol.actions import Metadata
 from delta_ops.protocol.arrays import sorted_strings
 from delta_ops.protocol.filenames import LOG_DIR
@@ -185,3 +186,27 @@ def _select(
     side_idx = [sides[paths[i]] for i in chosen if paths[i] in sides]
     return chosen, side_idx
 
+
+def nested_tables(
+    storage: Storage, files: Sequence[str], prefixes: tuple[str, ...]
+) -> list[str]:
+    """The directories above `files` that hold a `_delta_log` of their own: tables nested
+    in this one, whose files this table's log never names. Partition directories
+    (`<column>=...`) are this table's data and are not looked at; each other directory
+    costs one listing of its subdirectories (a data file at the root costs none)."""
+    dirs: set[str] = set()
+    for parent in {path.rpartition("/")[0] for path in files} - {""}:
+        parts = parent.split("/")
+        for i, part in enumerate(parts):
+            if not (prefixes and part.startswith(prefixes)):
+                dirs.add("/".join(parts[: i + 1]))
+    if not dirs:
+        return []
+    ordered = sorted(dirs)
+
+    def holds_a_log(directory: str) -> bool:
+        subdirs = storage.list_subdirs(directory, follow_symlinks=False)
+        return f"{directory}/{LOG_DIR}" in subdirs
+
+    found = io_map(holds_a_log, ordered) if len(ordered) > 1 else [holds_a_log(ordered[0])]
+    return [d for d, yes in zip(ordered, found, strict=True) if yes]

@@ -61,6 +61,7 @@ from delta_ops.maintenance.vacuum.listing import (
     _listing_dirs,
     _select,
     _side_file,
+    nested_tables,
     partition_prefixes,
 )
 from delta_ops.maintenance.vacuum.proof import _prove_deletable
@@ -98,6 +99,8 @@ class VacuumPlan:
         catalog_managed: The table has the `catalogManaged` feature.
         window_end: The newest commit older than the retention cut-off (None: none is):
             what `_delta_log/_last_vacuum_info` records after a real run.
+        partition_prefixes: `<partition column>=` of each partition column (physical
+            names too): such directories are data even when their name looks hidden.
     """
 
     table: str
@@ -115,6 +118,7 @@ class VacuumPlan:
     default_retention_ms: int = 0
     catalog_managed: bool = False
     window_end: int | None = None
+    partition_prefixes: tuple[str, ...] = ()
 
 
 def retention_for(
@@ -378,6 +382,7 @@ def _plan(
         "default_retention_ms": log.default_retention_ms,
         "catalog_managed": log.catalog_managed,
         "window_end": None if window is None else window.outside,
+        "partition_prefixes": prefixes,
     }
     notes: list[str] = []
     if kept_versions:
@@ -443,6 +448,19 @@ def _plan(
         sizes = [sizes[i] for i in keep_rows]
     chosen, side_idx = _select(paths, prefixes)
     idx = sorted(set(chosen) | set(side_idx))
+    nested = nested_tables(storage, [paths[i] for i in idx], prefixes)
+    if nested:
+        # Another table's files: its own log names them, not this one's.
+        below = tuple(f"{d}/" for d in nested)
+        left = sum(1 for i in idx if paths[i].startswith(below))
+        idx = [i for i in idx if not paths[i].startswith(below)]
+        side_idx = [i for i in side_idx if not paths[i].startswith(below)]
+        shown = ", ".join(f"{d}/{LOG_DIR}" for d in nested[:5])
+        more = f" and {len(nested) - 5} more" if len(nested) > 5 else ""
+        notes.append(
+            f"left {left} file(s) of Delta tables nested in this one ({shown}{more}): "
+            "their own logs name them, not this table's; VACUUM each such table on its own"
+        )
     files = [paths[i] for i in idx]
     _prove_deletable(storage, files, refs, version=segment.version,
                      keep_versions=kept_versions)
