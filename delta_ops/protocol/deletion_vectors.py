@@ -404,7 +404,9 @@ def _as_descriptor(
     return DeletionVectorDescriptor.from_dict(descriptor)
 
 
-def inline_dv_bitmap(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -> RoaringBitmap64:
+def inline_dv_bitmap(
+    descriptor: DeletionVectorDescriptor | Mapping[str, Any], *, check_cardinality: bool = True
+) -> RoaringBitmap64:
     """Decode an inline (`storageType = 'i'`) DV.
 
     `pathOrInlineDv` is Z85 of the serialized bitmap *with* the magic number, zero-padded
@@ -412,7 +414,8 @@ def inline_dv_bitmap(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -
 
     Raises:
         DeletionVectorError: not an inline DV, the decoded length does not fit
-            `sizeInBytes`, a bad bitmap, or a cardinality mismatch.
+            `sizeInBytes`, a bad bitmap, or (with `check_cardinality`) a cardinality
+            mismatch.
     """
     d = _as_descriptor(descriptor)
     if d.storage_type != "i":
@@ -426,7 +429,7 @@ def inline_dv_bitmap(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -
             f"sizeInBytes {d.size_in_bytes} (plus at most 3 padding bytes)"
         )
     bitmap = deserialize_bitmap(raw[: d.size_in_bytes])
-    if len(bitmap) != d.cardinality:
+    if check_cardinality and len(bitmap) != d.cardinality:
         raise DeletionVectorError(
             f"inline deletion vector holds {len(bitmap)} rows, descriptor cardinality is "
             f"{d.cardinality}"

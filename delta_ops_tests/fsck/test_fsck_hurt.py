@@ -102,6 +102,49 @@ def test_corrupted_dv_file_fails_its_checksum(tmp_path):
     assert problem.data_file == unquote(row["path"])
 
 
+@pytest.mark.parametrize("descriptor", ["cardinality", "no offset"])
+def test_a_dv_that_decodes_but_disagrees_with_its_descriptor_is_not_repaired(
+    tmp_path, descriptor
+):
+    """The DV file is whole (its CRC-32 holds); only the descriptor in the log is off: a
+    wrong `cardinality`, or no `offset` (deltalake reads the file's first DV then). fsck
+    reports an error, and the repair keeps the file: deltalake reads the same rows after
+    it. Before the fix the repair removed the file, and deltalake then read none of its
+    rows."""
+    import json
+
+    import deltalake
+
+    root = _copy(DV_TABLE, tmp_path)
+    (row,) = [r for r in _live(root) if r["deletionVector"]]
+    commit = next(p for p in sorted((root / "_delta_log").glob("*.json"))
+                  if '"deletionVector"' in p.read_text())
+    lines = []
+    for line in commit.read_text().splitlines():
+        action = json.loads(line)
+        dv = (action.get("add") or {}).get("deletionVector")
+        if dv:
+            if descriptor == "cardinality":
+                dv["cardinality"] -= 1
+            else:
+                assert dv.pop("offset") == 1  # the file's first DV
+        lines.append(json.dumps(action))
+    commit.write_text("\n".join(lines) + "\n")
+    os.utime(commit, (OLD_S, OLD_S))
+
+    def rows() -> int:
+        return deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(root))).execute(
+            "select count(*) as n from t").read_all().column("n")[0].as_py()
+
+    before = rows()
+    result, found = _check(root)
+    assert found == {("dv_mismatch", "error"): 1}
+    assert result.problems[0].file == _dv_file(row)
+    repaired = fsck(str(root), clock=lambda: SOON_MS, repair=True, confirm=True)
+    assert repaired.repair.entries == () and repaired.repair.version is None
+    assert rows() == before > 0
+
+
 def test_truncated_dv_file(tmp_path):
     root = _copy(DV_TABLE, tmp_path)
     (row,) = [r for r in _live(root) if r["deletionVector"]]

@@ -216,7 +216,13 @@ class _Check:
             try:
                 descriptor = DeletionVectorDescriptor.from_dict(raw)
                 if descriptor.is_inline:
-                    inline_dv_bitmap(descriptor)  # checks the cardinality too
+                    bitmap = inline_dv_bitmap(descriptor, check_cardinality=False)
+                    mismatch = descriptor_mismatch(descriptor, len(bitmap))
+                    if mismatch is not None:
+                        self.out.problems.append(Problem(
+                            "dv_mismatch", ERROR, key,
+                            f"inline deletion vector: {mismatch[0]}", self.version,
+                            data_file=key))
                     continue
             except DeletionVectorError as exc:
                 self.out.problems.append(Problem(
@@ -326,9 +332,13 @@ def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
         data = storage.read(at)
         for key, descriptor, row in users:
             problem = dv_problem(data, descriptor, at)
-            if problem is not None:
-                out.problems.append(Problem(
-                    "corrupt_dv", ERROR, at, problem, version, data_file=key))
+            if problem is None:
+                continue
+            reason, proven = problem
+            out.problems.append(Problem(
+                "corrupt_dv" if proven else "dv_mismatch", ERROR, at, reason, version,
+                data_file=key))
+            if proven:
                 f = check._damage(key, row)
                 f.dv_key, f.dv_corrupt = at, True
     check.rows_of_damaged()
@@ -396,16 +406,35 @@ def _unlisted(key: str, version: int) -> Problem:
         "through a symbolic link, or the listing is behind); not checked further", version)
 
 
-def dv_problem(data: bytes, descriptor: DeletionVectorDescriptor, file: str) -> str | None:
-    """Why the DV `descriptor` describes does not decode from `data` (its file's bytes),
-    or None when it decodes with the recorded cardinality."""
+def dv_problem(
+    data: bytes, descriptor: DeletionVectorDescriptor, file: str
+) -> tuple[str, bool] | None:
+    """What is wrong with the DV `descriptor` describes in `data` (its file's bytes), and
+    whether that proves the file's rows lost: (reason, True) when it does not decode (its
+    size, CRC-32 or bitmap: no reader can apply it); (reason, False) when it decodes but
+    its descriptor disagrees (`descriptor_mismatch`). None: it decodes as described."""
+    offset = 1 if descriptor.offset is None else descriptor.offset
     try:
-        read_dv_from_file_bytes(
-            data, descriptor.offset, descriptor.size_in_bytes,
-            expected_cardinality=descriptor.cardinality, file=file,
-        )
+        bitmap = read_dv_from_file_bytes(data, offset, descriptor.size_in_bytes, file=file)
     except DeletionVectorError as exc:
-        return exc.reason
+        return exc.reason, True
+    return descriptor_mismatch(descriptor, len(bitmap))
+
+
+def descriptor_mismatch(
+    descriptor: DeletionVectorDescriptor, rows: int
+) -> tuple[str, bool] | None:
+    """(reason, False) when a DV that decodes to `rows` rows disagrees with its descriptor:
+    its `cardinality` (which counts answered from the log use), or an on-disk one without
+    `offset` (read at 1, where a file's first DV starts, as deltalake reads it). A reader
+    that applies the bitmap reads the file's rows right, so a repair keeps the file."""
+    if descriptor.offset is None and not descriptor.is_inline:
+        return ("the descriptor has no offset (Delta writers always set it); the deletion "
+                "vector decodes at offset 1, where a file's first one starts", False)
+    if rows != descriptor.cardinality:
+        return (f"the deletion vector holds {rows} rows, its descriptor's cardinality is "
+                f"{descriptor.cardinality}: row counts taken from the log are wrong, the "
+                "rows read are not", False)
     return None
 
 
@@ -450,4 +479,5 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-__all__ = ["DataCheck", "LiveFile", "check_data", "dv_key", "dv_problem"]
+__all__ = ["DataCheck", "LiveFile", "check_data", "descriptor_mismatch", "dv_key",
+           "dv_problem"]

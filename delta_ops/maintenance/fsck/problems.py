@@ -28,8 +28,8 @@ class Problem:
 
     Attributes:
         code: what kind (`missing_file`, `size_mismatch`, `missing_dv`, `corrupt_dv`,
-            `unreadable_parquet`, `row_count_mismatch`, `checksum_mismatch`, the log's
-            codes of `delta_ops.log.check_log`, `unreferenced_file`).
+            `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`, `checksum_mismatch`,
+            the log's codes of `delta_ops.log.check_log`, `unreferenced_file`).
         severity: `error` or `warning`.
         file: the file at fault, relative to the table root (or as the log names it when
             outside the root).
@@ -67,7 +67,7 @@ class RepairEntry:
         data_file_missing: the data file is not there.
         deletion_vector: its DV file (relative to the root), when it has one on disk.
         deletion_vector_missing: that DV file is not there.
-        deletion_vector_corrupt: that DV does not decode (checksum, size or cardinality).
+        deletion_vector_corrupt: that DV does not decode (checksum, size or bitmap).
         rows: rows lost with it (`numRecords` less the DV's cardinality), None when its
             statistics lack `numRecords`.
     """

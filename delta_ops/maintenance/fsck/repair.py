@@ -88,7 +88,8 @@ def second_look(storage: Storage, f: LiveFile, *, table: str, version: int) -> s
             return "its deletion vector file exists on a direct look"
         if f.dv_key is not None and f.dv_corrupt and not f.dv_missing:
             descriptor = DeletionVectorDescriptor.from_dict(f.row["deletionVector"])
-            if dv_problem(storage.read(f.dv_key), descriptor, f.dv_key) is None:
+            problem = dv_problem(storage.read(f.dv_key), descriptor, f.dv_key)
+            if problem is None or not problem[1]:
                 return "its deletion vector decodes on a second read"
     except DeletionVectorError:
         return None
