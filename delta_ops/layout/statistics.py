@@ -20,11 +20,13 @@ The rules are Delta Spark's (`StatisticsCollection`, `DeltaStatsColumnSpec`):
 * `minValues`/`maxValues` only for Spark's skipping-eligible types: byte, short, integer,
   long, float, double, decimal, date, timestamp, timestamp_ntz and string (never boolean,
   binary, arrays, maps or variants). A struct with no eligible leaf is left out.
-* Strings: min is the minimum cut to its first 32 characters (code points, Spark's
-  `substring`); max is the maximum cut to its first 32 UTF-16 units, extended by every
-  following unit that is >= U+FFFD and ended with the tie-breaker U+FFFD
-  (`truncateMaxStringAgg`), so every value of the column stays <= max. A high surrogate
-  left alone by the cut is written as `?` (Java's UTF-8 encoder does so).
+* Strings: min is the minimum cut to its first 32 UTF-16 units (33 rather than split a
+  surrogate pair: `truncateMinStringAgg`); max is the maximum cut the same way and ended
+  with U+007F when the next character is below it, else with U+10FFFF (skipping any
+  U+10FFFF that follows the cut; `truncateMaxStringAgg`), so every value of the column
+  stays <= max in UTF-8 byte order, the order readers compare strings in. (delta-spark's
+  earlier rule ended the max with U+FFFD, which a character beyond U+FFFF, or a cut
+  through a surrogate pair, can exceed.)
 * Floats: NaN is the largest value (max is NaN when any value is; min is NaN only when all
   are); between 0.0 and -0.0 the first seen wins (Spark's `Least`/`Greatest` keep the
   current value on a tie).
@@ -93,7 +95,10 @@ __all__ = [
 #: Spark's `spark.databricks.delta.stats.skipping.string.prefixLength` default.
 STRING_PREFIX_LENGTH = 32
 
-_TIE_BREAKER = 0xFFFD
+#: The bounds a truncated max ends with: U+007F when the character cut off is below it, else
+#: the largest code point (its UTF-8 bytes are the largest), as current delta-spark writes.
+_ASCII_MAX = "\x7f"
+_UTF8_MAX = "\U0010ffff"
 _MIN_MAX_NAMES = frozenset(
     {"string", "long", "integer", "short", "byte", "float", "double", "date", "timestamp",
      "timestamp_ntz"}
@@ -107,43 +112,45 @@ _FOOTER_TYPES = frozenset(
 # ---- strings ------------------------------------------------------------------------------
 
 
+def _units(ch: str) -> int:
+    """UTF-16 units of one character (Java's `String.length` counts these)."""
+    return 2 if ord(ch) > 0xFFFF else 1
+
+
 def truncate_min_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str:
-    """The min statistic of a string column whose minimum is `value`: its first `prefix`
-    characters (code points)."""
-    return value[:prefix]
+    """The min statistic of a string column whose minimum is `value` (Spark's
+    `truncateMinStringAgg`): its first `prefix` UTF-16 units, one more when the cut would
+    split a surrogate pair (a character beyond U+FFFF is kept whole)."""
+    units = 0
+    for i, ch in enumerate(value):
+        if units >= prefix:
+            return value[:i]
+        units += _units(ch)
+    return value
 
 
-def _java_utf8(units: Sequence[int]) -> str:
-    """The text Java's UTF-8 encoder makes of UTF-16 units: lone surrogates become '?'."""
-    out: list[str] = []
-    i = 0
-    while i < len(units):
-        u = units[i]
-        if 0xD800 <= u <= 0xDBFF and i + 1 < len(units) and 0xDC00 <= units[i + 1] <= 0xDFFF:
-            out.append(chr(0x10000 + ((u - 0xD800) << 10) + (units[i + 1] - 0xDC00)))
-            i += 2
-            continue
-        out.append("?" if 0xD800 <= u <= 0xDFFF else chr(u))
-        i += 1
-    return "".join(out)
-
-
-def truncate_max_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str:
+def truncate_max_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str | None:
     """The max statistic of a string column whose maximum is `value` (Spark's
-    `truncateMaxStringAgg`, over UTF-16 units): unchanged when at most `prefix` units long,
-    else the first `prefix` units, then the following units while they are >= U+FFFD, then
-    U+FFFD."""
-    raw = value.encode("utf-16-le", "surrogatepass")
-    units = [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw), 2)]
-    if len(units) <= prefix:
+    `truncateMaxStringAgg`), >= every value of the column in UTF-8 byte order (the order
+    readers compare in): unchanged when at most `prefix` UTF-16 units long; else
+    `truncate_min_string`'s prefix, extended over any U+10FFFF that follows, then U+007F
+    when the next character is below it, else U+10FFFF. None (no max) when no such bound
+    fits in twice `prefix` units."""
+    if sum(_units(ch) for ch in value) <= prefix:
         return value
-    kept = units[:prefix]
-    for u in units[prefix:]:
-        if u < _TIE_BREAKER:
-            break
-        kept.append(u)
-    kept.append(_TIE_BREAKER)
-    return _java_utf8(kept)
+    i = len(truncate_min_string(value, prefix))
+    units = sum(_units(ch) for ch in value[:i])
+    while units <= 2 * prefix:
+        if i >= len(value):
+            return value
+        if value[i] == _UTF8_MAX:
+            i += 1
+            units += 2
+        elif value[i] < _ASCII_MAX:
+            return value[:i] + _ASCII_MAX
+        else:
+            return value[:i] + _UTF8_MAX
+    return None
 
 
 # ---- which columns --------------------------------------------------------------------------

@@ -278,3 +278,33 @@ def test_compute_stats_on_s3(s3_server):
     for add in _live(storage).values():
         stats = json.loads(add["stats"])
         assert stats["tightBounds"] is True and stats["numRecords"] in (2, 3, 4)
+
+
+@pytest.mark.parametrize("value", [
+    "a" * 32 + "\U0001F600",           # a character beyond U+FFFF right after the cut
+    "0" * 27 + "\U00010000" * 3,       # a cut through a surrogate pair
+    "b" * 40,
+], ids=["beyond the BMP", "surrogate pair", "ascii"])
+def test_recomputed_string_bounds_keep_deltalake_finding_the_row(tmp_path, value):
+    """deltalake skips a file whose string max is below the value it looks for. With
+    delta-spark's earlier max (32 units, then U+FFFD) `stats` made the first two
+    values' rows disappear from `where s = value` through deltalake (1 row before, 0 after:
+    found by a probe comparing deltalake before and after)."""
+    import deltalake
+
+    root = str(tmp_path / "t")
+    deltalake.write_deltalake(root, pa.table({"s": [value]}))
+
+    def matching() -> int:
+        query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(root))
+        escaped = value.replace("'", "''")
+        return query.execute(f"select count(*) as n from t where s = '{escaped}'").read_all(
+        ).column("n")[0].as_py()
+
+    assert matching() == 1
+    compute_stats(Storage.for_uri(root), recompute_all=True, dry_run=False)
+    assert matching() == 1
+    (add,) = [a["add"] for a in _log(Storage.for_uri(root), 1) if "add" in a]
+    bounds = json.loads(add["stats"])
+    assert bounds["minValues"]["s"].encode() <= value.encode() <= (
+        bounds["maxValues"]["s"].encode())

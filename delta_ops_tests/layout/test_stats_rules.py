@@ -38,29 +38,42 @@ def stats(cfg, *batches, **kwargs) -> dict:
 # ---- strings ------------------------------------------------------------------------------------
 
 
-def test_min_is_cut_to_32_characters_counted_in_code_points():
+def test_min_is_cut_to_32_utf16_units_never_inside_a_surrogate_pair():
     assert truncate_min_string("a" * 40) == "a" * 32
-    assert truncate_min_string("\U0001F600" * 40) == "\U0001F600" * 32
+    # An emoji is two UTF-16 units: 16 fit in 32.
+    assert truncate_min_string("\U0001F600" * 40) == "\U0001F600" * 16
+    # A cut through a pair keeps the pair (33 units).
+    assert truncate_min_string("a" * 31 + "\U0001F600" * 2) == "a" * 31 + "\U0001F600"
     assert truncate_min_string("short") == "short"
 
 
-def test_max_is_cut_to_32_utf16_units_and_ends_with_the_tie_breaker():
+def test_max_is_cut_like_the_min_and_ends_with_a_bound_above_what_was_cut():
+    """delta-spark's current `truncateMaxStringAgg`: U+007F after the prefix when the next
+    character is below it, else U+10FFFF. Its earlier rule (32 units, then U+FFFD) made a
+    max below the value for a character beyond U+FFFF after the cut, and for a cut through
+    a surrogate pair (then written as `?`): readers skipped the file (found by comparing
+    a query's rows through deltalake before and after `stats`)."""
     assert truncate_max_string("a" * 32) == "a" * 32
-    assert truncate_max_string("a" * 33) == "a" * 32 + "\ufffd"
-    # The units after the cut that are >= U+FFFD are kept before the tie-breaker.
-    assert truncate_max_string("a" * 32 + "\uffff\ufffeb") == "a" * 32 + "\uffff\ufffe\ufffd"
-    # 20 emoji are 40 UTF-16 units: 16 emoji fit in 32.
-    assert truncate_max_string("\U0001F600" * 20) == "\U0001F600" * 16 + "\ufffd"
-    # A cut between the two halves of a pair leaves a lone high surrogate, which Java's
-    # UTF-8 encoder writes as '?'.
-    assert truncate_max_string("a" * 31 + "\U0001F600" * 2) == "a" * 31 + "?\ufffd"
+    assert truncate_max_string("a" * 33) == "a" * 32 + "\x7f"
+    assert truncate_max_string("a" * 32 + "\x7f") == "a" * 32 + "\U0010ffff"
+    assert truncate_max_string("a" * 32 + "\U0001F600") == "a" * 32 + "\U0010ffff"
+    assert truncate_max_string("a" * 31 + "\U0001F600" * 2) == (
+        "a" * 31 + "\U0001F600\U0010ffff")
+    assert truncate_max_string("0" * 27 + "\U00010000" * 3) == "0" * 27 + "\U00010000" * 3
+    # U+10FFFF after the cut is skipped: nothing is above it.
+    assert truncate_max_string("a" * 32 + "\U0010ffff" * 2 + "b") == (
+        "a" * 32 + "\U0010ffff" * 2 + "\x7f")
+    # No bound within 64 units: no max at all (the reader cannot skip the file).
+    assert truncate_max_string("a" * 32 + "\U0010ffff" * 17) is None
 
 
-@given(st.text(st.characters(max_codepoint=0xFFFC, exclude_categories=("Cs",)), max_size=80))
-def test_truncated_bounds_bound_the_value(text):
-    """Without surrogates, min <= value <= max in Spark's (code point) order."""
-    assert truncate_min_string(text) <= text <= truncate_max_string(text)
-    assert truncate_max_string(text) == text or len(truncate_max_string(text)) == 33
+@given(st.text(max_size=80))
+def test_truncated_bounds_bound_the_value_in_utf8_order(text):
+    """min <= value <= max in UTF-8 byte order (code point order), over all of Unicode."""
+    low, high = truncate_min_string(text), truncate_max_string(text)
+    assert low.encode() <= text.encode()
+    assert high is None or text.encode() <= high.encode()
+    assert text.startswith(low)
 
 
 def test_string_bounds_in_the_collected_statistics():
@@ -69,7 +82,7 @@ def test_string_bounds_in_the_collected_statistics():
     assert got["minValues"] == {"s": "a" * 32}
     assert got["maxValues"] == {"s": "c" * 10}
     got = stats(cfg, pa.table({"s": ["z" * 35]}))
-    assert got["maxValues"] == {"s": "z" * 32 + "\ufffd"}
+    assert got["maxValues"] == {"s": "z" * 32 + "\x7f"}
     assert got["nullCount"] == {"s": 0}
 
 

@@ -1,17 +1,17 @@
 """Our statistics against real Spark's aggregates on the same Parquet file.
 
 Delta Spark computes file statistics with Spark SQL aggregates (`StatisticsCollection.
-statsCollector`): `count(*)`, `substring(min(c), 0, 32)` for strings, `min`/`max` for the
-other eligible types, `sum(when(c is null, 1) else 0)` for null counts, rendered by
-`to_json`. This test runs exactly those expressions in a local Spark session (time zone
-UTC) over files pyarrow wrote, and compares them with `file_stats` field by field: string
-ordering and the code-point prefix of min, NaN and -0.0 ordering, timestamp truncation and
-format, decimals, nested fields.
+statsCollector`): `count(*)`, `min`/`max`, `sum(when(c is null, 1) else 0)` for null
+counts, rendered by `to_json`. This test runs those expressions in a local Spark session
+(time zone UTC) over files pyarrow wrote, and compares them with `file_stats` field by
+field: string ordering, NaN and -0.0 ordering, timestamp truncation and format, decimals,
+nested fields.
 
-The max of a string column is Spark's `max` passed through Delta's `truncateMaxStringAgg`
-(a Scala function of Delta, not of Spark, so not runnable here without the Delta jars):
-Spark's `max` is compared after our `truncate_max_string`; the truncation itself is checked
-against Delta's source rules in `test_stats_rules.py`.
+The min and max of a string column are Spark's `min` and `max` passed through Delta's
+`truncateMinStringAgg` and `truncateMaxStringAgg` (Scala functions of Delta, not of Spark,
+so not runnable here without the Delta jars): they are compared after our
+`truncate_min_string` and `truncate_max_string`; the truncation itself is checked against
+Delta's source rules in `test_stats_rules.py`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops.layout.file_stats import file_stats
-from delta_ops.layout.statistics import truncate_max_string
+from delta_ops.layout.statistics import truncate_max_string, truncate_min_string
 from delta_ops.storage import Storage
 from delta_ops_tests.support.stats_compare import configuration, differences, field, struct
 
@@ -97,8 +97,7 @@ def _spark_stats(session, path: str) -> dict:
         return "`" + leaf.split(".")[-1] + "`"
 
     def low(leaf, c):
-        expr = f"substring(min({c}), 0, 32)" if leaf.endswith(("s", "y")) else f"min({c})"
-        return f"{expr} AS {name(leaf)}"
+        return f"min({c}) AS {name(leaf)}"
 
     def high(leaf, c):
         return f"max({c}) AS {name(leaf)}"
@@ -113,11 +112,11 @@ def _spark_stats(session, path: str) -> dict:
         f"{tree(nulls)} AS nullCount)) FROM f"
     )
     out = json.loads(session.sql(sql).collect()[0][0], parse_float=Decimal)
-    for key in ("s",):
-        if key in out["maxValues"]:
-            out["maxValues"][key] = truncate_max_string(out["maxValues"][key])
-    if "y" in out["maxValues"].get("st", {}):
-        out["maxValues"]["st"]["y"] = truncate_max_string(out["maxValues"]["st"]["y"])
+    for bounds, cut in (("minValues", truncate_min_string), ("maxValues", truncate_max_string)):
+        if "s" in out[bounds]:
+            out[bounds]["s"] = cut(out[bounds]["s"])
+        if "y" in out[bounds].get("st", {}):
+            out[bounds]["st"]["y"] = cut(out[bounds]["st"]["y"])
     return out
 
 
