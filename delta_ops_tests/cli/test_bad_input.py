@@ -181,12 +181,21 @@ def test_cli_reads_past_a_bad_last_checkpoint(table_copy, capsys, hint, command)
         assert json.loads(out)["version"] == LAST
 
 
-def test_far_last_checkpoint_version_lists_instead(table_copy):
+def test_a_last_checkpoint_beyond_the_log_is_refused_naming_it(table_copy):
+    """A well-formed `_last_checkpoint` naming a version beyond every commit and checkpoint
+    listed: either it is wrong, or the log's newest files are missing (a partial copy, a
+    listing that lags), and then "the latest version" read from the listing is an older
+    one, whose VACUUM deletes the files the missing commits add. So it is refused, as
+    deltalake refuses it, naming the file (this test used to expect the listing's version;
+    a malformed or negative hint above still only means "list instead")."""
+    from delta_ops.errors import CorruptLogError
+
     root = table_copy(TABLE)
     (root / "_delta_log" / "_last_checkpoint").write_text(json.dumps({"version": FAR}))
-    snap = DeltaTable(str(root)).snapshot()
-    assert snap.version == LAST
-    assert "listing instead" in snap.segment.last_checkpoint_problem
+    with pytest.raises(CorruptLogError, match=f"_last_checkpoint shows version {FAR}") as err:
+        DeltaTable(str(root)).snapshot()
+    assert err.value.file == "_delta_log/_last_checkpoint"
+    assert DeltaTable(str(root)).snapshot(LAST).version == LAST  # a given version reads
 
 
 # ---- item 7: secrets are never echoed ------------------------------------------------------

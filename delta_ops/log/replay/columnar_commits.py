@@ -23,12 +23,13 @@ References-only mode (`reconcile(..., references_only=True)`, what VACUUM reads)
 reconciliation, but Arrow materializes only `path`, `deletionVector` and (removes)
 `deletionTimestamp` (`REFERENCE_ADD_SCHEMA`, `REFERENCE_REMOVE_SCHEMA`); every other field
 is skipped by the parser, no map is built, and the winners' keys are returned with them.
-And inside one file an add of a key wins over a remove of it, whatever their order: the
+And inside one commit an add of a key wins over a remove of it, whatever their order: the
 spec ("Deletion Vectors") allows a valid version one add and one remove of the same
 `(path, dvId)` and does not order a commit's actions, and readers differ (Spark lets the
 last line win, delta-kernel-rs and so deltalake the first), so one may read the file as live
-while another reads it as removed. VACUUM keeps what any reader may read (a compaction
-file's lines too: keeping a file longer is the safe side). Snapshots keep Spark's reading.
+while another reads it as removed. VACUUM keeps what any reader may read. (A compaction
+file's lines stay in their order: they come from different versions, newest first, and
+the newest wins.) Snapshots keep Spark's reading.
 """
 
 from __future__ import annotations
@@ -138,11 +139,13 @@ class CommitFile:
         path: the file, relative to the table root.
         data: its lines oldest first, the last line for a key winning (a compaction's as
             `delta_ops.log.replay.full_replay.delta_lines_oldest_first` orders them).
+        is_compaction: a compaction file (its lines come from several versions).
     """
 
     version: int
     path: str
     data: bytes
+    is_compaction: bool = False
 
 
 @dataclass
@@ -368,9 +371,11 @@ def _reconcile(
     keys = file_keys(pa.StructArray.from_arrays([path, dv], names=["path", "deletionVector"]), root)
     # Newest first: the first occurrence of each key in the reversed lines wins.
     if references_only:
-        # What VACUUM protects: inside one file an add wins over a remove of the same key,
+        # What VACUUM protects: inside one commit an add wins over a remove of the same key,
         # whichever line comes first (the module docstring says why).
-        newest_order = np.lexsort((np.arange(n), is_add_line, lines.file_of_line))[::-1]
+        in_commit = ~np.array([f.is_compaction for f in files])
+        add_last = is_add_line & in_commit[lines.file_of_line]
+        newest_order = np.lexsort((np.arange(n), add_last, lines.file_of_line))[::-1]
     else:
         newest_order = np.arange(n - 1, -1, -1, dtype=np.int64)
     newest_first = pc.take(keys, from_numpy(newest_order.astype(np.int64)), memory_pool=_POOL)

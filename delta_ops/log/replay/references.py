@@ -210,7 +210,8 @@ def _commit_files(
     # Every delta's lines oldest first (a compaction's reversed): one last-wins stream.
     return [
         CommitFile(d.end, d.file.path, delta_lines_oldest_first(
-            blobs[d.file.path], is_compaction=d.is_compaction and compaction_first_wins))
+            blobs[d.file.path], is_compaction=d.is_compaction and compaction_first_wins),
+            is_compaction=d.is_compaction)
         for d in segment.deltas
     ]
 
@@ -246,9 +247,9 @@ def _commit_rows_python(
             blobs[path], is_compaction=delta.is_compaction and compaction_first_wins
         )
         actions = parse_json_actions(data, table=root, version=delta.end, file=path)
-        # Inside one file an add wins over a remove of the same key, as in the columnar
-        # references-only mode (`log.replay.columnar_commits` says why): adds go last.
-        actions.sort(key=lambda obj: obj.get("add") is not None)
+        if not delta.is_compaction:  # in one commit an add wins over a remove of a key, as
+            # in the columnar references-only mode (`log.replay.columnar_commits` says why)
+            actions.sort(key=lambda obj: obj.get("add") is not None)
         rec.apply_newest_first(actions, table=root, version=delta.end, file=path)
     version = segment.version
     return pa.concat_tables([
