@@ -37,7 +37,8 @@ Bugs this file found (each test failed before its fix):
   as the latest and deleted the files the missing commits add
   (`test_a_log_missing_its_newest_versions_refuses`);
 * a Delta table nested below the root: its live files, which the outer log never names,
-  were deleted (`test_a_table_nested_in_the_root_keeps_its_files`).
+  were deleted (`test_a_table_nested_in_the_root_keeps_its_files`, and on S3
+  `test_s3_a_table_nested_in_the_root_keeps_its_files`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from delta_ops_tests.support.staged_tables import (
     CATALOG_PROTOCOL,
     NOW_MS,
     OLD_MS,
+    PLAIN_PROTOCOL,
     SCHEMA,
     _add,
     _age,
@@ -740,3 +742,24 @@ def test_a_table_nested_in_the_root_keeps_its_files(tmp_path):
                and "p=1/inner/_delta_log" in m for m in dry.messages), dry.messages
     assert set(_both(root)) == {"orphan.parquet", "junk/old.parquet"}
     assert {"inner/y.parquet", "inner/sub/z.parquet", "p=1/inner/x.parquet"} <= _files(root)
+
+
+def test_s3_a_table_nested_in_the_root_keeps_its_files(s3_server):
+    """On the moto server: the nested table is found through its `_delta_log/` prefix."""
+    uri = s3_server.fresh_uri("vacuum-nested")
+    storage = Storage.for_uri(uri, s3_server.storage_options)
+    meta = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": SCHEMA, "partitionColumns": [], "configuration": {},
+                         "createdTime": OLD_MS}}
+    for prefix, adds in (("", ["a.parquet"]), ("inner/", ["y.parquet"])):
+        storage.put_atomic(f"{prefix}_delta_log/{0:020}.json", "".join(
+            json.dumps(a) + "\n" for a in [PLAIN_PROTOCOL, meta, *map(_add, adds)]).encode())
+    for name in ("a.parquet", "orphan.parquet", "junk/old.parquet", "inner/y.parquet"):
+        storage.put_atomic(name, b"data")
+    later = int(time.time() * 1000) + 30 * DAY_MS  # moto's modification times are now
+    real = vacuum(uri, now_ms=later, storage_options=s3_server.storage_options,
+                  dry_run=False)
+    assert set(real.files) == {"orphan.parquet", "junk/old.parquet"}
+    assert any("inner/_delta_log" in m for m in real.messages), real.messages
+    assert storage.exists("inner/y.parquet")
+    assert storage.exists(f"inner/_delta_log/{0:020}.json")
