@@ -152,10 +152,10 @@ def test_local_map_tasks_raises_the_earliest_failure_after_the_running_items_end
     def task(_storage, item: int) -> int:
         started.append(item)
         if item == 0:
-            gate.wait(10)  # still running when item 1 fails
+            gate.wait(10)  # still running when item 1 fails; fails itself later
             time.sleep(0.05)
             ended.append(item)
-            return item
+            raise ValueError(f"item {item}")
         if item == 1:
             gate.set()
             raise ValueError(f"item {item}")
@@ -163,7 +163,8 @@ def test_local_map_tasks_raises_the_earliest_failure_after_the_running_items_end
         return item
 
     engine = LocalEngine(max_workers=2)
-    with pytest.raises(ValueError, match="item 1"):
+    # Item 1 fails first; item 0, earlier in the input, fails after it: its error is the one.
+    with pytest.raises(ValueError, match="item 0"):
         engine.map_tasks(Storage.for_uri(str(tmp_path)), task, range(50), parallel=2)
 
     assert 0 in ended  # the running item ended before the call returned
