@@ -136,10 +136,8 @@ def truncate_max_string(value: str, prefix: int = STRING_PREFIX_LENGTH) -> str |
     `truncate_min_string`'s prefix, extended over any U+10FFFF that follows, then U+007F
     when the next character is below it, else U+10FFFF. None (no max) when no such bound
     fits in twice `prefix` units."""
-    if sum(_units(ch) for ch in value) <= prefix:
-        return value
-    i = len(truncate_min_string(value, prefix))
-    units = sum(_units(ch) for ch in value[:i])
+    low = truncate_min_string(value, prefix)  # the whole value when it fits
+    i, units = len(low), sum(_units(ch) for ch in low)
     while units <= 2 * prefix:
         if i >= len(value):
             return value

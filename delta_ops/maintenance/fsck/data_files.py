@@ -221,7 +221,7 @@ class _Check:
                     if mismatch is not None:
                         self.out.problems.append(Problem(
                             "dv_mismatch", ERROR, key,
-                            f"inline deletion vector: {mismatch[0]}", self.version,
+                            f"inline deletion vector: {mismatch}", self.version,
                             data_file=key))
                     continue
             except DeletionVectorError as exc:
@@ -418,23 +418,23 @@ def dv_problem(
         bitmap = read_dv_from_file_bytes(data, offset, descriptor.size_in_bytes, file=file)
     except DeletionVectorError as exc:
         return exc.reason, True
-    return descriptor_mismatch(descriptor, len(bitmap))
+    mismatch = descriptor_mismatch(descriptor, len(bitmap))
+    return None if mismatch is None else (mismatch, False)
 
 
-def descriptor_mismatch(
-    descriptor: DeletionVectorDescriptor, rows: int
-) -> tuple[str, bool] | None:
-    """(reason, False) when a DV that decodes to `rows` rows disagrees with its descriptor:
-    its `cardinality` (which counts answered from the log use), or an on-disk one without
-    `offset` (read at 1, where a file's first DV starts, as deltalake reads it). A reader
-    that applies the bitmap reads the file's rows right, so a repair keeps the file."""
+def descriptor_mismatch(descriptor: DeletionVectorDescriptor, rows: int) -> str | None:
+    """Why a DV that decodes to `rows` rows disagrees with its descriptor: its
+    `cardinality` (which counts answered from the log use), or an on-disk one without
+    `offset` (read at 1, where a file's first DV starts, as deltalake reads it); None when
+    it agrees. A reader that applies the bitmap reads the file's rows right, so a repair
+    keeps the file."""
     if descriptor.offset is None and not descriptor.is_inline:
         return ("the descriptor has no offset (Delta writers always set it); the deletion "
-                "vector decodes at offset 1, where a file's first one starts", False)
+                "vector decodes at offset 1, where a file's first one starts")
     if rows != descriptor.cardinality:
         return (f"the deletion vector holds {rows} rows, its descriptor's cardinality is "
                 f"{descriptor.cardinality}: row counts taken from the log are wrong, the "
-                "rows read are not", False)
+                "rows read are not")
     return None
 
 
