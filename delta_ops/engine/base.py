@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ LISTING_SCHEMA = pa.schema(
 #: prefix plus its name with the undecodable bytes escaped (`bad\\xff.parquet`), with size
 #: -1 and modification time 0. It is never a path to act on (Storage refuses the NUL).
 UNREADABLE_PREFIX = "\x00unreadable:"
+#: Files whose path holds this (a `_delta_log/` below one of the listed directories: a
+#: Delta table nested in this one) are returned by `find_unreferenced` whatever their
+#: age, so that VACUUM learns of nested tables from the listing it makes anyway.
+NESTED_LOG_MARK = f"/{LOG_DIR}/"
 
 ROW_COUNT_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("num_records", pa.int64())])
 
@@ -64,7 +69,8 @@ class Engine(ABC):
         progress: Progress | None = None,
     ) -> pa.Table:
         """Files below `directories` (as in `list_files`) whose path is not in `keep` and
-        whose modification time is before `older_than_ms`; LISTING_SCHEMA, sorted by path.
+        whose modification time is before `older_than_ms`, and every file below a nested
+        log (`NESTED_LOG_MARK`) whatever its age; LISTING_SCHEMA, sorted by path.
         `progress` (`engine.progress`) hears of every listed page as phase
         `list` (pages, files, bytes where the listing carries sizes).
         The anti-join runs where the engine runs (on Spark: in Spark, not on the driver).

@@ -26,7 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, UNREADABLE_PREFIX, Engine
+from delta_ops.engine.base import (
+    LISTING_SCHEMA,
+    NESTED_LOG_MARK,
+    ROW_COUNT_SCHEMA,
+    UNREADABLE_PREFIX,
+    Engine,
+)
 from delta_ops.engine.progress import DELETE, LIST, Progress
 from delta_ops.engine.spill import BucketSpill, KeyBuckets
 from delta_ops.errors import StorageError
@@ -58,6 +64,13 @@ def _readable(info: FileInfo) -> FileInfo:
         escaped = info.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         return FileInfo(UNREADABLE_PREFIX + escaped, -1, 0)
     return info
+
+
+def _old_or_nested_log(infos: Sequence[FileInfo], older_than_ms: int) -> list[FileInfo]:
+    """The files `find_unreferenced` returns: the old ones, and any below a nested log."""
+    return [
+        i for i in infos if i.modification_time < older_than_ms or NESTED_LOG_MARK in i.path
+    ]
 
 
 def _listing_table(infos: Sequence[FileInfo]) -> pa.Table:
@@ -262,7 +275,7 @@ class LocalEngine(Engine):
             _readable(i)
             for i in self._list(storage, directories, referenced, keep, progress)
         ]
-        return _listing_table([i for i in listed if i.modification_time < older_than_ms])
+        return _listing_table(_old_or_nested_log(listed, older_than_ms))
 
     def delete_files(
         self, storage: Storage, paths: Sequence[str], *, progress: Progress | None = None
@@ -572,8 +585,7 @@ def find_unreferenced_in_buckets(
     for rel_dir, names in by_dir.items():
         infos += stat_files(storage, rel_dir, names, follow_symlinks=False)
     listed = [_readable(i) for i in infos]
-    table = _listing_table([i for i in listed if i.modification_time < older_than_ms])
-    return table.sort_by("path")
+    return _listing_table(_old_or_nested_log(listed, older_than_ms)).sort_by("path")
 
 
 __all__ = ["LocalEngine", "find_unreferenced_in_buckets", "histogram"]

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from delta_ops.errors import AtomicityUnsupportedError
+from delta_ops.errors import AtomicityUnsupportedError, StorageError
 from delta_ops.storage.backend import NAMES_PAGE, _Backend, content_bytes
 
 # Errno values meaning "this file system cannot make hard links".
@@ -450,5 +450,15 @@ def _open_local(path: str) -> tuple[str, _LocalBackend, str]:
     """(root URI, backend, native base) of a local directory (relative paths are resolved
     against the current directory)."""
     base = os.path.normpath(os.path.abspath(path))
+    if ".." in path.replace("\\", "/").split("/"):
+        # `a/link/../t` is `t` beside `link` as text, but the file system resolves the link
+        # first: a table elsewhere. When the two differ, which table was meant is unknown.
+        physical = os.path.realpath(os.path.join(os.getcwd(), path))
+        if physical != os.path.realpath(base):
+            raise StorageError(
+                f"the table path {path!r} is {base!r} read as text but {physical!r} on the "
+                "file system (a symbolic link before '..'); give the path without '..'",
+                file=path,
+            )
     root = "file://" + (base if base.startswith("/") else "/" + base)
     return root, _LocalBackend(), base

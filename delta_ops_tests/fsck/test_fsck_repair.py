@@ -178,6 +178,28 @@ def test_file_behind_a_symlink_is_never_removed(tmp_path):
     assert _log_state(root) == log_before
 
 
+def test_a_dangling_link_is_an_error_the_repair_keeps(tmp_path):
+    """A live data file (and a DV file) that is a symbolic link to a target that is gone:
+    readers fail on it, so it is an error, but the target may only be unmounted, so the
+    repair does not remove it from the table. Before, it was `missing_file` and removed."""
+    root = _copy(PARTITIONED, tmp_path)
+    live = _live(root)
+    plain = sorted(k for k, r in live.items() if not r["deletionVector"])[0]
+    dv_file = sorted({_dv(r) for r in live.values() if r["deletionVector"]} - {None})[0]
+    gone = tmp_path / "unmounted"
+    for key in (plain, dv_file):
+        (root / key).unlink()
+        (root / key).symlink_to(gone / key.replace("/", "_"))
+    log_before = _log_state(root)
+    result = fsck(str(root), repair=True, confirm=True, clock=lambda: SOON_MS)
+    assert {p.file for p in result.problems if p.code == "dangling_link"} == {plain, dv_file}
+    assert all(p.severity == "error" for p in result.problems if p.code == "dangling_link")
+    assert not [p for p in result.problems if p.code in ("missing_file", "missing_dv")]
+    assert not result.ok
+    assert result.repair.entries == ()
+    assert _log_state(root) == log_before
+
+
 def test_confirm_needs_repair(tmp_path):
     root = _copy(PARTITIONED, tmp_path)
     with pytest.raises(ValueError, match="repair=True"):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops import errors as _errors
-from delta_ops.engine.base import LISTING_SCHEMA, ROW_COUNT_SCHEMA, Engine
+from delta_ops.engine.base import LISTING_SCHEMA, NESTED_LOG_MARK, ROW_COUNT_SCHEMA, Engine
 from delta_ops.engine.config import SparkSessionConfig
 from delta_ops.engine.progress import DELETE, LIST, Progress
 from delta_ops.engine.spark.startup import _start_session
@@ -284,7 +284,11 @@ class SparkEngine(Engine):
         older_than_ms: int,
     ) -> pa.Table:
         # SQL text rather than pyspark.sql.functions: the same on classic and Connect.
-        old = frame.where(f"modification_time < {int(older_than_ms)}")
+        # A file below a nested table's log is kept whatever its age (`NESTED_LOG_MARK`).
+        old = frame.where(
+            f"modification_time < {int(older_than_ms)} "
+            f"OR instr(path, '{NESTED_LOG_MARK}') > 0"
+        )
         if isinstance(keep, KeyBuckets) and keep.buckets > 1:
             found = self._anti_join_by_bucket(old, keep, storage)
         else:

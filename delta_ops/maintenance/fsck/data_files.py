@@ -321,6 +321,9 @@ def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
     for at, users in sorted(check.dv_files.items()):
         if at not in listed_dv and storage.exists(at):
             out.problems.append(_unlisted(at, version))
+        elif at not in listed_dv and _dangling(storage, at):
+            out.problems.append(_dangling_link(at, version))
+            continue
         elif at not in listed_dv:
             for key, _d, row in users:
                 out.problems.append(Problem(
@@ -384,6 +387,9 @@ def _present(
         if storage.exists(key):
             out.problems.append(_unlisted(key, version))
             continue
+        if _dangling(storage, key):
+            out.problems.append(_dangling_link(key, version))
+            continue
         out.problems.append(Problem(
             "missing_file", ERROR, key,
             f"live data file does not exist (the log records {sizes[n].as_py()} bytes)",
@@ -404,6 +410,19 @@ def _unlisted(key: str, version: int) -> Problem:
         "unlisted_file", WARNING, key,
         "the listing does not show this live file but a direct look finds it (reached "
         "through a symbolic link, or the listing is behind); not checked further", version)
+
+
+def _dangling(storage: Storage, key: str) -> bool:
+    """Whether `key`, which no file answers, is a symbolic link (whose target is gone)."""
+    return any("symbolic link" in why for _p, why in storage.deletion_hazards([key]))
+
+
+def _dangling_link(key: str, version: int) -> Problem:
+    return Problem(
+        "dangling_link", ERROR, key,
+        "a symbolic link whose target does not exist (readers fail on it); not repaired: "
+        "the target may be on a volume that is not mounted. Restore the target or the "
+        "link, or remove the file from the table yourself", version)
 
 
 def dv_problem(

@@ -27,9 +27,10 @@ class Problem:
     """One thing wrong with a table.
 
     Attributes:
-        code: what kind (`missing_file`, `size_mismatch`, `missing_dv`, `corrupt_dv`,
-            `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`, `checksum_mismatch`,
-            the log's codes of `delta_ops.log.check_log`, `unreferenced_file`).
+        code: what kind (`missing_file`, `dangling_link`, `size_mismatch`, `missing_dv`,
+            `corrupt_dv`, `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`,
+            `checksum_mismatch`, the log's codes of `delta_ops.log.check_log`,
+            `unreferenced_file`).
         severity: `error` or `warning`.
         file: the file at fault, relative to the table root (or as the log names it when
             outside the root).

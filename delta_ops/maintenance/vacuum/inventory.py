@@ -56,7 +56,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.engine.base import LISTING_SCHEMA
+from delta_ops.engine.base import LISTING_SCHEMA, NESTED_LOG_MARK
 from delta_ops.engine.progress import INVENTORY, NO_PROGRESS, PROBE, Progress
 from delta_ops.engine.threads import io_map
 from delta_ops.errors import DeltaOpsError, InventoryError
@@ -376,6 +376,9 @@ def find_unreferenced_in_inventory(
         (LISTING_SCHEMA sorted by path, notes for the result's messages).
     """
     rows = inventory.files
+    # Files of a nested table's log, whatever their age, as the engines return them
+    # (`NESTED_LOG_MARK`): the plan learns of nested tables from them; never deleted.
+    nested_log = rows.filter(pc.match_substring(rows.column("path"), NESTED_LOG_MARK))
     log_dir = pc.starts_with(rows.column("path"), f"{LOG_DIR}/")
     old = pc.less(rows.column("modification_time"), pa.scalar(delete_before, pa.int64()))
     rows = rows.filter(pc.and_(old, pc.invert(log_dir)))
@@ -442,6 +445,9 @@ def find_unreferenced_in_inventory(
         },
         schema=LISTING_SCHEMA,
     )
+    if nested_log.num_rows:
+        table = pa.concat_tables([table, nested_log.select(LISTING_SCHEMA.names).cast(
+            LISTING_SCHEMA)])
     return table.sort_by("path"), notes
 
 

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.engine.base import NESTED_LOG_MARK
 from delta_ops.engine.local import lists_in_ranges, range_specs
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.engine.threads import io_map
@@ -188,20 +189,32 @@ def _select(
 
 
 def nested_tables(
-    storage: Storage, files: Sequence[str], prefixes: tuple[str, ...]
+    storage: Storage,
+    files: Sequence[str],
+    prefixes: tuple[str, ...],
+    listed: Sequence[str] = (),
+    *,
+    partitions_too: bool = False,
 ) -> list[str]:
     """The directories above `files` that hold a `_delta_log` of their own: tables nested
-    in this one, whose files this table's log never names. Partition directories
-    (`<column>=...`) are this table's data and are not looked at; each other directory
-    costs one listing of its subdirectories (a data file at the root costs none)."""
+    in this one, whose files this table's log never names. A directory with a file of its
+    `_delta_log` among `listed` (the engine's listing returns those whatever their age:
+    `NESTED_LOG_MARK`) is one, at no cost; partition directories (`<column>=...`) are
+    known only that way unless `partitions_too` (an inventory, which may predate a nested
+    log). Each other directory costs one listing of its subdirectories (a data file at the
+    root costs none)."""
+    seen = sorted({p.partition(NESTED_LOG_MARK)[0] for p in listed if NESTED_LOG_MARK in p})
+    below = tuple(f"{d}/" for d in seen)
     dirs: set[str] = set()
     for parent in {path.rpartition("/")[0] for path in files} - {""}:
+        if f"{parent}/".startswith(below):
+            continue
         parts = parent.split("/")
         for i, part in enumerate(parts):
-            if not (prefixes and part.startswith(prefixes)):
+            if partitions_too or not (prefixes and part.startswith(prefixes)):
                 dirs.add("/".join(parts[: i + 1]))
     if not dirs:
-        return []
+        return seen
     ordered = sorted(dirs)
 
     def holds_a_log(directory: str) -> bool:
@@ -209,4 +222,4 @@ def nested_tables(
         return f"{directory}/{LOG_DIR}" in subdirs
 
     found = io_map(holds_a_log, ordered) if len(ordered) > 1 else [holds_a_log(ordered[0])]
-    return [d for d, yes in zip(ordered, found, strict=True) if yes]
+    return sorted({*seen, *(d for d, yes in zip(ordered, found, strict=True) if yes)})

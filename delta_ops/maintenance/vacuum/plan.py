@@ -448,7 +448,8 @@ def _plan(
         sizes = [sizes[i] for i in keep_rows]
     chosen, side_idx = _select(paths, prefixes)
     idx = sorted(set(chosen) | set(side_idx))
-    nested = nested_tables(storage, [paths[i] for i in idx], prefixes)
+    nested = nested_tables(storage, [paths[i] for i in idx], prefixes, paths,
+                           partitions_too=inventory is not None)
     if nested:
         # Another table's files: its own log names them, not this one's.
         below = tuple(f"{d}/" for d in nested)
