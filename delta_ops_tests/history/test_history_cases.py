@@ -96,3 +96,27 @@ def test_history_lists_the_log_once_and_reads_only_the_commits_asked_for(new_sto
     assert calls["list_dir", LOG_DIR] == 1
     opened = sorted(path for (method, path) in calls if method in ("open_input", "read"))
     assert opened == [f"{LOG_DIR}/{commit_name(v)}" for v in (7, 8, 9)]
+
+
+def test_time_travel_after_the_ict_enablement_ignores_older_files_times(new_storage,
+                                                                        tmp_path) -> None:
+    """Versions 0-1 have no in-commit timestamp and their files were copied (modified now);
+    2-4 carry in-commit timestamps from long ago. A time between versions 3's and 4's is
+    version 3 by the spec ("only table versions >= enablement version should be
+    considered"). Before, version 0's file time made it "before the earliest commit"."""
+    from delta_ops.log import load_snapshot, version_at_timestamp
+
+    storage = new_storage("ict")
+    build_history(storage, HistorySpec(steps=(("append", (2,), True), ("enable_ict",),
+                                              ("append", (3,), True), ("append", (1,), True))))
+    now = time.time()
+    for v in (0, 1):
+        os.utime(tmp_path / "ict" / LOG_DIR / commit_name(v), (now, now))
+    entries = {e.version: e for e in table_history(storage).entries}
+    assert [entries[v].timestamp_source for v in (2, 3, 4)] == [ICT] * 3
+    ict = load_snapshot(storage).table_configuration.ict
+    between = (entries[3].timestamp + entries[4].timestamp) // 2
+    assert entries[3].timestamp <= between < entries[4].timestamp < now * 1000
+    assert version_at_timestamp(storage, between, ict) == 3
+    assert version_at_timestamp(storage, entries[2].timestamp, ict) == 2
+    assert version_at_timestamp(storage, entries[4].timestamp, ict) == 4

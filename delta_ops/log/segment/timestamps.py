@@ -140,21 +140,23 @@ def version_at_timestamp(
             return file_times[idx]
         return read_in_commit_timestamp(storage, versions[idx])
 
-    first_ts, last_ts = ts_of(0), ts_of(len(versions) - 1)
-    if timestamp_ms < first_ts:
+    last_ts = ts_of(len(versions) - 1)
+    if timestamp_ms > last_ts:
         raise VersionNotFoundError(
-            f"timestamp {timestamp_ms} is before the earliest available commit "
-            f"(version {versions[0]} at {first_ts})",
+            f"timestamp {timestamp_ms} is after the latest commit "
+            f"(version {versions[-1]} at {last_ts})",
             table=table,
         )
-    if timestamp_ms >= last_ts:
-        if timestamp_ms > last_ts:
-            raise VersionNotFoundError(
-                f"timestamp {timestamp_ms} is after the latest commit "
-                f"(version {versions[-1]} at {last_ts})",
-                table=table,
-            )
+    if timestamp_ms == last_ts:
         return versions[-1]
+    # The search, not version 0's time, decides "too early": at or after the ICT
+    # enablement only versions with in-commit timestamps count (spec "In-Commit
+    # Timestamps"), whatever the earlier files' modification times (a copy resets them).
     found = commit_at_or_before(storage, commits, ict, timestamp_ms)
-    assert found is not None  # the first commit is not after `timestamp_ms`
+    if found is None:
+        raise VersionNotFoundError(
+            f"timestamp {timestamp_ms} is before the earliest available commit "
+            f"(version {versions[0]} at {ts_of(0)})",
+            table=table,
+        )
     return found
