@@ -114,3 +114,50 @@ def test_s3_a_table_in_a_partition_directory_keeps_its_files(s3_server):
     assert set(real.files) == {"p=1/orphan.parquet"}
     assert any("p=9/_delta_log" in m for m in real.messages), real.messages
     assert storage.exists("p=9/x.parquet")
+
+
+@pytest.mark.parametrize("spelling", ["file://{root}/f3.parquet", "{root}/f3.parquet"])
+def test_files_a_nested_shallow_clone_names_by_absolute_path_are_kept(tmp_path, spelling):
+    """A shallow clone at `clones/c1` adds the outer table's `f3.parquet` by its absolute
+    path, after the outer table removed it. Before the fix VACUUM found the clone's log,
+    said so, and deleted `f3.parquet` anyway: the clone's live file."""
+    from delta_ops_tests.support.staged_tables import _add, _remove
+
+    root = tmp_path / "t"
+    _data(root, "f1.parquet", "f3.parquet", "orphan.parquet")
+    _table(root, ["f1.parquet", "f3.parquet"])
+    _write(root / "_delta_log" / f"{1:020}.json", [_remove("f3.parquet")])
+    _write(root / "clones" / "c1" / "_delta_log" / f"{0:020}.json",
+           [PLAIN_PROTOCOL, _inner_meta(), _add(spelling.format(root=root))])
+    _age(root)
+    dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
+    assert set(dry.files) == {"orphan.parquet"}, dry.files
+    assert any("shallow clone" in m and "f3.parquet" in m for m in dry.messages), dry.messages
+    real = vacuum(str(root), now_ms=NOW_MS, dry_run=False)
+    assert real.files == dry.files
+    assert (root / "f3.parquet").exists()
+
+
+def test_a_nested_log_that_does_not_read_refuses(tmp_path):
+    """A nested table whose log does not read may name any file of this table."""
+    from delta_ops.errors import UnsafeDeletionError
+
+    root = tmp_path / "t"
+    _data(root, "f1.parquet", "orphan.parquet")
+    _table(root, ["f1.parquet"])
+    log = root / "clones" / "c1" / "_delta_log"
+    _write(log / f"{0:020}.json", [PLAIN_PROTOCOL, _inner_meta()])
+    (log / f"{1:020}.json").write_text("{not json\n")
+    _age(root)
+    before = _files(root)
+    with pytest.raises(UnsafeDeletionError, match="nested at clones/c1/ does not read"):
+        vacuum(str(root), now_ms=NOW_MS, dry_run=False)
+    assert _files(root) == before
+
+
+def _inner_meta() -> dict:
+    from delta_ops_tests.support.staged_tables import SCHEMA
+
+    return {"metaData": {"id": "clone", "format": {"provider": "parquet", "options": {}},
+                         "schemaString": SCHEMA, "partitionColumns": [], "configuration": {},
+                         "createdTime": OLD_MS}}

@@ -20,7 +20,8 @@ from delta_ops.engine.base import NESTED_LOG_MARK
 from delta_ops.engine.local import lists_in_ranges, range_specs
 from delta_ops.engine.spill import KeyBuckets
 from delta_ops.engine.threads import io_map
-from delta_ops.protocol.actions import Metadata
+from delta_ops.errors import DeltaOpsError, NotATableError, UnsafeDeletionError
+from delta_ops.protocol.actions import Metadata, is_absolute, reader_keys
 from delta_ops.protocol.arrays import sorted_strings
 from delta_ops.protocol.filenames import LOG_DIR
 from delta_ops.storage import Storage
@@ -223,3 +224,39 @@ def nested_tables(
 
     found = io_map(holds_a_log, ordered) if len(ordered) > 1 else [holds_a_log(ordered[0])]
     return sorted({*seen, *(d for d, yes in zip(ordered, found, strict=True) if yes)})
+
+
+def nested_references(storage: Storage, nested: Sequence[str], *, version: int) -> set[str]:
+    """Keys of this table's files that the tables nested in it name by an absolute path or
+    URI (a shallow clone's adds, its tombstones, its `p` deletion vectors): their logs
+    reference files of this one. A nested log without commits names nothing; one that does
+    not read makes VACUUM refuse, naming it.
+
+    Raises:
+        UnsafeDeletionError: A nested table's latest version does not read.
+    """
+    from delta_ops.log import load_snapshot
+
+    out: set[str] = set()
+    for d in nested:
+        try:
+            snap = load_snapshot(storage.child(d))
+        except NotATableError:
+            continue
+        except DeltaOpsError as exc:
+            raise UnsafeDeletionError(
+                f"refusing to VACUUM: the table nested at {d}/ does not read ({exc.reason}); "
+                "its log may name files of this table by absolute paths, so none can be "
+                "proven unreferenced; nothing was deleted",
+                table=storage.root, version=version, file=exc.file or f"{d}/{LOG_DIR}",
+            ) from exc
+        for actions in (snap.files, snap.tombstones):
+            tables = [actions] if isinstance(actions, pa.Table) else actions.tables(
+                ["path", "deletionVector"])
+            for t in tables:
+                named = [p for p in t.column("path").to_pylist() if is_absolute(p)]
+                named += [dv["pathOrInlineDv"] for dv in t.column("deletionVector").to_pylist()
+                          if dv and dv.get("storageType") == "p"]
+                for p in named:
+                    out.update(reader_keys(p, storage.root))
+    return out

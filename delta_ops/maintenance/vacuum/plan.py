@@ -61,6 +61,7 @@ from delta_ops.maintenance.vacuum.listing import (
     _listing_dirs,
     _select,
     _side_file,
+    nested_references,
     nested_tables,
     partition_prefixes,
 )
@@ -462,6 +463,15 @@ def _plan(
             f"left {left} file(s) of Delta tables nested in this one ({shown}{more}): "
             "their own logs name them, not this table's; VACUUM each such table on its own"
         )
+        named = nested_references(storage, nested, version=segment.version)
+        cloned = [i for i in idx if paths[i] in named]
+        if cloned:
+            idx = [i for i in idx if paths[i] not in named]
+            side_idx = [i for i in side_idx if paths[i] not in named]
+            notes.append(
+                f"left {len(cloned)} file(s) that tables nested in this one name by absolute "
+                f"paths (a shallow clone's files; first: {paths[cloned[0]]})"
+            )
     files = [paths[i] for i in idx]
     _prove_deletable(storage, files, refs, version=segment.version,
                      keep_versions=kept_versions)
