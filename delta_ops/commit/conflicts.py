@@ -27,10 +27,16 @@ from delta_ops.commit.row_ids import (
     num_records_from_stats,
     parse_high_water_mark,
 )
-from delta_ops.errors import CommitConflictError
+from delta_ops.errors import CommitConflictError, MissingFileError, StorageError
+from delta_ops.log import list_log
 from delta_ops.protocol.actions import canonical_path
+from delta_ops.protocol.filenames import LogFileKind
+from delta_ops.storage import FileInfo, Storage
 
-__all__ = ["Footprint", "WinningCommit", "check_winning_commit", "footprint_of"]
+__all__ = [
+    "Footprint", "WinningCommit", "check_winning_commit", "footprint_of", "landed",
+    "winning_commits",
+]
 
 
 @dataclass(frozen=True)
@@ -220,3 +226,35 @@ def check_winning_commit(
             if isinstance(value, int) and not isinstance(value, bool):
                 ict = value
     return WinningCommit(version, hwm, ict)
+
+
+def landed(storage: Storage, path: str, data: bytes) -> bool:
+    """Whether the commit file put-if-absent refused at `path` is ours, `data` byte for byte
+    (its `commitInfo.txnId` is a fresh UUID). A store may persist a put whose answer was
+    lost (S3 answering 500 after the write): the client's retry is then refused, and
+    without this look the commit would be taken for another writer's and made again."""
+    try:
+        return storage.read(path) == data
+    except MissingFileError:
+        return False
+
+
+def winning_commits(storage: Storage, start: int, *, table: str) -> list[tuple[int, FileInfo]]:
+    """The commits from `start` on (at least `start` itself, which beat us), contiguous."""
+    found: list[tuple[int, FileInfo]] = []
+    for lf, info in list_log(storage, start):
+        if lf.kind == LogFileKind.COMMIT and lf.version >= start:
+            found.append((lf.version, info))
+    found.sort(key=lambda item: item[0])
+    contiguous: list[tuple[int, FileInfo]] = []
+    for v, info in found:
+        if v != start + len(contiguous):
+            break
+        contiguous.append((v, info))
+    if not contiguous:
+        raise StorageError(
+            f"put-if-absent refused commit {start} but no such commit is listed",
+            table=table,
+            version=start,
+        )
+    return contiguous

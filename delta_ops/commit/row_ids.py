@@ -55,6 +55,8 @@ __all__ = [
     "names_clash",
     "num_records_from_stats",
     "parse_high_water_mark",
+    "row_id_findings",
+    "row_id_mark",
     "row_id_problems",
 ]
 
@@ -273,20 +275,62 @@ def _records(files: pa.Table, counts: pa.Array | None) -> pa.Array:
     return from_pylist([num_records_from_stats(s) for s in stats], pa.int64())
 
 
-def max_assigned_row_id(files: pa.Table, *, counts: pa.Array | None = None) -> int:
+#: Spark's statistics start with `numRecords`: read in Arrow; other orders fall back to JSON.
+_LEADING_NUM_RECORDS = r'^\{\s*"numRecords"\s*:\s*(?P<n>[0-9]{1,18})\s*[,}]'
+
+
+def _fast_records(files: pa.Table, rows: np.ndarray) -> pa.Array:
+    """`numRecords` of `files` (null where unknown), parsed as JSON only for the `rows`
+    (a mask) whose statistics do not start with it."""
+    stats = files.column("stats")
+    stats = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
+    lead = pc.struct_field(pc.extract_regex(stats, _LEADING_NUM_RECORDS), "n").cast(pa.int64())
+    known = int_values(lead)[1].copy()
+    rest = np.flatnonzero(rows & ~known)
+    if not len(rest):
+        return lead
+    values = lead.fill_null(0).to_numpy().copy()
+    for i in rest.tolist():
+        got = num_records_from_stats(stats[i].as_py())
+        values[i], known[i] = (0, False) if got is None else (got, True)
+    return pa.array(values, pa.int64(), mask=~known)
+
+
+def max_assigned_row_id(files: Any, *, counts: pa.Array | None = None) -> int:
     """Highest row ID `[baseRowId, baseRowId + numRecords)` any of `files` covers; -1 if none.
 
     Args:
-        files: Add actions (ADD_SCHEMA).
+        files: Add or remove actions (ADD_SCHEMA, REMOVE_SCHEMA: `baseRowId` and `stats`),
+            as a table or a streamed state (`tables(columns)`).
         counts: Row counts aligned with `files`; numRecords from stats when None.
     """
+    if not isinstance(files, pa.Table):  # a streamed state: a row group at a time
+        return max((max_assigned_row_id(t) for t in files.tables(["baseRowId", "stats"])),
+                   default=NO_ROW_IDS)
     if not files.num_rows:
         return NO_ROW_IDS
     base, has_base = int_values(files.column("baseRowId"))
-    n, has_n = int_values(_records(files, counts))
+    if not has_base.any():
+        return NO_ROW_IDS
+    n, has_n = int_values(counts if counts is not None else _fast_records(files, has_base))
     # A file without a count covers one row at least; without a base row ID, none.
     last = (base + np.where(has_n, n, 1) - 1)[has_base]
     return int(last.max()) if len(last) else NO_ROW_IDS
+
+
+def row_id_mark(
+    domains: Mapping[str, DomainMetadata],
+    *file_sets: Any,
+    floor: int = NO_ROW_IDS,
+    table: str | None = None,
+) -> int:
+    """The mark fresh row IDs start above: the `delta.rowTracking` domain's, raised to the
+    highest ID any of `file_sets` (live adds, tombstones: tables or streamed states) holds,
+    and to `floor`. A writer that let its recorded mark lag behind its files (the spec
+    forbids it) must not make us hand out their IDs again: "Writers must never commit
+    duplicate Row IDs in the table in any version"."""
+    return max(high_water_mark(domains, table=table), floor,
+               *(max_assigned_row_id(f) for f in file_sets))
 
 
 def row_id_problems(
@@ -308,9 +352,20 @@ def row_id_problems(
         counts: Row counts aligned with `files`; numRecords from stats when None.
         limit: At most this many messages.
     """
-    problems: list[str] = []
+    found = row_id_findings(files, high_water_mark=high_water_mark, counts=counts)
+    return [f"{path}{'' if why.startswith(' [') else ': '}{why}"
+            for path, _kind, why in found[:limit]]
+
+
+def row_id_findings(
+    files: pa.Table, *, high_water_mark: int, counts: pa.Array | None = None
+) -> list[tuple[str, str, str]]:
+    """`row_id_problems` as (path, kind, reason): kind `missing` (no `baseRowId` or
+    `defaultRowCommitVersion`), `unknown` (no row count), `invalid` (a negative ID, IDs
+    above the mark, ranges that overlap)."""
+    out: list[tuple[str, str, str]] = []
     if not files.num_rows:
-        return problems
+        return out
     paths = files.column("path").to_pylist()
     base = files.column("baseRowId").to_pylist()
     commit_versions = files.column("defaultRowCommitVersion").to_pylist()
@@ -318,26 +373,25 @@ def row_id_problems(
     ranges: list[tuple[int, int, str]] = []
     for path, b, cv, k in zip(paths, base, commit_versions, n, strict=True):
         if b is None:
-            problems.append(f"{path}: no baseRowId")
+            out.append((path, "missing", "no baseRowId"))
             continue
         if cv is None:
-            problems.append(f"{path}: no defaultRowCommitVersion")
+            out.append((path, "missing", "no defaultRowCommitVersion"))
         if k is None:
-            problems.append(f"{path}: row count unknown")
+            out.append((path, "unknown", "row count unknown"))
             continue
         if b < 0:
-            problems.append(f"{path}: negative baseRowId {b}")
+            out.append((path, "invalid", f"negative baseRowId {b}"))
         if k and b + k - 1 > high_water_mark:
-            problems.append(
-                f"{path}: row IDs up to {b + k - 1} exceed the high-water mark {high_water_mark}"
-            )
+            out.append((path, "invalid", f"row IDs up to {b + k - 1} exceed the high-water "
+                                         f"mark {high_water_mark}"))
         if k:
             ranges.append((b, b + k, path))
     ranges.sort()
     for (b1, e1, p1), (b2, _e2, p2) in zip(ranges, ranges[1:], strict=False):
         if b2 < e1:
-            problems.append(f"{p1} [{b1}, {e1}) overlaps {p2} starting at {b2}")
-    return problems[:limit]
+            out.append((p1, "invalid", f" [{b1}, {e1}) overlaps {p2} starting at {b2}"))
+    return out
 
 
 def column_names(schema: Any) -> set[str]:

@@ -41,23 +41,29 @@ from delta_ops.commit.actions import (
     normalize_metadata,
     normalize_protocol,
 )
-from delta_ops.commit.conflicts import Footprint, check_winning_commit, footprint_of
+from delta_ops.commit.conflicts import (
+    Footprint,
+    check_winning_commit,
+    footprint_of,
+    landed,
+    winning_commits,
+)
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.commit.row_ids import (
     ENABLE_ROW_TRACKING,
+    NO_ROW_IDS,
     ROW_TRACKING_DOMAIN,
     assign_row_ids,
     carry_over_row_ids,
     check_enablement,
-    high_water_mark,
     high_water_mark_domain,
     num_records_from_stats,
+    row_id_mark,
 )
 from delta_ops.errors import (
     AtomicityUnsupportedError,
     CommitRetriesExhaustedError,
     InvalidCommitError,
-    StorageError,
     TableExistsError,
     UnsupportedFeatureError,
 )
@@ -67,7 +73,7 @@ from delta_ops.protocol.actions import DomainMetadata, Metadata
 from delta_ops.protocol.filenames import LOG_DIR, LogFileKind
 from delta_ops.protocol.table_configuration import ICT_TIMESTAMP, ICT_VERSION, TableConfiguration
 from delta_ops.protocol.upgrade import protocol_with_features
-from delta_ops.storage import FileInfo, Storage
+from delta_ops.storage import Storage
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -131,8 +137,8 @@ class Transaction:
         user_metadata: commitInfo `userMetadata`.
         row_counts: Known physical row counts by add path, used before stats and footers.
         operation_metrics: commitInfo `operationMetrics` (values written as strings).
-        isolation_level: commitInfo `isolationLevel` (Spark writes `SnapshotIsolation` for
-            commits that change no data, e.g. VACUUM START/END).
+        isolation_level: commitInfo `isolationLevel` (`SnapshotIsolation`: no data change).
+        row_id_floor: The highest row ID the table's files hold, when the caller read them.
     """
 
     def __init__(
@@ -157,6 +163,7 @@ class Transaction:
         row_counts: Mapping[str, int] | None = None,
         operation_metrics: Mapping[str, Any] | None = None,
         isolation_level: str = "Serializable",
+        row_id_floor: int = NO_ROW_IDS,
     ) -> None:
         self.storage = (
             snapshot.storage if snapshot is not None else Storage.of(table, storage_options)
@@ -180,6 +187,7 @@ class Transaction:
         self.row_counts = dict(row_counts or {})
         self.operation_metrics = dict(operation_metrics or {})
         self.isolation_level = isolation_level
+        self.row_id_floor = row_id_floor
         self.txn_id = str(uuid.uuid4())
         self._actions: list[dict[str, Any]] = []
         self._metadata: dict[str, Any] | None = None
@@ -384,11 +392,13 @@ class Transaction:
         new = self._validate(protocol, metadata)
         row_tracking = new.is_feature_supported("rowTracking")
         counts: dict[str, int] = {}
-        hwm = -1
+        hwm = self.row_id_floor
         if row_tracking:
             self._carry_over_row_ids()
             counts = self._row_counts()
-            hwm = high_water_mark(snap.domains, table=self.table) if snap is not None else -1
+            if snap is not None:  # the domain's mark, raised to the IDs files hold
+                hwm = row_id_mark(snap.domains, snap.files, snap.tombstones, floor=hwm,
+                                  table=self.table)
         enabling_rt = is_true(new.configuration, ENABLE_ROW_TRACKING) and (
             snap is None or not is_true(snap.metadata.configuration, ENABLE_ROW_TRACKING)
         )
@@ -442,7 +452,8 @@ class Transaction:
             )
             data = b"\n".join(orjson.dumps(a) for a in actions) + b"\n"
             path = f"{LOG_DIR}/{filenames.commit_name(version)}"
-            if storage.put_if_absent(path, data, accept_non_atomic=self.accept_non_atomic):
+            if storage.put_if_absent(path, data, accept_non_atomic=self.accept_non_atomic) \
+                    or landed(storage, path, data):
                 self._result = CommitResult(
                     version=version,
                     attempts=attempts,
@@ -467,7 +478,7 @@ class Transaction:
                     table=self.table,
                     version=version,
                 )
-            winners = self._winning_commits(version)
+            winners = winning_commits(storage, version, table=self.table)
             for win_version, info in winners:
                 raw = storage.read(info.path)
                 win_actions = parse_json_actions(
@@ -504,26 +515,6 @@ class Transaction:
         if info is not None:
             return info.modification_time
         return int(snap.timestamp)
-
-    def _winning_commits(self, start: int) -> list[tuple[int, FileInfo]]:
-        """The commits from `start` on (at least `start` itself, which beat us)."""
-        found: list[tuple[int, FileInfo]] = []
-        for lf, info in list_log(self.storage, start):
-            if lf.kind == LogFileKind.COMMIT and lf.version >= start:
-                found.append((lf.version, info))
-        found.sort(key=lambda item: item[0])
-        contiguous: list[tuple[int, FileInfo]] = []
-        for v, info in found:
-            if v != start + len(contiguous):
-                break
-            contiguous.append((v, info))
-        if not contiguous:
-            raise StorageError(
-                f"put-if-absent refused commit {start} but no such commit is listed",
-                table=self.table,
-                version=start,
-            )
-        return contiguous
 
     def _build(
         self,

@@ -31,6 +31,11 @@ DENIED_BODY = (
     b"<Message>Access Denied</Message>"
     b"<RequestId>delta-ops-proxy</RequestId><HostId>delta-ops-proxy</HostId></Error>"
 )
+INTERNAL_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+    b"<Message>We encountered an internal error. Please try again.</Message>"
+    b"<RequestId>delta-ops-proxy</RequestId><HostId>delta-ops-proxy</HostId></Error>"
+)
 # Hop-by-hop headers and those aiohttp sets itself.
 _DROP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
@@ -61,17 +66,21 @@ class S3Proxy:
             ``AccessDenied``): a store whose policy refuses some requests.
         ignore: Query parameters taken out of each request before it is forwarded (it is
             counted and recorded as sent): a store that ignores them.
+        lose_answer: Given a request's kind and path with query, True to forward it and
+            then answer ``500 InternalError`` (counted as ``LostAnswer`` too): a store
+            that did the work but whose answer was lost.
     """
 
     def __init__(
         self, upstream: str, *, latency: float = 0.05, slowdown: float = 0.0, seed: int = 0,
-        deny: Any = None, ignore: tuple[str, ...] = (),
+        deny: Any = None, ignore: tuple[str, ...] = (), lose_answer: Any = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.latency = latency
         self.slowdown = slowdown
         self.deny = deny
         self.ignore = ignore
+        self.lose_answer = lose_answer
         self._rng = random.Random(seed)
         self._counts: Counter[str] = Counter()
         #: (kind, path with query) of every request counted, in order, since the last
@@ -148,6 +157,10 @@ class S3Proxy:
         with self._lock:
             self.upstream_seconds += time.perf_counter() - t0
             self.forwarded += 1
+        if self.lose_answer is not None and self.lose_answer(kind, request.path_qs):
+            with self._lock:
+                self._counts["LostAnswer"] += 1
+            return web.Response(status=500, body=INTERNAL_BODY, content_type="application/xml")
         return web.Response(status=status, body=payload, headers=out_headers)
 
     def start(self) -> S3Proxy:

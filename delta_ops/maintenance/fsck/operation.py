@@ -197,6 +197,7 @@ def _checks(
         notes.append("data files not checked: the latest version does not read")
     else:
         problems += _checksum_problems(storage, check, snapshot, run_on)
+        problems += _row_id_problems(snapshot)
         try:
             data = check_data(storage, snapshot, run_on, verify_data=verify_data)
         except CorruptLogError as exc:  # a streamed checkpoint row group that does not read
@@ -212,6 +213,26 @@ def _checks(
             if note:
                 notes.append(note)
     return check, snapshot, problems, notes, data
+
+
+def _row_id_problems(snapshot: Any) -> list[Problem]:
+    """Row IDs of the live files (spec "Row Tracking"): no two ranges overlap, none above
+    the high-water mark, and, once row tracking is enabled, every file has them. Files
+    without a row count in their statistics are not judged (no footer is read here); a
+    streamed state is not checked."""
+    from delta_ops.commit.row_ids import high_water_mark, row_id_findings
+
+    config = snapshot.table_configuration
+    if snapshot.streamed or not config.is_feature_supported("rowTracking"):
+        return []
+    enabled = config.is_row_tracking_enabled
+    found = row_id_findings(snapshot.files, high_water_mark=high_water_mark(
+        snapshot.domains, table=snapshot.table))
+    return [
+        Problem("row_ids", ERROR, path, why.strip(), snapshot.version)
+        for path, kind, why in found
+        if kind == "invalid" or (kind == "missing" and enabled)
+    ]
 
 
 def _repair(

@@ -29,7 +29,7 @@ class Problem:
     Attributes:
         code: what kind (`missing_file`, `dangling_link`, `size_mismatch`, `missing_dv`,
             `corrupt_dv`, `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`,
-            `checksum_mismatch`, the log's codes of `delta_ops.log.check_log`,
+            `checksum_mismatch`, `row_ids`, the log's codes of `delta_ops.log.check_log`,
             `unreferenced_file`).
         severity: `error` or `warning`.
         file: the file at fault, relative to the table root (or as the log names it when

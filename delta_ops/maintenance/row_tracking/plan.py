@@ -16,7 +16,7 @@ files of the first plan: the two paths commit the same batches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -148,18 +148,28 @@ def missing_mask(files: pa.Table) -> pa.ChunkedArray | pa.Array:
 
 
 def missing_tables(
-    files: pa.Table | StreamedActions, columns: Sequence[str] | None = None
+    files: pa.Table | StreamedActions,
+    columns: Sequence[str] | None = None,
+    seen: Callable[[pa.Table], None] | None = None,
 ) -> Iterator[pa.Table]:
     """The files lacking row IDs, in the state's order, a table at a time (never empty):
     `columns` of them (every column when None). A loaded state is one table; a streamed one
-    is read again, one row group at a time."""
+    is read again, one row group at a time, and `seen` (with `columns`) is shown each of
+    its tables before the filter (`columns` and the row ID columns)."""
     if isinstance(files, StreamedActions):
         if columns is None:
             tables = files.where(missing_mask).tables()
         else:
             wanted = list(columns)
             read = wanted + [c for c in _ROW_COLUMNS if c not in wanted]
-            tables = (t.filter(missing_mask(t)).select(wanted) for t in files.tables(read))
+
+            def shown(t: pa.Table) -> pa.Table:
+                if seen is not None:
+                    seen(t)
+                return t
+
+            tables = (shown(t).filter(missing_mask(t)).select(wanted)
+                      for t in files.tables(read))
         for t in tables:
             if t.num_rows:
                 yield t

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 
 from delta_ops.commit.refresh import refresh_snapshot
 from delta_ops.commit.row_counts import footer_row_counts
+from delta_ops.commit.row_ids import NO_ROW_IDS, max_assigned_row_id
 from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import CommitConflictError
 from delta_ops.log import Snapshot, list_log, load_snapshot, read_commit
@@ -111,6 +112,8 @@ def backfill_streamed(
         first = False
         with _FooterCounts(storage, engine) as footers:
             plan = _survey(base, batch_size, footers)
+            # Each commit's snapshot holds no files (`_header`): the IDs they hold, here.
+            common = {**common, "row_id_floor": plan.high_water_mark}
             upgrade = plan.new_protocol is not None or bool(plan.new_configuration)
             if not (upgrade or plan.files_missing):
                 if not enable:
@@ -163,14 +166,20 @@ def _survey(base: Snapshot, batch_size: int, footers: _FooterCounts) -> Backfill
     """Step 1: the plan of `base` (one pass), the footer counts spilled on the way."""
     missing = 0
     batch: list[str] = []
-    for t in missing_tables(base.files, _SURVEY_COLUMNS):
+    top = [NO_ROW_IDS]  # the highest row ID a live file holds: the mark must not lag it
+
+    def seen(t: pa.Table) -> None:
+        top[0] = max(top[0], max_assigned_row_id(t))
+
+    for t in missing_tables(base.files, _SURVEY_COLUMNS, seen):
         missing += t.num_rows
         if len(batch) < batch_size:
             batch.extend(t.column("path").slice(0, batch_size - len(batch)).to_pylist())
         footers.add(lacking_num_records(t))
     footers.finish()
     _release()
-    return make_plan(base, str(uuid.uuid4()), missing, batch)
+    plan = make_plan(base, str(uuid.uuid4()), missing, batch)
+    return dataclasses.replace(plan, high_water_mark=max(plan.high_water_mark, top[0]))
 
 
 def _release() -> None:
