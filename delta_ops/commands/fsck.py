@@ -66,7 +66,7 @@ def _cmd_fsck(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         f"version     {result.version}",
         f"checked     {result.num_files} live files, {result.num_deletion_vectors} deletion "
         f"vectors" + (", Parquet footers" if result.verified_data else "")
-        + (f"; {result.num_outside_table} outside the table root (not checked)"
+        + (f"; {result.num_outside_table} outside the table root (data files: existence only)"
            if result.num_outside_table else ""),
         f"found       {len(result.errors)} errors, {len(result.warnings)} warnings",
     ]

@@ -24,7 +24,7 @@ descriptor pointing into it decoded (`read_dv_from_file_bytes`: size, CRC-32, bi
 cardinality); inline DVs are decoded from the descriptor. With `verify_data`, every present
 data file's Parquet footer is read on the engine and its row count compared with
 `numRecords` (files whose statistics lack it: footer read only). Files outside the table
-root are counted, not checked.
+root are checked for existence by a listing of their directories (`external`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from delta_ops.commit.row_ids import num_records_from_stats
 from delta_ops.engine.spill import BucketSpill, bucket_ids
 from delta_ops.errors import DeletionVectorError, StorageError
+from delta_ops.maintenance.fsck.external import EXTERNAL_CHECKED, check_external
 from delta_ops.maintenance.fsck.problems import ERROR, WARNING, Problem
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
@@ -82,6 +83,8 @@ class DataCheck:
     num_files: int = 0
     num_deletion_vectors: int = 0
     num_outside_table: int = 0
+    #: Live files outside the root (as the log names them), up to `EXTERNAL_CHECKED`.
+    external: list[str] = field(default_factory=list)
 
 
 def _directory(key: str) -> str:
@@ -169,6 +172,10 @@ class _Check:
             keys = _keys(t.column("path").combine_chunks(), self.root)
             self.out.num_files += t.num_rows
             self.out.num_outside_table += keys.null_count
+            room = EXTERNAL_CHECKED - len(self.out.external)
+            if keys.null_count and room > 0:
+                outside = t.column("path").combine_chunks().filter(keys.is_null())
+                self.out.external += outside.slice(0, room).to_pylist()
             self._keep(t, keys, offset)
             self._deletion_vectors(t, keys, offset)
             offset += t.num_rows
@@ -344,6 +351,8 @@ def _run(storage: Storage, engine: Engine, check: _Check) -> DataCheck:
             if proven:
                 f = check._damage(key, row)
                 f.dv_key, f.dv_corrupt = at, True
+    if out.external:
+        out.problems += check_external(storage, out.external, version)
     check.rows_of_damaged()
     return out
 

@@ -29,7 +29,8 @@ class Problem:
     Attributes:
         code: what kind (`missing_file`, `dangling_link`, `size_mismatch`, `missing_dv`,
             `corrupt_dv`, `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`,
-            `checksum_mismatch`, `row_ids`, the log's codes of `delta_ops.log.check_log`,
+            `checksum_mismatch`, `row_ids`, `missing_external_file`, `unchecked_external`,
+            the log's codes of `delta_ops.log.check_log`,
             `unreferenced_file`).
         severity: `error` or `warning`.
         file: the file at fault, relative to the table root (or as the log names it when
@@ -138,7 +139,8 @@ class FsckResult:
         problems: every problem found, errors first, then by file.
         num_files: live data files checked.
         num_deletion_vectors: deletion vectors checked (inline ones included).
-        num_outside_table: live files (or DV files) outside the table root: not checked.
+        num_outside_table: live files (or DV files) outside the table root (data files
+            among them checked for existence, up to `external.EXTERNAL_CHECKED`).
         verified_data: Parquet footers were read (`verify_data`).
         notes: what was not checked, and why.
         repair: the repair, when asked.
