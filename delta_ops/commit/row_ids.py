@@ -32,6 +32,9 @@ SPEC_HIGH_WATER_MARK_KEY = "highWaterMark"
 NO_ROW_IDS = -1
 
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+#: Spec "Row Tracking": while true, writers assign no fresh row IDs, and row tracking may
+#: not be enabled.
+ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
 MATERIALIZED_ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 MATERIALIZED_ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -42,6 +45,7 @@ __all__ = [
     "MATERIALIZED_ROW_ID_COLUMN",
     "NO_ROW_IDS",
     "ROW_TRACKING_DOMAIN",
+    "ROW_TRACKING_SUSPENDED",
     "RowIdAssignment",
     "assign_row_ids",
     "carry_over_row_ids",
@@ -463,6 +467,7 @@ def enablement_problems(
     configuration: Mapping[str, str],
     taken_names: Iterable[str],
     files_without_row_ids: int,
+    invalid_row_ids: Sequence[str] = (),
 ) -> list[str]:
     """Why `delta.enableRowTracking=true` may not be committed (empty list: it may).
 
@@ -472,10 +477,18 @@ def enablement_problems(
         taken_names: Column names (display and physical) of the schema being committed.
         files_without_row_ids: Live files of the resulting version lacking baseRowId or
             defaultRowCommitVersion.
+        invalid_row_ids: What is wrong with the row IDs live files already hold (ranges
+            that overlap, negative IDs), one message each.
     """
     problems = []
     if not row_tracking_supported:
         problems.append("the protocol does not support the rowTracking writer feature")
+    if str(configuration.get(ROW_TRACKING_SUSPENDED, "")).lower() == "true":
+        problems.append(f"{ROW_TRACKING_SUSPENDED} is true (the spec forbids both at once)")
+    if invalid_row_ids:
+        more = f" and {len(invalid_row_ids) - 3} more" if len(invalid_row_ids) > 3 else ""
+        problems.append("live files already hold invalid row IDs: "
+                        + "; ".join(invalid_row_ids[:3]) + more)
     names = [
         configuration.get(MATERIALIZED_ROW_ID_COLUMN),
         configuration.get(MATERIALIZED_ROW_COMMIT_VERSION_COLUMN),
@@ -519,7 +532,14 @@ def check_enablement(
     removed = {canonical_path(obj["remove"]["path"], table) for obj in actions if "remove" in obj}
     readded = {canonical_path(obj["add"]["path"], table) for obj in actions if "add" in obj}
     lacking = 0
+    invalid: list[str] = []
     if files is not None and files.num_rows:
+        changed = removed | readded
+        kept = files.filter(pa.array([canonical_path(p, table) not in changed
+                                      for p in files.column("path").to_pylist()], pa.bool_()))
+        top = max_assigned_row_id(kept)  # IDs above the mark: the commit raises it
+        invalid = [f"{path}{'' if why.startswith(' [') else ': '}{why}" for path, kind, why
+                   in row_id_findings(kept, high_water_mark=top) if kind == "invalid"]
         mask = pc.or_(
             pc.is_null(files.column("baseRowId")),
             pc.is_null(files.column("defaultRowCommitVersion")),
@@ -537,6 +557,7 @@ def check_enablement(
         configuration=metadata.get("configuration") or {},
         taken_names=schema_names,
         files_without_row_ids=lacking,
+        invalid_row_ids=invalid,
     )
     if problems:
         raise InvalidCommitError(

@@ -53,9 +53,11 @@ from delta_ops.commit.row_ids import (
     ENABLE_ROW_TRACKING,
     NO_ROW_IDS,
     ROW_TRACKING_DOMAIN,
+    ROW_TRACKING_SUSPENDED,
     assign_row_ids,
     carry_over_row_ids,
     check_enablement,
+    high_water_mark,
     high_water_mark_domain,
     num_records_from_stats,
     row_id_mark,
@@ -391,12 +393,15 @@ class Transaction:
         metadata = self.metadata
         new = self._validate(protocol, metadata)
         row_tracking = new.is_feature_supported("rowTracking")
+        # Suspended: existing row IDs are kept, no fresh ones assigned (spec "Row Tracking").
+        assigning = row_tracking and not is_true(new.configuration, ROW_TRACKING_SUSPENDED)
         counts: dict[str, int] = {}
-        hwm = self.row_id_floor
+        hwm = self._recorded_mark = self.row_id_floor
         if row_tracking:
             self._carry_over_row_ids()
             counts = self._row_counts()
             if snap is not None:  # the domain's mark, raised to the IDs files hold
+                self._recorded_mark = high_water_mark(snap.domains, table=self.table)
                 hwm = row_id_mark(snap.domains, snap.files, snap.tombstones, floor=hwm,
                                   table=self.table)
         enabling_rt = is_true(new.configuration, ENABLE_ROW_TRACKING) and (
@@ -447,7 +452,7 @@ class Transaction:
                 ict=ict,
                 hwm=hwm,
                 counts=counts,
-                row_tracking=row_tracking,
+                row_tracking=assigning,
                 enabling_ict=ict_on and not ict_was_on,
             )
             data = b"\n".join(orjson.dumps(a) for a in actions) + b"\n"
@@ -489,6 +494,7 @@ class Transaction:
                 )
                 if facts.high_water_mark is not None:
                     hwm = max(hwm, facts.high_water_mark)
+                    self._recorded_mark = max(self._recorded_mark, facts.high_water_mark)
                 if ict_on:
                     if facts.in_commit_timestamp is not None:
                         prev_ict = facts.in_commit_timestamp
@@ -579,7 +585,7 @@ class Transaction:
                 new_hwm = assignment.high_water_mark
         for dm in self._domains.values():
             actions.append({"domainMetadata": dm.to_dict()})
-        if row_tracking and new_hwm > hwm:
+        if row_tracking and new_hwm > self._recorded_mark:  # a lagging mark is set right too
             actions.append({"domainMetadata": high_water_mark_domain(new_hwm).to_dict()})
         actions.extend(obj for obj in file_actions if "txn" in obj)
         actions.extend(obj for obj in file_actions if "txn" not in obj)

@@ -330,17 +330,24 @@ def _file_identity(a: Mapping[str, Any], root: str | None) -> tuple:
 
 
 def _file_value(a: Mapping[str, Any]) -> tuple:
-    """Everything compared of an add but its statistics."""
+    """Everything compared of an add but its statistics: partition values, size, time, the
+    deletion vector, row tracking's `baseRowId` and `defaultRowCommitVersion`, `tags` (none
+    and empty alike) and `clusteringProvider`."""
     dv = a.get("deletionVector") or None
     dv_v = None
     if dv:
         dv_v = tuple(sorted((k, v) for k, v in dv.items() if v is not None))
     pv = a.get("partitionValues") or {}
+    tags = a.get("tags") or {}
     return (
         tuple(sorted(pv.items())),
         a.get("size"),
         a.get("modificationTime"),
         dv_v,
+        a.get("baseRowId"),
+        a.get("defaultRowCommitVersion"),
+        tuple(sorted(tags.items())) if isinstance(tags, Mapping) else tags,
+        a.get("clusteringProvider"),
     )
 
 
@@ -397,6 +404,10 @@ def compare_checksums(
     ):
         if r != c:
             add(name, r, c)
+    # Spec: inCommitTimestampOpt is "present if and only if In-Commit Timestamps are
+    # enabled"; the computed side has it exactly then.
+    if (recorded.in_commit_timestamp is None) != (computed.in_commit_timestamp is None):
+        add("inCommitTimestampOpt", recorded.in_commit_timestamp, computed.in_commit_timestamp)
     for name, r, c in (
         ("inCommitTimestampOpt", recorded.in_commit_timestamp, computed.in_commit_timestamp),
         ("numDeletedRecordsOpt", recorded.num_deleted_records, computed.num_deleted_records),

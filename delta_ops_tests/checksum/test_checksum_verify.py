@@ -49,8 +49,8 @@ def struct_stats_only(tmp_path) -> Path:
     return root
 
 
-def _edit_crc(root: Path, edit) -> None:
-    path = root / "_delta_log" / f"{1:020d}.crc"
+def _edit_crc(root: Path, edit, version: int = 1) -> None:
+    path = root / "_delta_log" / f"{version:020d}.crc"
     crc = json.loads(path.read_text())
     edit(crc)
     path.write_text(json.dumps(crc))
@@ -162,3 +162,42 @@ def test_the_dagster_check_makes_the_same_comparison(struct_stats_only, tmp_path
     assert "checksum_mismatch" in result.metadata["problem_codes"].value
     assert "allFiles" in result.description
     assert [m.field for m in verify_checksum(str(struct_stats_only)).mismatches] == ["allFiles"]
+
+
+@pytest.mark.parametrize("edit", [
+    "ict removed", "ict added", "baseRowId changed", "baseRowId removed",
+    "defaultRowCommitVersion changed", "tags added",
+])
+def test_row_ids_tags_and_the_ict_are_compared(tmp_path, edit):
+    """Before, a `.crc` whose `allFiles` carried other row IDs or tags, or whose
+    `inCommitTimestampOpt` was missing on an ICT table (or present on another), verified."""
+    from delta_ops.maintenance.row_tracking import backfill_row_tracking
+    from delta_ops.storage import Storage
+    from delta_ops_tests.support.histories import HistorySpec, build_history
+
+    ict = edit != "ict added"
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    build_history(storage, HistorySpec(in_commit_timestamps=ict,
+                                       steps=(("append", (2, 3), True),)))
+    backfill_row_tracking(storage, sleep=lambda _s: None)
+    version = write_checksum(storage, method="full").version
+    assert verify_checksum(storage, version=version).mismatches == ()
+
+    def change(crc: dict) -> None:
+        first = crc["allFiles"][0]
+        if edit == "ict removed":
+            del crc["inCommitTimestampOpt"]
+        elif edit == "ict added":
+            crc["inCommitTimestampOpt"] = 123
+        elif edit == "baseRowId changed":
+            first["baseRowId"] = 999_999
+        elif edit == "baseRowId removed":
+            del first["baseRowId"]
+        elif edit == "defaultRowCommitVersion changed":
+            first["defaultRowCommitVersion"] = 77
+        else:
+            first["tags"] = {"k": "v"}
+
+    _edit_crc(tmp_path / "t", change, version=version)
+    fields = [m.field for m in verify_checksum(storage, version=version).mismatches]
+    assert fields == ["inCommitTimestampOpt" if "ict" in edit else "allFiles"]

@@ -120,3 +120,24 @@ def test_time_travel_after_the_ict_enablement_ignores_older_files_times(new_stor
     assert version_at_timestamp(storage, between, ict) == 3
     assert version_at_timestamp(storage, entries[2].timestamp, ict) == 2
     assert version_at_timestamp(storage, entries[4].timestamp, ict) == 4
+
+
+@pytest.mark.parametrize("info", [[{"inCommitTimestamp": 1}], {"inCommitTimestamp": "1"}])
+def test_a_malformed_commit_info_under_ict_is_a_clean_error(new_storage, tmp_path, info):
+    """`commitInfo` as a JSON array (before: AttributeError) or a timestamp that is not an
+    integer: a CorruptLogError naming the commit."""
+    from delta_ops.errors import CorruptLogError
+    from delta_ops.log import load_snapshot, version_at_timestamp
+
+    storage = new_storage("bad")
+    spec = HistorySpec(in_commit_timestamps=True, steps=(("append", (1,), True),) * 3)
+    build_history(storage, spec)
+    ict = load_snapshot(storage).table_configuration.ict
+    path = tmp_path / "bad" / LOG_DIR / commit_name(3)
+    lines = path.read_text().splitlines()
+    lines = [json.dumps({"commitInfo": info}) if '"commitInfo"' in line else line
+             for line in lines]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptLogError, match="inCommitTimestamp") as raised:
+        version_at_timestamp(storage, 1, ict)
+    assert raised.value.file.endswith(commit_name(3))

@@ -18,6 +18,7 @@ import pytest
 
 from delta_ops.commit.row_ids import ROW_TRACKING_DOMAIN, max_assigned_row_id, row_id_problems
 from delta_ops.commit.transaction import Transaction
+from delta_ops.errors import InvalidCommitError
 from delta_ops.layout.optimize import optimize
 from delta_ops.log import load_snapshot
 from delta_ops.maintenance.fsck import fsck
@@ -54,11 +55,11 @@ def _careless_table(storage: Storage, shape: str) -> None:
     _commit(storage, {"add": held}, {"add": bare}, *marks[shape])
 
 
-def _assert_valid(storage: Storage) -> None:
+def _assert_valid(storage: Storage, at_least: int = 104) -> None:
     snap = load_snapshot(storage)
     mark = json.loads(snap.domains[ROW_TRACKING_DOMAIN].configuration)["rowIdHighWaterMark"]
     assert row_id_problems(snap.files, high_water_mark=mark) == []
-    assert mark >= max_assigned_row_id(snap.files) >= 104
+    assert mark >= max_assigned_row_id(snap.files) >= at_least
 
 
 @pytest.mark.parametrize("threshold", [LOADED, STREAMED], ids=["loaded", "streamed"])
@@ -106,7 +107,75 @@ def test_fsck_reports_ids_above_the_mark_and_overlaps(tmp_path):
     _commit(storage, {"add": twin})
     reasons = [p.reason for p in fsck(str(storage.root)).problems if p.code == "row_ids"]
     assert any("overlaps" in r and twin["path"] in r for r in reasons), reasons
-    # The backfill never adds to it: its fresh IDs start above every held one.
-    backfill_row_tracking(storage, **NO_WAIT)
+    # The backfill never adds to it (its fresh IDs start above every held one), and does
+    # not enable row tracking over the overlap.
+    with pytest.raises(InvalidCommitError, match="overlaps"):
+        backfill_row_tracking(storage, **NO_WAIT)
     bare = [r for r in load_snapshot(storage).files.to_pylist() if r["baseRowId"] > 101]
     assert [r["baseRowId"] for r in bare] == [105]
+
+
+def _two_files(storage: Storage, held: dict, *, feature: bool) -> None:
+    """Two files: one without row IDs, one holding `held` (baseRowId and maybe
+    defaultRowCommitVersion); the rowTracking feature supported or not, no mark."""
+    build_history(storage, HistorySpec(steps=()))
+    if feature:
+        Transaction(storage).add_features(["rowTracking"]).commit()
+    bare = write_data_file(storage, rows=5)
+    other = write_data_file(storage, rows=5, start_id=5)
+    other.update(held)
+    _commit(storage, {"add": bare}, {"add": other})
+
+
+@pytest.mark.parametrize(("held", "feature"), [
+    ({"baseRowId": 0}, True),  # IDs without a commit version: recommitted in the batch
+    ({"baseRowId": 0, "defaultRowCommitVersion": 0}, False),  # fields without the feature
+])
+def test_ids_files_hold_count_whatever_else_they_lack(tmp_path, held, feature):
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    _two_files(storage, held, feature=feature)
+    result = backfill_row_tracking(storage, **NO_WAIT)
+    assert result.enabled
+    assert sorted(load_snapshot(storage).files.column("baseRowId").to_pylist()) == [0, 5]
+    _assert_valid(storage, at_least=9)
+
+
+def test_enabling_is_refused_when_held_ids_overlap(tmp_path):
+    """Two files already holding the same IDs (another writer's, before the feature):
+    row tracking is not enabled over them, and the refusal names both."""
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    build_history(storage, HistorySpec(steps=()))
+    files = [write_data_file(storage, rows=5, start_id=5 * i) for i in range(2)]
+    for f in files:
+        f.update(baseRowId=0, defaultRowCommitVersion=0)
+    _commit(storage, *({"add": f} for f in files))
+    with pytest.raises(InvalidCommitError, match="overlaps") as raised:
+        backfill_row_tracking(storage, **NO_WAIT)
+    assert all(f["path"] in str(raised.value) for f in files)
+    assert not load_snapshot(storage).table_configuration.is_row_tracking_enabled
+
+
+def test_a_suspended_table_is_refused_with_nothing_written(tmp_path):
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    build_history(storage, HistorySpec(steps=(("append", (2,), True),)))
+    txn = Transaction(storage).add_features(["rowTracking"])
+    md = dict(txn.snapshot.metadata.raw)
+    md["configuration"] = {**md.get("configuration", {}), "delta.rowTrackingSuspended": "true"}
+    txn.set_metadata(md).commit()
+    version = load_snapshot(storage).version
+    with pytest.raises(InvalidCommitError, match="suspended"):
+        backfill_row_tracking(storage, **NO_WAIT)
+    assert load_snapshot(storage).version == version
+
+
+def test_a_commit_on_a_lagging_table_records_the_mark_it_used(tmp_path):
+    """A commit that assigns no fresh ID still records the mark the files' IDs reach when
+    the recorded one lags, so the next writer does not start below them."""
+    storage = Storage.for_uri(str(tmp_path / "t"))
+    _careless_table(storage, "lagging")
+    snap = load_snapshot(storage)
+    bare = next(r for r in snap.files.to_pylist() if r["baseRowId"] is None)
+    Transaction(storage, operation="DELETE").remove_files(
+        [{"path": bare["path"], "deletionTimestamp": 1, "dataChange": True}]).commit()
+    assert json.loads(load_snapshot(storage).domains[ROW_TRACKING_DOMAIN].configuration) \
+        == {"rowIdHighWaterMark": 104}

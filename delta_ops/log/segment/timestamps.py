@@ -32,12 +32,18 @@ def read_in_commit_timestamp(storage: Storage, version: int) -> int:
     for line in data.splitlines():
         if not line.strip():
             continue
-        obj = orjson.loads(line)
-        ci = obj.get("commitInfo")
-        if ci is not None and ci.get("inCommitTimestamp") is not None:
-            return int(ci["inCommitTimestamp"])
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptLogError(f"a line is not JSON ({exc})", table=storage.root,
+                                  version=version, file=path) from exc
+        ci = obj.get("commitInfo") if isinstance(obj, dict) else None
+        value = ci.get("inCommitTimestamp") if isinstance(ci, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
     raise CorruptLogError(
-        "in-commit timestamps are enabled but the commit has no commitInfo.inCommitTimestamp",
+        "in-commit timestamps are enabled but the commit has no commitInfo object with an "
+        "integer inCommitTimestamp",
         table=storage.root,
         version=version,
         file=path,

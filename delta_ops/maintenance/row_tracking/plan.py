@@ -27,12 +27,14 @@ from delta_ops.commit.actions import is_true
 from delta_ops.commit.row_counts import footer_row_counts
 from delta_ops.commit.row_ids import (
     ENABLE_ROW_TRACKING,
+    ROW_TRACKING_SUSPENDED,
     column_names,
     high_water_mark,
     materialized_column_names,
     num_records_from_stats,
     row_id_problems,
 )
+from delta_ops.errors import InvalidCommitError
 from delta_ops.log import Snapshot, StreamedActions
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE
 from delta_ops.protocol.upgrade import protocol_with_features
@@ -188,6 +190,15 @@ def header_changes(
     protocol = snapshot.protocol
     config = snapshot.metadata.configuration
     enabled = snapshot.table_configuration.is_row_tracking_enabled
+    if is_true(config, ROW_TRACKING_SUSPENDED) and not enabled:
+        # Spec "Row Tracking": while suspended, writers assign no row IDs and may not
+        # enable row tracking.
+        raise InvalidCommitError(
+            f"row tracking is suspended on this table ({ROW_TRACKING_SUSPENDED}=true): no "
+            "row IDs may be assigned nor row tracking enabled; nothing was written. Unset "
+            "the property first if the table's owners agree",
+            table=snapshot.table, version=snapshot.version,
+        )
     new_protocol = protocol_with_features(protocol, ROW_TRACKING_FEATURES)
     new_config = materialized_column_names(
         config, column_names(snapshot.metadata.schema), token=token
