@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from delta_ops.errors import DeletionVectorError, StatsReadError, StorageError
+from delta_ops.layout.field_match import file_mismatch
 from delta_ops.layout.statistics import StatsCollector
 from delta_ops.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
@@ -122,6 +123,12 @@ def file_stats(
     try:
         with storage.open_input(key) as fh:
             pf = pq.ParquetFile(fh)
+            problem = file_mismatch(pf.schema_arrow, _stats_schema(config, top),
+                                    config.column_mapping_mode)
+            if problem is not None:
+                raise StatsReadError(
+                    f"{problem}: statistics read by name would not describe what readers "
+                    "read, so none are computed", table=table, file=path)
             mapping = _columns(pf, sorted(top), by_id)
             file_cols = sorted(set(mapping.values()))
             start = 0
@@ -151,6 +158,16 @@ def _valid(deleted: np.ndarray | None, start: int, n: int) -> pa.Array | None:
     mask = np.ones(n, dtype=bool)
     mask[(deleted[lo:hi] - np.uint64(start)).astype(np.int64)] = False
     return pa.array(mask)
+
+
+def _stats_schema(config: TableConfiguration, top: set[str]) -> pa.Schema:
+    """The Arrow schema (physical names, field ids) of the top-level columns in `top`."""
+    from delta_ops.protocol.schema import to_arrow
+
+    if config.schema is None:
+        return pa.schema([])
+    full = to_arrow(config.schema, physical=True, mode=config.column_mapping_mode)
+    return pa.schema([f for f in full if f.name in top])
 
 
 def _top_level_ids(config: TableConfiguration) -> dict[str, int]:

@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import DeletionVectorError, MissingFileError, RewriteError
+from delta_ops.layout.field_match import file_mismatch
 from delta_ops.layout.in_place import claim, fsync_file, local_path, start_writeback
 from delta_ops.layout.plan import Bin, InputFile
 from delta_ops.protocol.actions import Metadata
@@ -515,6 +516,13 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             offset = 0
             with storage.open_input(f.key) as fh:
                 pf = pq.ParquetFile(fh)
+                data_schema = pa.schema([c for c in s.file_schema if c.name not in (
+                    s.row_id_column, s.row_commit_version_column)])
+                problem = file_mismatch(pf.schema_arrow, data_schema, s.column_mapping_mode)
+                if problem is not None:
+                    raise RewriteError(
+                        f"{problem}: rewriting the file would change what readers read, so "
+                        "it is left as it is", table=s.table, file=storage.absolute_uri(f.key))
                 out.dictionaries.observe(pf.metadata)
                 # Decoded on this thread: the engine already runs a bin per core, and
                 # Arrow's own pool on top only hands columns between threads (the layout
