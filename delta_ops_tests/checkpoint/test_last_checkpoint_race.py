@@ -112,3 +112,36 @@ def test_cleanup_and_a_checkpoint_writer_on_threads(template, tmp_path):
         assert not errors, (i, errors)
         assert _hint(root) == 9, f"iteration {i}: _last_checkpoint moved backward"
         assert ours(root) == theirs(root)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["loaded", "streamed"])
+def test_a_checkpoint_another_writer_lands_meanwhile_is_not_replaced(tmp_path, monkeypatch,
+                                                                     stream):
+    """deltalake writes its classic checkpoint in the instant between our look for one and
+    our write (the look is made to miss it, as it would have a moment earlier). Before the
+    fix ours replaced theirs under the same name, under their readers; now theirs stays and
+    the result says it was already there."""
+    import deltalake
+    import pyarrow as pa
+
+    import delta_ops.maintenance.checkpoint.writer as writer_module
+
+    root = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(str(root), pa.table({"id": [i]}), mode="append")
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    theirs_path = root / LOG / f"{2:020}.checkpoint.parquet"
+    theirs_bytes = theirs_path.read_bytes()
+    looks = []
+    real = writer_module.find_existing
+
+    def first_look_misses(*args, **kwargs):
+        looks.append(args)
+        return None if len(looks) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(writer_module, "find_existing", first_look_misses)
+    threshold = 0 if stream else 10**15
+    result = write_checkpoint(Storage.for_uri(str(root)), stream_threshold=threshold)
+    assert result.already_existed and len(looks) == 2
+    assert theirs_path.read_bytes() == theirs_bytes
+    assert deltalake.DeltaTable(str(root)).version() == 2

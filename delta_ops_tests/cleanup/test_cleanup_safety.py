@@ -504,3 +504,55 @@ def test_ensure_checkpoint_at_the_cutoff_never_moves_the_hint_back(tmp_path):
     assert result.checkpoint_written == 7
     assert _hint(root) == 9
     assert ours(root) == theirs(root)
+
+
+@pytest.mark.parametrize("hint", ["bad checksum", "not json"])
+def test_an_unusable_hint_naming_a_deleted_checkpoint_is_replaced(tmp_path, hint):
+    """`_last_checkpoint` names checkpoint 1 with a checksum that does not match (or is not
+    JSON at all); cleanup keeps checkpoint 3 and deletes 1. Before the fix the hint was left
+    naming the deleted checkpoint (an unusable hint was not read, so never moved)."""
+    from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata
+    from delta_ops.protocol.last_checkpoint import parse_last_checkpoint
+    from delta_ops_tests.support.raw_histories import _simple_spec, build_raw
+
+    hist = build_raw(tmp_path / "t", _simple_spec(5, checkpoints={1: "classic", 3: "classic"}))
+    path = hist.root / "_delta_log" / "_last_checkpoint"
+    if hint == "bad checksum":
+        lc = json.loads(path.read_text())
+        lc.update(version=1, checksum="0" * 32)
+        path.write_text(json.dumps(lc))
+    else:
+        path.write_text('{"version": 1, "size"')
+    now = hist.commit_ms[-1] + 400 * DAY_MS
+    result = cleanup_metadata(str(hist.root), now_ms=now, dry_run=False)
+    assert result.checkpoint_version == 3 and result.last_checkpoint_updated
+    assert f"_delta_log/{1:020d}.checkpoint.parquet" in result.files
+    assert parse_last_checkpoint(path.read_bytes()).version == 3
+
+
+def test_a_gap_bridged_by_a_newer_checkpoint_does_not_stop_cleanup(tmp_path):
+    """Checkpoints at 1 and 4, commit 4 itself gone (cleaned by another tool), the cutoff
+    at commit 3: the spec keeps checkpoint 1 and everything after, and deletes before it.
+    Before, cleanup refused because commits alone no longer lead from 1 to 5; they did not
+    before either, and checkpoint 4 bridges it. Every version that read still reads."""
+    from datetime import timedelta
+
+    from delta_ops.log import load_snapshot
+    from delta_ops.maintenance.cleanup import DAY_MS, cleanup_metadata
+    from delta_ops.storage import Storage
+    from delta_ops_tests.support.raw_histories import _simple_spec, build_raw
+
+    spec = _simple_spec(6, checkpoints={1: "classic", 4: "classic"}, gaps_h=[48] * 6)
+    hist = build_raw(tmp_path / "t", spec)
+    (hist.root / "_delta_log" / f"{4:020d}.json").unlink()
+    storage = Storage.for_uri(str(hist.root))
+    readable = [v for v in range(1, 6) if v != 4]
+    before = {v: load_snapshot(storage, v).files.num_rows for v in readable}
+    now = hist.commit_ms[3] + DAY_MS + 30 * DAY_MS
+    result = cleanup_metadata(str(hist.root), now_ms=now, retention=timedelta(days=30),
+                              dry_run=False)
+    assert (result.cutoff_version, result.checkpoint_version) == (3, 1)
+    assert result.files == (f"_delta_log/{0:020d}.json",)
+    assert any("bridges the gap" in m for m in result.messages), result.messages
+    assert {v: load_snapshot(storage, v).files.num_rows for v in readable} == before
+    assert load_snapshot(storage).version == 5

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CheckpointError
+from delta_ops.errors import CheckpointError, DeltaOpsError
 from delta_ops.log import Snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.plan import CheckpointPlan
@@ -103,7 +104,17 @@ def _put_verified(
     and check what landed."""
     expected = len(data) if size is None else size
     if overwrite:
-        storage.put_atomic(path, data)
+        # A name another writer may use too (classic, multi-part): never replace a file that
+        # reads (theirs, landed since the look for an existing checkpoint; a reader may be
+        # in it), only a corrupt one (what the look found unusable).
+        if not storage.put_if_absent(path, data) and not _same_bytes(storage, path, data):
+            if _reads(storage, path):
+                raise CheckpointRaceLost(
+                    "another writer's checkpoint file appeared under this name while this "
+                    "one was written; it was not replaced",
+                    table=plan.table, version=plan.version, file=path,
+                )
+            storage.put_atomic(path, data)
     elif not storage.put_if_absent(path, data):
         raise CheckpointError(
             "a file with this unique name already exists; refusing to overwrite it",
@@ -122,3 +133,27 @@ def _put_verified(
         )
 
 
+class CheckpointRaceLost(CheckpointError):
+    """A checkpoint file under a shared name appeared, readable, while ours was written."""
+
+
+def _same_bytes(storage: Storage, path: str, data: bytes | Path) -> bool:
+    """Whether the file at `path` holds `data` (a part an earlier, killed run of this same
+    checkpoint left: nothing to replace)."""
+    info = storage.info(path)
+    size = data.stat().st_size if isinstance(data, Path) else len(data)
+    if info is None or info.size != size:
+        return False
+    return storage.read(path) == (data.read_bytes() if isinstance(data, Path) else data)
+
+
+def _reads(storage: Storage, path: str) -> bool:
+    """Whether the checkpoint file at `path` reads: a Parquet footer, or a first JSON line."""
+    try:
+        if path.endswith(".json"):
+            first = storage.read(path).split(b"\n", 1)[0]
+            return bool(first.strip()) and isinstance(orjson.loads(first), dict)
+        with storage.open_input(path) as fh:
+            return pq.ParquetFile(fh).metadata.num_rows >= 0
+    except (OSError, pa.ArrowException, orjson.JSONDecodeError, DeltaOpsError):
+        return False

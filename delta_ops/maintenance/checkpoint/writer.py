@@ -44,7 +44,11 @@ import pyarrow as pa
 
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
-from delta_ops.errors import CheckpointVerificationError, InvalidCheckpointRequestError
+from delta_ops.errors import (
+    CheckpointError,
+    CheckpointVerificationError,
+    InvalidCheckpointRequestError,
+)
 from delta_ops.log import (
     ReadOptions,
     Snapshot,
@@ -60,6 +64,7 @@ from delta_ops.log import (
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (
+    CheckpointRaceLost,
     _expected_files,
     _expected_non_file,
     _parquet_bytes,
@@ -422,6 +427,17 @@ def _checkpoint_snapshot(
     )
     cross = cross_check_snapshot(snapshot, operation="checkpoint", now_ms=started)
     existing = find_existing(storage, plan.version, plan.kind, parts=options.parts)
+    if existing is None:
+        try:
+            written = apply_checkpoint(storage, snapshot, plan, engine)
+        except CheckpointRaceLost as lost:  # another writer's landed meanwhile: theirs
+            existing = find_existing(storage, plan.version, plan.kind, parts=options.parts)
+            if existing is None:
+                raise CheckpointError(
+                    f"{lost.reason}, and the checkpoint there does not verify as complete "
+                    "(another writer may still be writing it); run again later",
+                    table=lost.table, version=lost.version, file=lost.file,
+                ) from lost
     if existing is not None:
         result = CheckpointResult(
             version=plan.version,
@@ -436,7 +452,6 @@ def _checkpoint_snapshot(
             rebuilt_buckets=buckets,
         )
         return result, last_checkpoint_of(existing, plan.version), False
-    written = apply_checkpoint(storage, snapshot, plan, engine)
     result = CheckpointResult(
         version=plan.version,
         kind=plan.kind.value,

@@ -243,24 +243,30 @@ def plan_cleanup(
     doomed.sort()
     files = [p for _, p in doomed]
     if checkpoint is not None and write_at is None:
-        _prove_reachable(storage, listing, complete, checkpoint, set(files), segment.version)
+        note = _prove_reachable(storage, listing, complete, checkpoint, set(files),
+                                segment.version)
+        if note:
+            messages.append(note)
 
     # _last_checkpoint must never name a checkpoint that is gone.
     last_cp = None
-    hint, _problem = read_last_checkpoint(storage)
-    if hint is not None and hint.version < checkpoint_v:
+    hint, problem = read_last_checkpoint(storage)
+    # An unusable hint (a checksum that does not match, not JSON) may still name a version
+    # a reader trusts: it is replaced like an old one.
+    if (hint is not None and hint.version < checkpoint_v) or (hint is None and problem):
+        was = f"version {hint.version}" if hint is not None else "unusable"
         newest = _first_usable(
             storage, [c for c in complete if c.version >= checkpoint_v], [], []
         )
         if newest is not None:
             last_cp = _last_checkpoint_for(storage, newest)
             messages.append(
-                f"_last_checkpoint (version {hint.version}) is moved forward to checkpoint "
+                f"_last_checkpoint ({was}) is moved forward to checkpoint "
                 f"{newest.version} before anything is deleted"
             )
         else:
             messages.append(
-                f"_last_checkpoint (version {hint.version}) will be moved forward once the "
+                f"_last_checkpoint ({was}) will be moved forward once the "
                 f"checkpoint at version {write_at} is written"
             )
 
@@ -306,15 +312,20 @@ def _prove_reachable(
     keep: CheckpointFiles,
     doomed: set[str],
     latest: int,
-) -> None:
+) -> str | None:
     """Refuse unless the log left behind reaches `latest` from `keep` (validated) through
     commits and compactions alone: then every version from `keep` on can be rebuilt
-    whichever other checkpoint turns out to be unreadable."""
+    whichever other checkpoint turns out to be unreadable. A gap the log had before (a
+    commit missing at a newer checkpoint's version) is no refusal: the note says so."""
     remaining = [(lf, info) for lf, info in listing.log if info.path not in doomed]
     others = frozenset(c.identity for c in complete if c.identity != keep.identity)
     try:
         seg = build_log_segment(storage, listing=remaining, exclude_checkpoints=others)
     except DeltaOpsError as exc:
+        if _gap_already_there(storage, listing.log, others, remaining, latest):
+            return (f"the log does not reach version {latest} from checkpoint {keep.version} "
+                    f"by commits alone ({exc.reason}), before this cleanup as after it: a "
+                    "newer checkpoint bridges the gap, and what is deleted lies before it")
         raise CorruptLogError(
             f"refusing to clean up: after deleting the planned files the log would not reach "
             f"the latest version {latest} from the checkpoint at version {keep.version}: "
@@ -332,6 +343,25 @@ def _prove_reachable(
             f"the checkpoint kept at version {keep.version}. Nothing was deleted",
             table=storage.root, version=keep.version, file=keep.files[0].path,
         )
+    return None
+
+
+def _gap_already_there(
+    storage: Storage, log: Sequence[Any], others: frozenset, remaining: Sequence[Any],
+    latest: int,
+) -> bool:
+    """Whether the whole log, before any deletion, fails the same way (a commit missing
+    after the kept checkpoint), while the log left behind still reaches `latest` through
+    the newer checkpoints: then the deletion makes nothing unreadable that was readable."""
+    try:
+        build_log_segment(storage, listing=list(log), exclude_checkpoints=others)
+        return False
+    except DeltaOpsError:
+        pass
+    try:
+        return build_log_segment(storage, listing=list(remaining)).version == latest
+    except DeltaOpsError:
+        return False
 
 
 def _plan_sidecars(
