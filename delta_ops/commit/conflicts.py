@@ -34,7 +34,8 @@ from delta_ops.protocol.filenames import LogFileKind
 from delta_ops.storage import FileInfo, Storage
 
 __all__ = [
-    "Footprint", "WinningCommit", "check_winning_commit", "footprint_of", "landed",
+    "Footprint", "WinningCommit", "check_winning_commit", "contiguous_commits",
+    "footprint_of", "landed",
     "winning_commits",
 ]
 
@@ -239,18 +240,24 @@ def landed(storage: Storage, path: str, data: bytes) -> bool:
         return False
 
 
-def winning_commits(storage: Storage, start: int, *, table: str) -> list[tuple[int, FileInfo]]:
-    """The commits from `start` on (at least `start` itself, which beat us), contiguous."""
-    found: list[tuple[int, FileInfo]] = []
-    for lf, info in list_log(storage, start):
-        if lf.kind == LogFileKind.COMMIT and lf.version >= start:
-            found.append((lf.version, info))
-    found.sort(key=lambda item: item[0])
+def contiguous_commits(storage: Storage, start: int) -> list[tuple[int, FileInfo]]:
+    """The commit files from version `start` on, up to the first missing version."""
+    found = sorted(
+        ((lf.version, info) for lf, info in list_log(storage, start)
+         if lf.kind == LogFileKind.COMMIT and lf.version >= start),
+        key=lambda item: item[0],
+    )
     contiguous: list[tuple[int, FileInfo]] = []
     for v, info in found:
         if v != start + len(contiguous):
             break
         contiguous.append((v, info))
+    return contiguous
+
+
+def winning_commits(storage: Storage, start: int, *, table: str) -> list[tuple[int, FileInfo]]:
+    """The commits from `start` on (at least `start` itself, which beat us), contiguous."""
+    contiguous = contiguous_commits(storage, start)
     if not contiguous:
         raise StorageError(
             f"put-if-absent refused commit {start} but no such commit is listed",

@@ -12,15 +12,14 @@ core offers it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.log import Delta, LogSegment, Snapshot, list_log
+from delta_ops.commit.conflicts import contiguous_commits
+from delta_ops.log import Delta, LogSegment, Snapshot
 from delta_ops.log import replay_segment as replay
 from delta_ops.protocol.actions import file_keys
-from delta_ops.protocol.filenames import LogFileKind
 
 __all__ = ["refresh_snapshot"]
 
@@ -42,16 +41,7 @@ def refresh_snapshot(snapshot: Snapshot) -> Snapshot:
     """
     storage = snapshot.storage
     start = snapshot.version + 1
-    commits = sorted(
-        (lf.version, info)
-        for lf, info in list_log(storage, start)
-        if lf.kind == LogFileKind.COMMIT and lf.version >= start
-    )
-    taken: list[tuple[int, Any]] = []
-    for v, info in commits:
-        if v != start + len(taken):
-            break
-        taken.append((v, info))
+    taken = contiguous_commits(storage, start)
     if not taken:
         return snapshot
     deltas = tuple(Delta(v, v, info) for v, info in taken)

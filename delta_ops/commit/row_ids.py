@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLogError, InvalidCommitError
 from delta_ops.protocol.actions import DomainMetadata, Metadata, canonical_path
-from delta_ops.protocol.arrays import from_pylist, int_values, string_array
+from delta_ops.protocol.arrays import from_numpy, from_pylist, int_values, string_array
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 HIGH_WATER_MARK_KEY = "rowIdHighWaterMark"
@@ -297,7 +297,8 @@ def _fast_records(files: pa.Table, rows: np.ndarray) -> pa.Array:
     for i in rest.tolist():
         got = num_records_from_stats(stats[i].as_py())
         values[i], known[i] = (0, False) if got is None else (got, True)
-    return pa.array(values, pa.int64(), mask=~known)
+    return from_pylist([int(v) if k else None for v, k in zip(values.tolist(), known.tolist(),
+                                                              strict=True)], pa.int64())
 
 
 def max_assigned_row_id(files: Any, *, counts: pa.Array | None = None) -> int:
@@ -535,8 +536,9 @@ def check_enablement(
     invalid: list[str] = []
     if files is not None and files.num_rows:
         changed = removed | readded
-        kept = files.filter(pa.array([canonical_path(p, table) not in changed
-                                      for p in files.column("path").to_pylist()], pa.bool_()))
+        kept = files.filter(from_numpy(np.array(
+            [canonical_path(p, table) not in changed
+             for p in files.column("path").to_pylist()], dtype=bool)))
         top = max_assigned_row_id(kept)  # IDs above the mark: the commit raises it
         invalid = [f"{path}{'' if why.startswith(' [') else ': '}{why}" for path, kind, why
                    in row_id_findings(kept, high_water_mark=top) if kind == "invalid"]

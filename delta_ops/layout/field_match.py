@@ -52,30 +52,7 @@ def mismatch(source: pa.Field, target: pa.Field, mode: str, where: str = "") -> 
             if found:
                 return found
         return None
-    by_name = {s.name: s for s in sources}
-    by_id = {i: s for s in sources if (i := _id(s)) is not None}
-    folded = {s.name.casefold(): s for s in sources}
-    for t in targets:
-        tid = _id(t) if mode == "id" else None
-        named = by_name.get(t.name)
-        if tid is not None:
-            match = by_id.get(tid)
-            if match is not None and match.name != t.name:
-                return (f"nested field {path}.{t.name} (id {tid}) is named {match.name!r} "
-                        "in the file")
-            if match is None and named is not None:
-                return (f"nested field {path}.{t.name} has no field id {tid} in the file, "
-                        "where a field of that name holds other values")
-        if named is None:
-            other = folded.get(t.name.casefold())
-            if other is not None:
-                return (f"nested field {path}.{t.name} is {other.name!r} in the file (a name "
-                        "that differs only in case: readers disagree on it)")
-            continue
-        found = mismatch(named, t, mode, path)
-        if found:
-            return found
-    return None
+    return _fields_mismatch(sources, targets, mode, path)
 
 
 def file_mismatch(file_schema: pa.Schema, target: pa.Schema, mode: str) -> str | None:
@@ -83,31 +60,42 @@ def file_mismatch(file_schema: pa.Schema, target: pa.Schema, mode: str) -> str |
     level by id in `id` mode, else by name; nested by name) would differ from the spec's
     reading of `target` (the new files' schema: physical names, field ids), None when they
     would not."""
-    by_name = {f.name: f for f in file_schema}
-    by_id = {i: f for f in file_schema if (i := _id(f)) is not None}
-    folded = {f.name.casefold(): f for f in file_schema}
-    for t in target:
+    if mode == "id" and all(_id(f) is None for f in file_schema):
+        first = next((t for t in target if _id(t) is not None), None)
+        if first is not None:
+            return (f"column {first.name} (id {_id(first)}): the file has no field ids, "
+                    "which column mapping's id mode needs to resolve its columns")
+    return _fields_mismatch(list(file_schema), list(target), mode, "")
+
+
+def _fields_mismatch(
+    sources: list[pa.Field], targets: list[pa.Field], mode: str, path: str
+) -> str | None:
+    """The struct rule: at the top level (`path` empty) a column is found by id in `id`
+    mode whatever its name; a nested field is read by name, so its id must sit under it."""
+    what = "nested field" if path else "column"
+    by_name = {s.name: s for s in sources}
+    by_id = {i: s for s in sources if (i := _id(s)) is not None}
+    folded = {s.name.casefold(): s for s in sources}
+    for t in targets:
+        name = f"{path}.{t.name}" if path else t.name
         tid = _id(t) if mode == "id" else None
-        named = by_name.get(t.name)
+        source = by_name.get(t.name)
         if tid is not None:
-            if not by_id:
-                return (f"column {t.name} (id {tid}): the file has no field ids, which "
-                        "column mapping's id mode needs to resolve its columns")
-            source = by_id.get(tid)
-            if source is None:
-                if named is not None:
-                    return (f"column {t.name} has no field id {tid} in the file, where a "
-                            "column of that name holds other values")
-                continue
-        else:
-            source = named
-            if source is None:
-                other = folded.get(t.name.casefold())
-                if other is not None:
-                    return (f"column {t.name} is {other.name!r} in the file (a name that "
-                            "differs only in case: readers disagree on it)")
-                continue
-        found = mismatch(source, t, mode)
-        if found:
-            return found
+            match = by_id.get(tid)
+            if match is None and source is not None:
+                return (f"{what} {name} has no field id {tid} in the file, where a {what} "
+                        "of that name holds other values")
+            if match is not None and match.name != t.name and path:
+                return f"{what} {name} (id {tid}) is named {match.name!r} in the file"
+            source = match
+        elif source is None:
+            other = folded.get(t.name.casefold())
+            if other is not None:
+                return (f"{what} {name} is {other.name!r} in the file (a name that differs "
+                        "only in case: readers disagree on it)")
+        if source is not None:
+            found = mismatch(source, t, mode, path)
+            if found:
+                return found
     return None
