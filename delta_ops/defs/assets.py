@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from dagster import (
     Config,
     DataVersion,
+    Failure,
     MaterializeResult,
     MetadataValue,
 )
@@ -462,8 +463,15 @@ def run_row_tracking(
 
     policy = run.policy.row_tracking
     do_backfill = config.backfill if config.backfill is not None else policy.backfill
-    batch_size = config.batch_size or policy.batch_size
+    batch_size = policy.batch_size if config.batch_size is None else config.batch_size
     enable = config.enable if config.enable is not None else policy.enable
+    if batch_size < 1:  # the run config's value (the policy's is checked when loaded)
+        raise Failure(
+            description=f"{run.name}: row_tracking batch_size must be at least 1, got "
+            f"{batch_size} (run config); nothing was done",
+            metadata={"table": run.name, "reason": "invalid run config: batch_size"},
+            allow_retries=False,
+        )
     with refusals(run.name, ROW_TRACKING):
         if not do_backfill:
             snap, duration = _timed(lambda: load_snapshot(run.storage))

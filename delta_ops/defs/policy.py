@@ -301,6 +301,10 @@ class StatsPolicy(StrictModel):
         return _check_cron(v)
 
 
+#: The automation fields that bound the whole fleet (read from the defaults only).
+FLEET_CAPS = frozenset({"tables_per_run", "runs_per_tick", "max_runs_in_flight"})
+
+
 class AutomationPolicy(StrictModel):
     """How the `delta_tables_watch` sensor turns what is due into runs.
 
@@ -428,6 +432,7 @@ __all__ = [
     "CleanupPolicy",
     "CompactionPolicy",
     "EngineName",
+    "FLEET_CAPS",
     "OptimizePolicy",
     "Policy",
     "PolicyOverride",

@@ -71,7 +71,14 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from delta_ops.defs.policy import Policy, PolicyOverride, StrictModel, cron_problem
+from delta_ops.defs.policy import (
+    FLEET_CAPS,
+    AutomationPolicy,
+    Policy,
+    PolicyOverride,
+    StrictModel,
+    cron_problem,
+)
 from delta_ops.defs.secrets import (
     EnvRef,
     MissingSecretError,
@@ -179,6 +186,17 @@ class TableEntry(RedactedReprMixin, PolicyOverride, Ownership):
     @classmethod
     def _no_literal_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
         return reject_literal_secrets(v)
+
+    @field_validator("automation")
+    @classmethod
+    def _fleet_caps_in_defaults(cls, v: AutomationPolicy | None) -> AutomationPolicy | None:
+        fleet = sorted(v.model_fields_set & FLEET_CAPS) if v is not None else []
+        if fleet:
+            raise ValueError(
+                f"{', '.join(fleet)} bound the whole fleet and are read from "
+                "defaults.automation only; a table's automation sets only own_run"
+            )
+        return v
 
 
 class SparkSettings(RedactedReprMixin, StrictModel):

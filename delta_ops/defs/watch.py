@@ -100,6 +100,10 @@ IN_PROGRESS = (
 #: UI's asset runs, the watch's and the automation's runs), and the `maintenance` job of
 #: older deployments, whose runs may still be queued.
 MAINTAINING_JOBS = ("__ASSET_JOB", MAINTENANCE_JOB)
+#: Jobs partitioned by table (`jobs.TABLE_PARTITIONS`): a run maintains its partition's table.
+TABLE_PARTITION_JOBS = ("row_tracking_backfill", "fsck_repair")
+#: The run tag Dagster puts the partition key in.
+PARTITION_NAME_TAG = "dagster/partition"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,10 @@ def runs_in_flight(instance: DagsterInstance, names: list[str]) -> InFlight:
     tables: set[str] = set()
     watch_runs = 0
     for run in instance.get_runs(filters=RunsFilter(statuses=list(IN_PROGRESS)), limit=1000):
+        if run.job_name in TABLE_PARTITION_JOBS:
+            partition = run.tags.get(PARTITION_NAME_TAG)
+            tables.update(names if partition is None else [partition])
+            continue
         if run.job_name not in MAINTAINING_JOBS:
             continue
         if run.tags.get(SENSOR_NAME_TAG) == WATCH_SENSOR:

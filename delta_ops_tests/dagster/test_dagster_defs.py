@@ -655,6 +655,18 @@ def test_row_tracking_backfill_job_by_partition(tmp_path):
     assert "rowTracking" in description and "deltalake" in description
     assert "confirm_protocol_upgrade: true" in description
     assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
+    # A batch size below 1 is refused by name, nothing done (0 was the policy's, -5 a
+    # traceback from inside the backfill).
+    for bad in (0, -5):
+        config = {"batch_size": bad, "confirm_protocol_upgrade": True}
+        refused = job.execute_in_process(
+            instance=instance, partition_key="t", raise_on_error=False,
+            run_config={"ops": {"backfill_row_tracking": {"config": config}}},
+        )
+        (failure,) = refused.get_step_failure_events()
+        assert f"batch_size must be at least 1, got {bad}" in (
+            failure.step_failure_data.user_failure_data.description)
+        assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
     config = {"batch_size": 6, "confirm_protocol_upgrade": True}
     result = job.execute_in_process(
         instance=instance, partition_key="t",

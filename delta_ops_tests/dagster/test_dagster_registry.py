@@ -97,6 +97,10 @@ BAD_REGISTRIES = [
     ({"tables": [{"name": "a", "uri": "x", "storage_options": {"key": {"vault": "k"}}}]},
      r"tables\[0\]\.storage_options\.key: a storage option is text, a number, a boolean or "),
     ({"tables": [{"name": "a"}]}, r"tables\[0\]\.uri: required key is missing"),
+    # The fleet caps were accepted on a table and silently ignored there.
+    ({"tables": [{"name": "a", "uri": "x", "automation": {"runs_per_tick": 1}}]},
+     r"tables\[0\]\.automation: runs_per_tick bound the whole fleet and are read from "
+     r"defaults\.automation only"),
     (["a", "b"], r"must be a mapping with 'defaults' and 'tables'"),
 ]
 

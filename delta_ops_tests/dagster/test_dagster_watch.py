@@ -189,6 +189,21 @@ def test_a_table_in_a_queued_run_is_not_requested_and_in_flight_runs_cap_new_one
     assert not fresh.run_requests
 
 
+def test_a_table_in_a_repair_or_backfill_run_is_in_flight(tmp_path):
+    """The `fsck_repair` and `row_tracking_backfill` jobs are partitioned by table; a run of
+    either maintains its partition's table. Before, the watch did not count them and asked
+    for a run of that table beside one."""
+    tables = fleet(tmp_path, 3)
+    defs = build_definitions(registry(tmp_path, tables))
+    instance = DagsterInstance.ephemeral()
+    for name, table in (("fsck_repair", "t00"), ("row_tracking_backfill", "t01")):
+        instance.create_run_for_job(job_def=defs.resolve_job_def(name),
+                                    tags={"dagster/partition": table})
+    assert runs_in_flight(instance, list(tables)).tables == {"t00", "t01"}
+    (request,) = tick(defs, instance).run_requests
+    assert {k.path[0] for k in request.asset_selection} == {"t02"}
+
+
 def test_a_table_with_own_run_is_maintained_alone(tmp_path):
     tables = fleet(tmp_path, 3)
     path = registry(tmp_path, tables)
