@@ -220,6 +220,12 @@ def main(argv: Sequence[str] | None = None, *, console: bool = False) -> int:
     except DeltaOpsError as exc:
         return _fail(args, exc, 1)
     except (argparse.ArgumentTypeError, ValueError) as exc:
+        if type(exc).__module__.startswith("pyarrow"):
+            # Arrow's ArrowInvalid is a ValueError, but here it comes from the table's
+            # content (a field of the wrong type in the log), not from the arguments.
+            return _fail(args, DeltaOpsError(
+                f"the table's log or files do not decode: {exc}",
+                table=getattr(args, "table", None)), 1)
         return _fail(args, exc, 2)
     except OSError as exc:
         if exc.errno not in _DISK_FULL:

@@ -321,3 +321,28 @@ def test_a_full_tmpdir_during_rebuild_is_one_line_and_leaves_nothing(tmp_path, s
     assert line.endswith(f"(table {root})")
     assert left == []  # every scratch directory of the run was removed
     assert sorted(p.name for p in (root / "_delta_log").iterdir()) == before
+
+
+def test_a_log_field_of_the_wrong_type_is_an_error_of_the_table_not_of_the_arguments(
+    table_copy, capsys
+):
+    """`add.size` as a string: Arrow's ArrowInvalid is a ValueError, which the CLI took
+    for bad arguments (exit 2, naming nothing). Now exit 1, naming the table."""
+    from delta_ops.cli import main
+
+    root = table_copy("golden__data-reader-primitives")
+    commit = sorted((root / "_delta_log").glob("*.json"))[-1]
+    lines = commit.read_text().splitlines()
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        if "add" in obj:
+            obj["add"]["size"] = str(obj["add"]["size"])
+            lines[i] = json.dumps(obj)
+            break
+    else:
+        pytest.fail("no add in the last commit")
+    commit.write_text("\n".join(lines) + "\n")
+    code = main(["snapshot", str(root)])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "do not decode" in err and str(root) in err

@@ -324,6 +324,7 @@ def _read_parquet_actions(
             pf = pq.ParquetFile(fh)
             meta = pf.metadata
             schema = pf.schema_arrow
+        require_add_column(schema, table=table_uri, version=version, file=path)
         top = set(schema.names)
         columns: list[str] = []
         for name, target in (("add", add_type), ("remove", remove_type)):
@@ -409,6 +410,23 @@ def _columns_with_values(group: pq.RowGroupMetaData, columns: list[str]) -> list
         if not all_null.get(decisive, all_null.get(top, False)):
             out.append(c)
     return out
+
+
+def require_add_column(schema: pa.Schema, *, table: str, version: int, file: str) -> None:
+    """Refuse a checkpoint Parquet file (a V1 file or part, a sidecar, a V2 top-level file
+    without sidecars) that has no `add` column. Spark, deltalake and the kernels always
+    write it, nulls where a row holds another action; a file that lost it would read as
+    a table without live files, and VACUUM would delete them all.
+
+    Raises:
+        UnusableCheckpointError: the column is missing (readers fall back to an older
+            checkpoint, or refuse).
+    """
+    if "add" not in schema.names and "sidecar" not in schema.names:
+        raise UnusableCheckpointError(
+            "checkpoint file has no `add` column (every writer writes one): it would read "
+            "as holding no live files", table=table, version=version, file=file,
+        )
 
 
 def _action_columns(

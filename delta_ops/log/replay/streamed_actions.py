@@ -31,6 +31,7 @@ from delta_ops.log.files.checkpoint_reader import (
     _file_action_table,
     _struct_array,
     read_json_part,
+    require_add_column,
 )
 from delta_ops.log.read_options import (
     DEFAULT_STREAM_THRESHOLD_BYTES as DEFAULT_STREAM_THRESHOLD_BYTES,
@@ -325,6 +326,7 @@ def _parquet_groups(
             version=version,
             file=path,
         ) from exc
+    require_add_column(schema, table=table, version=version, file=path)
     columns = _action_columns(schema, kind, target, typed_stats=typed_stats)
     if not columns:
         return

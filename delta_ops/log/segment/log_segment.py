@@ -233,6 +233,15 @@ def _segment_from_listing(
         )
 
     deltas = _cover(table, start, target, commits, compactions)
+    for d in deltas:
+        if d.file.size == 0:
+            # No writer publishes a commit (or compaction) without actions: an empty one
+            # is a write that lost its content, and read as "no change" it would drop the
+            # version's files from the state (VACUUM would then delete them).
+            raise CorruptLogError(
+                "the log file is empty (0 bytes): a commit always holds actions, so its "
+                "content was lost", table=table, version=d.end, file=d.file.path,
+            )
 
     listed_commits = tuple(commits[v] for v in sorted(commits) if start <= v <= target)
     return LogSegment(
