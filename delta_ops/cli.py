@@ -220,18 +220,18 @@ def main(argv: Sequence[str] | None = None, *, console: bool = False) -> int:
     except DeltaOpsError as exc:
         return _fail(args, exc, 1)
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        if type(exc).__module__.startswith("pyarrow"):
+        if _from_arrow(exc):
             # Arrow's ArrowInvalid is a ValueError, but here it comes from the table's
             # content (a field of the wrong type in the log), not from the arguments.
-            return _fail(args, DeltaOpsError(
-                f"the table's log or files do not decode: {exc}",
-                table=getattr(args, "table", None)), 1)
+            return _fail(args, _undecodable(args, exc), 1)
         return _fail(args, exc, 2)
     except OSError as exc:
         if exc.errno not in _DISK_FULL:
             raise  # a bug, or a broken pipe (`run` ends quietly on that)
         return _fail(args, _disk_full(args, exc), 1)
     except Exception as exc:
+        if _from_arrow(exc):  # ArrowTypeError is a TypeError
+            return _fail(args, _undecodable(args, exc), 1)
         if not _from_spark(exc):
             raise  # a bug: its traceback is what a report needs
         # Spark failed outside a job (session start, a lost gateway): its message is a
@@ -247,6 +247,17 @@ def main(argv: Sequence[str] | None = None, *, console: bool = False) -> int:
     else:
         print(text)
     return code
+
+
+def _from_arrow(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("pyarrow")
+
+
+def _undecodable(args: argparse.Namespace, exc: BaseException) -> DeltaOpsError:
+    """Arrow could not decode what the table holds (a field of another type than the
+    protocol's in the log): an error of the table, named, not a traceback."""
+    return DeltaOpsError(f"the table's log or files do not decode: {exc}",
+                         table=getattr(args, "table", None))
 
 
 #: The errors of a full filesystem: no space, quota exceeded, file size limit.

@@ -41,7 +41,8 @@ def parse_json_actions(
     except orjson.JSONDecodeError:
         out = None
     del joined
-    if out is not None and all(map(isinstance, out, repeat(dict))):
+    if out is not None and all(map(isinstance, out, repeat(dict))) and not any(
+            map(shape_problem, out)):
         return out
     out = []
     for lineno, line in enumerate(data.splitlines(), first_line):
@@ -65,7 +66,55 @@ def parse_json_line(
         raise CorruptLogError(
             f"line {lineno} is not a JSON object", table=table, version=version, file=file
         )
+    problem = shape_problem(obj)
+    if problem:
+        raise CorruptLogError(
+            f"line {lineno}: {problem}", table=table, version=version, file=file
+        )
     return obj
 
 
-__all__ = ["parse_json_actions", "parse_json_line"]
+#: Actions whose value must be a JSON object, and fields whose JSON type is fixed (spec
+#: "Actions": the field tables). Only what a reader would otherwise trip over.
+_OBJECT_ACTIONS = frozenset({
+    "add", "remove", "metaData", "protocol", "txn", "commitInfo", "domainMetadata", "cdc",
+    "checkpointMetadata", "sidecar",
+})
+_FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "metaData": (("format", (dict, type(None))), ("partitionColumns", (list, type(None))),
+                 ("configuration", (dict, type(None)))),
+    "txn": (("appId", str),),
+    "domainMetadata": (("domain", str), ("configuration", str)),
+}
+#: Fields of `add` and `remove` that are objects when present (checked inline: a commit
+#: may hold a million file actions).
+_FILE_OBJECTS = ("partitionValues", "deletionVector", "tags")
+
+
+def shape_problem(obj: dict) -> str | None:
+    """What is of the wrong JSON type in one action (spec "Actions"), None when nothing."""
+    for key, body in obj.items():
+        if key not in _OBJECT_ACTIONS:
+            continue
+        if type(body) is not dict:
+            return f"the {key} action is {type(body).__name__}, not an object"
+        if key == "add" or key == "remove":
+            if type(body.get("path")) is not str:
+                return f"{key}.path is {type(body.get('path')).__name__}, not a string"
+            for field in _FILE_OBJECTS:
+                value = body.get(field)
+                if value is not None and type(value) is not dict:
+                    return f"{key}.{field} is {type(value).__name__}, not an object"
+            continue
+        for field, kind in _FIELDS.get(key, ()):
+            value = body.get(field)
+            if not isinstance(value, kind):
+                return (f"{key}.{field} is {type(value).__name__}, which the protocol does "
+                        "not allow there")
+        if key == "metaData" and not all(
+                isinstance(c, str) for c in body.get("partitionColumns") or ()):
+            return "metaData.partitionColumns holds something other than column names"
+    return None
+
+
+__all__ = ["parse_json_actions", "parse_json_line", "shape_problem"]
