@@ -124,7 +124,13 @@ def _file_schema(snap: Snapshot, row_id: str | None, row_version: str | None) ->
 def _partition_columns(snap: Snapshot) -> dict[str, str]:
     mode = snap.table_configuration.column_mapping_mode
     out = {}
+    names = {f.name for f in snap.schema.fields} if snap.schema is not None else set()
     for name in snap.partition_columns:
+        if name not in names:
+            raise CorruptLogError(
+                f"partition column {name!r} is not in the table's schema"
+                + ("" if snap.schema is not None else " (metaData has no schemaString)"),
+                table=snap.table, version=snap.version)
         f = snap.schema.field(name)
         out[name] = f.physical_name if mode != "none" else name
     return out

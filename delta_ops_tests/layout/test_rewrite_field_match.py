@@ -122,3 +122,19 @@ def test_file_mismatch_cases():
     cased = pa.schema([pa.field("S", pa.struct([pa.field("X", pa.int64())]))])
     assert "differs only in case" in file_mismatch(
         cased, pa.schema([pa.field("S", pa.struct([pa.field("x", pa.int64())]))]), "none")
+
+
+def test_a_partition_column_missing_from_the_schema_is_named_not_a_traceback(tmp_path):
+    from delta_ops.errors import CorruptLogError
+
+    root = tmp_path / "t"
+    _table(root, [{"name": "a", "type": "long", "nullable": True, "metadata": {}}], {},
+           [pa.table({"a": [1]}), pa.table({"a": [2]})], (1, 2))
+    commit = root / "_delta_log" / f"{0:020}.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in lines:
+        if "metaData" in action:
+            action["metaData"]["partitionColumns"] = ["month"]
+    commit.write_text("".join(json.dumps(a) + "\n" for a in lines))
+    with pytest.raises(CorruptLogError, match="partition column 'month' is not in the"):
+        optimize(str(root), min_files=2, dry_run=True)
