@@ -136,7 +136,9 @@ def build(base: Path, spec) -> tuple[Path, set[str], set[str], dict[str, bytes]]
                       "schemaString": SCHEMA, "partitionColumns": [], "configuration": {},
                       "createdTime": OLD_MS}},
     ]
-    commit1: list[dict] = []
+    # A commit holds at least its commitInfo (no writer publishes an empty one; an empty
+    # file is refused as content lost).
+    commit1: list[dict] = [{"commitInfo": {"operation": "DELETE", "timestamp": OLD_MS}}]
     must_stay: set[str] = set()
     may_go: set[str] = set()
     # Two files whose paths in the log have one identity (e.g. `:` written raw and `%3A`
