@@ -199,6 +199,11 @@ class CheckpointError(DeltaOpsError):
     """A checkpoint could not be written."""
 
 
+class CheckpointRaceLost(CheckpointError):
+    """A checkpoint file under a shared name (classic, multi-part) appeared, readable,
+    while ours was written: another writer's, which is never replaced."""
+
+
 class InvalidCheckpointRequestError(CheckpointError, ValueError):
     """The requested kind, format, parts or sidecar size is not allowed for this table."""
 

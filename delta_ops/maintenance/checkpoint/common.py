@@ -13,7 +13,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.errors import CheckpointError, DeltaOpsError
+from delta_ops.errors import CheckpointError, CheckpointRaceLost, DeltaOpsError
 from delta_ops.log import Snapshot
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint.plan import CheckpointPlan
@@ -131,10 +131,6 @@ def _put_verified(
             version=plan.version,
             file=path,
         )
-
-
-class CheckpointRaceLost(CheckpointError):
-    """A checkpoint file under a shared name appeared, readable, while ours was written."""
 
 
 def _same_bytes(storage: Storage, path: str, data: bytes | Path) -> bool:

@@ -46,6 +46,7 @@ from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.errors import (
     CheckpointError,
+    CheckpointRaceLost,
     CheckpointVerificationError,
     InvalidCheckpointRequestError,
 )
@@ -64,7 +65,6 @@ from delta_ops.log import (
 from delta_ops.maintenance.checkpoint import actions as act
 from delta_ops.maintenance.checkpoint import streamed
 from delta_ops.maintenance.checkpoint.common import (
-    CheckpointRaceLost,
     _expected_files,
     _expected_non_file,
     _parquet_bytes,
