@@ -86,34 +86,41 @@ _FIELDS: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
     "txn": (("appId", str),),
     "domainMetadata": (("domain", str), ("configuration", str)),
 }
-#: Fields of `add` and `remove` that are objects when present (checked inline: a commit
-#: may hold a million file actions).
-_FILE_OBJECTS = ("partitionValues", "deletionVector", "tags")
-
-
 def shape_problem(obj: dict) -> str | None:
-    """What is of the wrong JSON type in one action (spec "Actions"), None when nothing."""
+    """What is of the wrong JSON type in one action (spec "Actions"), None when nothing.
+    File actions, a million in a large commit, take the short path."""
     for key, body in obj.items():
-        if key not in _OBJECT_ACTIONS:
-            continue
-        if type(body) is not dict:
-            return f"the {key} action is {type(body).__name__}, not an object"
         if key == "add" or key == "remove":
+            if type(body) is not dict:
+                return f"the {key} action is {type(body).__name__}, not an object"
             if type(body.get("path")) is not str:
                 return f"{key}.path is {type(body.get('path')).__name__}, not a string"
-            for field in _FILE_OBJECTS:
-                value = body.get(field)
-                if value is not None and type(value) is not dict:
-                    return f"{key}.{field} is {type(value).__name__}, not an object"
-            continue
-        for field, kind in _FIELDS.get(key, ()):
-            value = body.get(field)
-            if not isinstance(value, kind):
-                return (f"{key}.{field} is {type(value).__name__}, which the protocol does "
-                        "not allow there")
-        if key == "metaData" and not all(
-                isinstance(c, str) for c in body.get("partitionColumns") or ()):
-            return "metaData.partitionColumns holds something other than column names"
+            pv, dv, tags = body.get("partitionValues"), body.get("deletionVector"), body.get("tags")
+            if (pv is not None and type(pv) is not dict) or (
+                    dv is not None and type(dv) is not dict) or (
+                    tags is not None and type(tags) is not dict):
+                bad, value = next((f, v) for f, v in (
+                    ("partitionValues", pv), ("deletionVector", dv), ("tags", tags))
+                    if v is not None and type(v) is not dict)
+                return f"{key}.{bad} is {type(value).__name__}, not an object"
+        elif key in _OBJECT_ACTIONS:
+            problem = _other_shape(key, body)
+            if problem:
+                return problem
+    return None
+
+
+def _other_shape(key: str, body: object) -> str | None:
+    if type(body) is not dict:
+        return f"the {key} action is {type(body).__name__}, not an object"
+    for field, kind in _FIELDS.get(key, ()):
+        value = body.get(field)
+        if not isinstance(value, kind):
+            return (f"{key}.{field} is {type(value).__name__}, which the protocol does "
+                    "not allow there")
+    if key == "metaData" and not all(
+            isinstance(c, str) for c in body.get("partitionColumns") or ()):
+        return "metaData.partitionColumns holds something other than column names"
     return None
 
 
