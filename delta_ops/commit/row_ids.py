@@ -317,6 +317,11 @@ def max_assigned_row_id(files: Any, *, counts: pa.Array | None = None) -> int:
     base, has_base = int_values(files.column("baseRowId"))
     if not has_base.any():
         return NO_ROW_IDS
+    if counts is None and not has_base.all():
+        # Only files holding IDs have statistics worth reading (a table being backfilled
+        # is mostly without: each batch's commit reads the few that have them).
+        files = files.select(["baseRowId", "stats"]).filter(from_numpy(has_base))
+        base, has_base = int_values(files.column("baseRowId"))
     n, has_n = int_values(counts if counts is not None else _fast_records(files, has_base))
     # A file without a count covers one row at least; without a base row ID, none.
     last = (base + np.where(has_n, n, 1) - 1)[has_base]
@@ -358,8 +363,13 @@ def row_id_problems(
         limit: At most this many messages.
     """
     found = row_id_findings(files, high_water_mark=high_water_mark, counts=counts)
-    return [f"{path}{'' if why.startswith(' [') else ': '}{why}"
-            for path, _kind, why in found[:limit]]
+    return [finding_line(path, why) for path, _kind, why in found[:limit]]
+
+
+def finding_line(path: str, why: str) -> str:
+    """One finding of `row_id_findings` as a line: `path: why`, or `path [a, b) overlaps
+    ...` for a range."""
+    return f"{path}{' ' if why.startswith('[') else ': '}{why}"
 
 
 def row_id_findings(
@@ -395,7 +405,7 @@ def row_id_findings(
     ranges.sort()
     for (b1, e1, p1), (b2, _e2, p2) in zip(ranges, ranges[1:], strict=False):
         if b2 < e1:
-            out.append((p1, "invalid", f" [{b1}, {e1}) overlaps {p2} starting at {b2}"))
+            out.append((p1, "invalid", f"[{b1}, {e1}) overlaps {p2} starting at {b2}"))
     return out
 
 
@@ -540,7 +550,7 @@ def check_enablement(
             [canonical_path(p, table) not in changed
              for p in files.column("path").to_pylist()], dtype=bool)))
         top = max_assigned_row_id(kept)  # IDs above the mark: the commit raises it
-        invalid = [f"{path}{'' if why.startswith(' [') else ': '}{why}" for path, kind, why
+        invalid = [finding_line(path, why) for path, kind, why
                    in row_id_findings(kept, high_water_mark=top) if kind == "invalid"]
         mask = pc.or_(
             pc.is_null(files.column("baseRowId")),

@@ -229,7 +229,7 @@ def _row_id_problems(snapshot: Any) -> list[Problem]:
     found = row_id_findings(snapshot.files, high_water_mark=high_water_mark(
         snapshot.domains, table=snapshot.table))
     return [
-        Problem("row_ids", ERROR, path, why.strip(), snapshot.version)
+        Problem("row_ids", ERROR, path, why, snapshot.version)
         for path, kind, why in found
         if kind == "invalid" or (kind == "missing" and enabled)
     ]
