@@ -71,16 +71,17 @@ def sweep(parent: str | None = None) -> list[str]:
 
 
 class ScratchDir:
-    """A scratch directory for `what` (a word in its name), owned by this process until
-    `close` removes it. Making one first sweeps away those of processes that died.
+    """A scratch directory for `what` (a word in its name) under `parent` (default: the
+    temp location), owned by this process until `close` removes it. Making one first sweeps
+    away those of processes that died under the same parent.
 
     Attributes:
         path: The directory.
     """
 
-    def __init__(self, what: str) -> None:
-        sweep()
-        self.path: str | None = tempfile.mkdtemp(prefix=f"{PREFIX}{what}-")
+    def __init__(self, what: str, parent: str | None = None) -> None:
+        sweep(parent)
+        self.path: str | None = tempfile.mkdtemp(prefix=f"{PREFIX}{what}-", dir=parent)
         self._fd: int | None = None
         if fcntl is not None:
             try:

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -54,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from delta_ops.engine.scratch import ScratchDir
 from delta_ops.errors import DeletionVectorError, MissingFileError, RewriteError
 from delta_ops.layout.field_match import file_mismatch
 from delta_ops.layout.in_place import claim, fsync_file, local_path, start_writeback
@@ -320,7 +319,8 @@ class _Writer:
         self.stats_schema = pa.schema(
             [f for f in s.file_schema
              if f.name not in (s.row_id_column, s.row_commit_version_column)])
-        self.scratch: str | None = None  # made when a file cannot be written in place
+        #: Made when a file cannot be written in place; swept if this process dies.
+        self.scratch: ScratchDir | None = None
         self.config = TableConfiguration(s.protocol, Metadata(dict(s.metadata)), None, s.table)
         self.buffer: list[pa.Table] = []
         self.buffered = self.buffered_rows = 0
@@ -337,7 +337,8 @@ class _Writer:
 
     def close_scratch(self) -> None:
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch.close()
+            self.scratch = None
 
     def write(self, t: pa.Table) -> None:
         if t.num_rows == 0:
@@ -364,8 +365,9 @@ class _Writer:
             claim(direct, self.s.table)
         self.direct = direct is not None
         if direct is None and self.scratch is None:
-            self.scratch = tempfile.mkdtemp(prefix="delta-ops-layout-", dir=self.s.scratch_dir)
-        self.local = direct or os.path.join(str(self.scratch), f"part-{self.part:05d}.parquet")
+            self.scratch = ScratchDir("layout", self.s.scratch_dir)
+        self.local = direct or os.path.join(
+            str(self.scratch.path), f"part-{self.part:05d}.parquet")
         # Materialized row IDs are distinct within a table: never worth a dictionary.
         row_ids = {self.s.row_id_column} if self.s.row_id_column else set()
         self.writer = pq.ParquetWriter(

@@ -119,3 +119,51 @@ def test_an_unlocked_owner_file_is_taken_only_by_the_sweep(tmpdir_):
     (d / "00000.arrows").write_bytes(b"spilled")
     assert sweep() == [str(d)]
     assert not d.exists()
+
+
+_KILLED_REWRITE = textwrap.dedent(
+    """
+    import os, signal, sys
+    import pyarrow as pa, pyarrow.parquet as pq
+    from delta_ops.commit import create_table
+    from delta_ops.layout.run import run_layout
+    from delta_ops.storage import Storage
+
+    storage = Storage.for_uri("memory://killed-rewrite")
+    adds = []
+    for i in range(3):
+        key = f"part-{i}.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64())}),
+                       sink)
+        storage.put_atomic(key, sink.getvalue().to_pybytes())
+        adds.append({"path": key, "partitionValues": {}, "size": storage.info(key).size,
+                     "modificationTime": 1_700_000_000_000, "dataChange": True})
+    create_table(storage, pa.schema([("id", pa.int64())]), [], adds=adds,
+                 clock=lambda: 1_700_000_000_000)
+
+    def killed(self, key, path):  # the new file is complete in scratch, not yet uploaded
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    type(storage).put_atomic = killed
+    run_layout(storage, "optimize", target_size="1gb", dry_run=False,
+               scratch_dir=sys.argv[1])
+    """
+)
+
+
+def test_a_rewrite_killed_before_its_upload_leaves_scratch_the_next_one_sweeps(tmp_path):
+    # OPTIMIZE of an object-store table writes each new file in a scratch directory, then
+    # uploads it; a process killed in between (SIGKILL: no cleanup) used to leave the
+    # directory and its file behind for good.
+    parent = tmp_path / "scratch"
+    parent.mkdir()
+    proc = subprocess.run([sys.executable, "-c", _KILLED_REWRITE, str(parent)],
+                          capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    (left,) = [p for p in parent.iterdir() if p.name.startswith(f"{PREFIX}layout-")]
+    assert (left / ".owner").exists()
+    assert [p.name for p in left.glob("part-*.parquet")] == ["part-00000.parquet"]
+    with ScratchDir("layout", str(parent)) as path:
+        assert [p.name for p in parent.iterdir()] == [Path(path).name]
+    assert list(parent.iterdir()) == []
