@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None, *, console: bool = False) -> int:
         if engine is not None:
             _close(engine)
     if args.json:
-        sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(_json_text(obj) + "\n")
     else:
         print(text)
     return code
@@ -277,12 +277,24 @@ def _disk_full(args: argparse.Namespace, exc: OSError) -> DeltaOpsError:
     )
 
 
+def _json_text(obj: dict[str, Any]) -> str:
+    """`obj` as indented JSON; an integer beyond 64 bits (which orjson refuses), e.g. a
+    number a user typed and an error repeats, is written as it is by the standard
+    library."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:
+        import json
+
+        return json.dumps(obj, indent=2, default=str)
+
+
 def _fail(args: argparse.Namespace, exc: BaseException, code: int) -> int:
     """Print the one-line error (and its JSON object with --json); return the exit code."""
     line = " ".join(str(exc).split("\n"))  # a multi-problem message still one line
     print(f"delta-ops {args.command}: {line}", file=sys.stderr)
     if getattr(args, "json", False):
-        sys.stdout.write(orjson.dumps(_error_object(exc), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write(_json_text(_error_object(exc)))
         sys.stdout.write("\n")
     return code
 

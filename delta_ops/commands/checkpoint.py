@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.commands.common import (
+    add_table_arguments,
+    open_table,
+    version_number,
+)
 from delta_ops.protocol.checkpoint_kind import CheckpointKind
 from delta_ops.protocol.filenames import LOG_DIR
 
@@ -100,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a checkpoint of a version (default: latest) and update _last_checkpoint",
     )
     add_table_arguments(p, engine=True)
-    p.add_argument("--version", type=int, help="version to checkpoint (default: latest)")
+    p.add_argument("--version", type=version_number, help="version to checkpoint (default: latest)")
     p.add_argument(
         "--kind",
         choices=[k.value for k in CheckpointKind],

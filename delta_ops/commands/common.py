@@ -48,6 +48,24 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: The largest table version: versions are Delta `long`s.
+MAX_VERSION = 2**63 - 1
+
+
+def version_number(text: str) -> int:
+    """An argparse type: a table version (a whole number from 0 to 2**63 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a version number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a version is at least 0, got {value}")
+    if value > MAX_VERSION:
+        raise argparse.ArgumentTypeError(
+            f"a version is at most {MAX_VERSION} (a Delta long), got {value}")
+    return value
+
+
 def parse_timestamp(text: str) -> datetime:
     try:
         ts = datetime.fromisoformat(text.replace("Z", "+00:00"))

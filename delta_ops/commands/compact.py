@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, positive_int
+from delta_ops.commands.common import (
+    add_table_arguments,
+    open_table,
+    positive_int,
+    version_number,
+)
 
 
 def _cmd_compact(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
@@ -44,8 +49,8 @@ def _line(r) -> str:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compact", help="write a log compaction file for a range of commits")
     add_table_arguments(p)
-    p.add_argument("--start", type=int, metavar="X", help="first commit of the range")
-    p.add_argument("--end", type=int, metavar="Y", help="last commit of the range")
+    p.add_argument("--start", type=version_number, metavar="X", help="first commit of the range")
+    p.add_argument("--end", type=version_number, metavar="Y", help="last commit of the range")
     p.add_argument(
         "--interval", type=positive_int, metavar="N",
         help="compact the commits after the latest checkpoint in windows of N commits "

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from delta_ops.commands.common import add_table_arguments, open_table
+from delta_ops.commands.common import (
+    add_table_arguments,
+    open_table,
+    version_number,
+)
 from delta_ops.maintenance.options import DEFAULT_ALL_FILES_THRESHOLD
 from delta_ops.protocol.histograms import HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD
 
@@ -147,21 +151,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = crc.add_parser("compute", help="print the checksum object that would be written")
     add_table_arguments(c, engine=True)
-    c.add_argument("--version", type=int, help="table version (default: latest)")
+    c.add_argument("--version", type=version_number, help="table version (default: latest)")
     _content_options(c)
     c.set_defaults(handler=_cmd_compute)
 
     w = crc.add_parser("write", help="write missing .crc files (never overwrites)")
     add_table_arguments(w, engine=True)
-    w.add_argument("--version", type=int, help="table version (default: latest)")
-    w.add_argument("--from", dest="from_version", type=int, metavar="A", help="first version")
-    w.add_argument("--to", dest="to_version", type=int, metavar="B", help="last version")
+    w.add_argument("--version", type=version_number, help="table version (default: latest)")
+    w.add_argument("--from", dest="from_version", type=version_number, metavar="A",
+                   help="first version")
+    w.add_argument("--to", dest="to_version", type=version_number, metavar="B", help="last version")
     _content_options(w)
     w.set_defaults(handler=_cmd_write)
 
     v = crc.add_parser("verify", help="compare .crc files with the recomputed table state")
     add_table_arguments(v, engine=True)
     which = v.add_mutually_exclusive_group()
-    which.add_argument("--version", type=int, help="table version (default: latest)")
+    which.add_argument("--version", type=version_number, help="table version (default: latest)")
     which.add_argument("--all", action="store_true", help="every .crc in the log")
     v.set_defaults(handler=_cmd_verify)

@@ -16,17 +16,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
-
-
-def _version(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a version number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a version is at least 0, got {value}")
-    return value
+from delta_ops.commands.common import (
+    add_table_arguments,
+    open_table,
+    parse_timestamp,
+    version_number,
+)
 
 
 def _cmd_restore(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
@@ -48,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_table_arguments(p)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--version", type=_version, metavar="N", help="the version to restore")
+    which.add_argument("--version", type=version_number, metavar="N", help="the version to restore")
     which.add_argument(
         "--timestamp", type=parse_timestamp, metavar="T",
         help="restore the newest version at or before this time (ISO 8601; UTC when no "

@@ -10,6 +10,7 @@ from delta_ops.commands.common import (
     add_table_arguments,
     parse_storage_options,
     parse_timestamp,
+    version_number,
 )
 from delta_ops.errors import CorruptLogError
 
@@ -116,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("snapshot", help="print the state of a table at a version")
     add_table_arguments(p)
     when = p.add_mutually_exclusive_group()
-    when.add_argument("--version", type=int, help="table version (default: latest)")
+    when.add_argument("--version", type=version_number, help="table version (default: latest)")
     when.add_argument(
         "--timestamp", type=parse_timestamp, help="ISO 8601 time; the version current then"
     )

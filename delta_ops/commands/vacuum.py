@@ -14,7 +14,12 @@ import sys
 from datetime import timedelta
 from typing import Any, TextIO
 
-from delta_ops.commands.common import add_table_arguments, open_table, parse_timestamp
+from delta_ops.commands.common import (
+    add_table_arguments,
+    open_table,
+    parse_timestamp,
+    version_number,
+)
 from delta_ops.engine.progress import PhaseTotals, Tracker, human_bytes
 from delta_ops.errors import RetentionError
 from delta_ops.protocol.retention import retention_from_hours
@@ -91,7 +96,7 @@ def _versions(text: str) -> tuple[int, ...]:
             raise argparse.ArgumentTypeError(
                 f"--keep-versions takes versions separated by commas (e.g. 12,15), got {text!r}"
             )
-        out.append(int(part))
+        out.append(version_number(part))
     return tuple(out)
 
 

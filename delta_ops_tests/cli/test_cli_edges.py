@@ -166,6 +166,39 @@ def test_the_largest_bounds_are_accepted(table_copy):
     assert json.loads(proc.stdout)["rebuilt_buckets"] == 1024
 
 
+_HUGE = str(2**80)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["snapshot", "{t}", "--version", _HUGE, "--json"],
+        ["checkpoint", "{t}", "--version", _HUGE, "--json"],
+        ["restore", "{t}", "--version", _HUGE, "--dry-run", "--json"],
+        ["crc", "write", "{t}", "--from", "0", "--to", _HUGE, "--json"],
+        ["compact", "{t}", "--start", "0", "--end", _HUGE],
+        ["vacuum", "{t}", "--keep-versions", f"1,{_HUGE}", "--dry-run"],
+    ],
+)
+def test_a_version_beyond_a_delta_long_is_a_bad_argument_not_a_traceback(table_copy, argv):
+    # It reached the JSON error writer, which cannot write integers beyond 64 bits.
+    root = table_copy(TABLE)
+    before = sorted(p.name for p in (root / "_delta_log").iterdir())
+    proc = _cli(*[a.format(t=root) for a in argv])
+    line = _one_line(proc, 2)
+    assert f"a version is at most {2**63 - 1} (a Delta long), got {_HUGE}" in line
+    assert proc.stdout == ""
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == before
+
+
+def test_the_largest_version_is_accepted_and_refused_by_the_table(table_copy):
+    root = table_copy(TABLE)
+    proc = _cli("restore", str(root), "--version", str(2**63 - 1), "--dry-run", "--json")
+    line = _one_line(proc, 1)
+    assert str(root.name) in line
+    assert json.loads(proc.stdout)["error"]["version"] == 2**63 - 1
+
+
 # ---- storage options -----------------------------------------------------------------------
 
 
