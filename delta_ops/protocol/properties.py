@@ -363,6 +363,9 @@ class TableProperties:
 
     A table's are `TableConfiguration.properties` (built with `from_configuration`).
     `configuration` keeps the raw map, unknown keys included (e.g. `delta.constraints.*`).
+    Built with `strict=False`, a property whose value is invalid raises its
+    `InvalidTablePropertyError` when it is read, not before, as delta-spark reads each
+    property when it needs it: a checkpoint does not need `delta.logRetentionDuration`.
     """
 
     checkpoint_interval: int = 10
@@ -387,6 +390,16 @@ class TableProperties:
     data_skipping_num_indexed_cols: int = 32
     data_skipping_stats_columns: tuple[str, ...] | None = None
     configuration: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The properties whose values are invalid, by attribute: reading one raises its error.
+    invalid: Mapping[str, InvalidTablePropertyError] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _ATTRIBUTES:
+            error = object.__getattribute__(self, "invalid").get(name)
+            if error is not None:
+                raise error
+        return object.__getattribute__(self, name)
 
     @classmethod
     def from_configuration(
@@ -395,6 +408,7 @@ class TableProperties:
         *,
         table: str | None = None,
         version: int | None = None,
+        strict: bool = True,
     ) -> TableProperties:
         """Parse a `metaData.configuration` map.
 
@@ -402,16 +416,35 @@ class TableProperties:
             configuration: The map (None is treated as empty).
             table: Named in errors.
             version: Named in errors.
+            strict: Raise at once on an invalid property; with False, only when that
+                property is read (`invalid` holds the errors).
 
         Raises:
-            InvalidTablePropertyError: A known property has an invalid value.
+            InvalidTablePropertyError: A known property has an invalid value (strict).
         """
         cfg = dict(configuration or {})
         values: dict[str, Any] = {}
+        invalid: dict[str, InvalidTablePropertyError] = {}
         for spec in PROPERTIES:
             if spec.key in cfg and cfg[spec.key] is not None:
-                values[spec.attribute] = _parse(spec, cfg[spec.key], table=table, version=version)
-        return cls(configuration=cfg, **values)
+                try:
+                    values[spec.attribute] = _parse(
+                        spec, cfg[spec.key], table=table, version=version)
+                except InvalidTablePropertyError as exc:
+                    if strict:
+                        raise
+                    invalid[spec.attribute] = exc
+        return cls(configuration=cfg, invalid=invalid, **values)
+
+    def ensure_valid(self) -> TableProperties:
+        """Self, when every known property is valid.
+
+        Raises:
+            InvalidTablePropertyError: the first invalid property (in `PROPERTIES` order).
+        """
+        for error in self.invalid.values():
+            raise error
+        return self
 
     @property
     def checkpoint_v2(self) -> bool:
@@ -444,6 +477,8 @@ def _check_defaults() -> None:
 
 
 _check_defaults()
+#: The typed attributes (those `TableProperties.invalid` may hold).
+_ATTRIBUTES = frozenset(spec.attribute for spec in PROPERTIES)
 
 __all__ = [
     "InvalidTablePropertyError",

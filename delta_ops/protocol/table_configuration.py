@@ -16,9 +16,10 @@ asks for. Snapshots and the log's light replay carry one (`Snapshot.table_config
 raw actions again.
 
 Building one reads nothing and raises nothing. Each part is parsed on the first question
-that needs it and kept (`functools.cached_property`): a table whose `delta.checkpointInterval`
-is invalid can still be read, and the checkpoint writer, which needs the property, fails
-naming the table, the version, the key and the value. `validate()` parses every part at once.
+that needs it and kept (`functools.cached_property`), and an invalid table property raises
+only when it is read: a table whose `delta.logRetentionDuration` is invalid can still be
+read and checkpointed, and metadata cleanup, which needs the property, fails naming the
+table, the version, the key and the value. `validate()` parses every part at once.
 
 The feature rules themselves are `delta_ops.protocol.features` (over a protocol alone: they
 also serve protocols being built, `protocol.upgrade`) and the property table is
@@ -130,7 +131,7 @@ class TableConfiguration:
             InvalidTablePropertyError: a known table property with an invalid value.
             UnsupportedTypeError / ValueError: a schemaString that does not parse.
         """
-        _ = (self.reader_features, self.writer_features, self.properties,
+        _ = (self.reader_features, self.writer_features, self.properties.ensure_valid(),
              self.ict, self.column_mapping_mode, self.schema)
         return self
 
@@ -247,14 +248,13 @@ class TableConfiguration:
 
     @cached_property
     def properties(self) -> TableProperties:
-        """The typed table properties, with the protocol's defaults.
-
-        Raises:
-            InvalidTablePropertyError: a known property with an invalid value (names the
-                key, the value, the table and the version).
+        """The typed table properties, with the protocol's defaults. A property whose
+        value is invalid raises its `InvalidTablePropertyError` (naming the key, the value,
+        the table and the version) when it is read: an operation that does not need it
+        runs.
         """
         return TableProperties.from_configuration(
-            self.configuration, table=self.table, version=self.version
+            self.configuration, table=self.table, version=self.version, strict=False
         )
 
     @cached_property

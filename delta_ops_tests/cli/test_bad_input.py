@@ -443,3 +443,34 @@ def test_argparse_errors_are_one_line(capsys):
     assert info.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "unrecognized arguments: --all" in line
+
+
+def test_an_invalid_property_stops_only_what_needs_it(table_copy):
+    # As delta-spark reads a property when it needs it: an invalid log retention does
+    # not stop a checkpoint or a checksum; metadata cleanup, which needs it, refuses.
+    root = table_copy(TABLE)
+    log = root / "_delta_log"
+    last = max(int(p.name[:20]) for p in log.glob("*.json"))
+    metadata = json.loads(next(
+        line for line in (log / filenames.commit_name(0)).read_text().splitlines()
+        if line.startswith('{"metaData"')))["metaData"]
+    metadata["configuration"] = {"delta.logRetentionDuration": "thirty days"}
+    version = last + 1
+    (log / filenames.commit_name(version)).write_text(json.dumps({"metaData": metadata}) + "\n")
+
+    proc = _cli("checkpoint", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["version"] == version
+    written = log / filenames.classic_checkpoint_name(version)
+    assert deltalake.DeltaTable(str(root)).metadata().configuration == {
+        "delta.logRetentionDuration": "thirty days"}
+    assert written.exists()
+    proc = _cli("crc", "write", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (log / filenames.checksum_name(version)).exists()
+
+    before = sorted(p.name for p in log.iterdir())
+    line = _one_line_error(_cli("cleanup", str(root)), "cleanup")
+    assert "delta.logRetentionDuration='thirty days' is invalid" in line
+    assert f"version {version}" in line
+    assert sorted(p.name for p in log.iterdir()) == before

@@ -4,7 +4,9 @@ part is parsed once; one `CheckpointKind`."""
 
 from __future__ import annotations
 
+import operator
 import re
+from datetime import timedelta
 from functools import cache
 
 import orjson
@@ -241,7 +243,7 @@ def test_unsupported_versions_and_features_name_the_version():
 @pytest.mark.parametrize(
     ("key", "value", "question"),
     [
-        ("delta.checkpointInterval", "often", "properties"),
+        ("delta.checkpointInterval", "often", "properties.checkpoint_interval"),
         ("delta.columnMapping.mode", "physical", "column_mapping_mode"),
         ("delta.inCommitTimestampEnablementVersion", "soon", "ict"),
         ("delta.inCommitTimestampEnablementTimestamp", "1.5", "ict"),
@@ -252,7 +254,7 @@ def test_an_invalid_property_names_key_value_table_and_version(key, value, quest
     config = TableConfiguration(LEGACY, Metadata({"configuration": cfg}), 8, TABLE)
     config.ensure_supported("read")  # the gate does not need the properties
     with pytest.raises(InvalidTablePropertyError) as info:
-        getattr(config, question)
+        operator.attrgetter(question)(config)
     assert (info.value.key, info.value.value) == (key, value)
     assert (info.value.table, info.value.version) == (TABLE, 8)
     with pytest.raises(InvalidTablePropertyError):
@@ -272,12 +274,13 @@ def test_a_snapshot_with_an_invalid_property_reads_and_its_questions_name_the_ve
     )
     snap = load_snapshot(storage)  # reading does not need the property
     assert snap.version == version
+    assert snap.properties.log_retention == timedelta(days=30)  # the others read
     with pytest.raises(InvalidTablePropertyError, match="delta.checkpointInterval") as info:
-        snap.properties  # noqa: B018
+        snap.properties.checkpoint_interval  # noqa: B018
     assert (info.value.table, info.value.version) == (snap.table, version)
     light = read_protocol_metadata(storage, build_log_segment(storage))
     with pytest.raises(InvalidTablePropertyError) as info:
-        light.properties  # noqa: B018
+        light.properties.checkpoint_interval  # noqa: B018
     assert info.value.version == version
 
 
