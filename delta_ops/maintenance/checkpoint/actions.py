@@ -407,8 +407,40 @@ def _parse_stats_rows(
     return pa.concat_arrays(pieces), pa.array(bad, pa.bool_())
 
 
+#: The fields every `add` action has (spec "Add File and Remove File": required).
+REQUIRED_ADD_FIELDS = ("path", "partitionValues", "size", "modificationTime", "dataChange")
+
+
+def require_add_fields(batch: pa.RecordBatch | pa.Table) -> None:
+    """Refuse to publish a live file whose action lacks a field the protocol requires (a
+    checkpoint holding it would stop readers that load the table from it, as deltalake
+    does).
+
+    Raises:
+        CorruptLogError: names the file and the missing field (no table or version: the
+            checkpoint writer adds them).
+    """
+    for name in REQUIRED_ADD_FIELDS:
+        col = _column(batch, name)
+        if col.null_count:
+            at = pc.index(pc.is_null(col), True).as_py()
+            path = _column(batch, "path")[at].as_py() if name != "path" else None
+            raise CorruptLogError(
+                f"the live file {path!r} has no {name}, which every add action must "
+                "have (spec \"Add File and Remove File\"), so no checkpoint is written "
+                "that would carry it" if path is not None else
+                "a live file has no path, which every add action must have (spec \"Add "
+                "File and Remove File\"), so no checkpoint is written that would carry it")
+
+
 def add_struct(batch: pa.RecordBatch | pa.Table, layout: CheckpointLayout) -> pa.StructArray:
-    """The `add` column of a batch of live files (ADD_SCHEMA rows)."""
+    """The `add` column of a batch of live files (ADD_SCHEMA rows).
+
+    Raises:
+        CorruptLogError: a live file lacks a field the protocol requires
+            (`require_add_fields`).
+    """
+    require_add_fields(batch)
     children = []
     for f in layout.add:
         if f.name == PARTITION_VALUES_PARSED:
@@ -506,6 +538,8 @@ def json_file_action_lines(
     remove_fields = [f.name for f in CHECKPOINT_REMOVE_TYPE]
     for table, name, fields in ((files, "add", add_fields), (tombstones, "remove", remove_fields)):
         for part in iter_slices(table, 0, table.num_rows, rows):
+            if name == "add":
+                require_add_fields(part)
             for row in part.select(fields).to_pylist(maps_as_pydicts="strict"):
                 yield orjson.dumps({name: _json_file_action(row)}) + b"\n"
 

@@ -48,6 +48,7 @@ from delta_ops.errors import (
     CheckpointError,
     CheckpointRaceLost,
     CheckpointVerificationError,
+    CorruptLogError,
     InvalidCheckpointRequestError,
 )
 from delta_ops.log import (
@@ -430,6 +431,11 @@ def _checkpoint_snapshot(
     if existing is None:
         try:
             written = apply_checkpoint(storage, snapshot, plan, engine)
+        except CorruptLogError as exc:  # a file action the writer would not publish
+            if exc.table is not None:
+                raise
+            raise CorruptLogError(exc.reason, table=snapshot.table, version=plan.version,
+                                  file=exc.file) from None
         except CheckpointRaceLost as lost:  # another writer's landed meanwhile: theirs
             existing = find_existing(storage, plan.version, plan.kind, parts=options.parts)
             if existing is None:
