@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -201,3 +202,27 @@ def test_row_ids_tags_and_the_ict_are_compared(tmp_path, edit):
     _edit_crc(tmp_path / "t", change, version=version)
     fields = [m.field for m in verify_checksum(storage, version=version).mismatches]
     assert fields == ["inCommitTimestampOpt" if "ict" in edit else "allFiles"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_live_file_without_a_size_gets_no_checksum(tmp_path, streamed):
+    # Summed as 0 it gave a .crc whose tableSizeBytes and histogram were wrong; the
+    # incremental path already steps aside for such a commit, the full one now refuses.
+    from delta_ops.errors import CorruptLogError
+    from delta_ops.log import ReadOptions
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"a": [1, 2]}))
+    write_checksum(str(root), version=0)
+    write_checkpoint(str(root), version=0)  # a state to stream from
+    log = root / "_delta_log"
+    (log / "00000000000000000001.json").write_text(json.dumps({"add": {
+        "path": "no-size.parquet", "partitionValues": {}, "modificationTime": 1,
+        "dataChange": True}}) + "\n")
+    options = ReadOptions(stream_threshold_bytes=0) if streamed else None
+    with pytest.raises(CorruptLogError) as info:
+        write_checksum(str(root), version=1, read_options=options)
+    assert "the live file 'no-size.parquet' has no size" in info.value.reason
+    assert info.value.version == 1 and info.value.table.endswith("/t")
+    assert not (log / "00000000000000000001.crc").exists()

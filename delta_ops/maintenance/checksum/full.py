@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from delta_ops.engine.base import Engine
 from delta_ops.errors import (
+    CorruptLogError,
     VersionNotFoundError,
 )
 from delta_ops.log import BATCH_ROWS, Snapshot, StreamedActions, read_commit_info
@@ -69,19 +70,14 @@ def checksum_from_snapshot(
     metadata = action_dict(snapshot.metadata.raw)
     config = snapshot.table_configuration
     dv_readable = config.deletion_vectors_readable
-    # One pass over the live files, a bounded table at a time (the whole table when it is
-    # loaded; a row group at a time when the snapshot is streamed): partial aggregates
-    # added up, so memory does not grow with the table. A streamed state on a distributed
-    # engine is read on its workers, which send back one `_Totals` per row group.
     boundaries = list(policy.boundaries)
-    if isinstance(files, StreamedActions) and _engine(engine).distributed:
-        agg = _distributed_totals(files, _engine(engine), boundaries, dv_readable)
-    else:
-        agg = _Totals.empty(len(boundaries))
-        for part in _file_parts(files, ["size", "deletionVector"]):
-            sizes = _contiguous(part.column("size"))
-            c, t = _engine(engine).size_histogram(sizes, boundaries)
-            agg = agg.plus(_part_totals(part, c, t, dv_readable))
+    try:
+        agg = _totals(files, engine, boundaries, dv_readable)
+    except CorruptLogError as exc:
+        if exc.table is not None:
+            raise
+        raise CorruptLogError(_sizeless(files) or exc.reason, table=snapshot.table,
+                              version=version) from None
     num_files, table_size = agg.num_files, agg.table_size
     counts, totals = agg.counts, agg.totals
     num_dv, num_deleted, dv_counts = agg.num_dv, agg.num_deleted, agg.dv_counts
@@ -155,9 +151,54 @@ class _Totals:
         )
 
 
+def _totals(
+    files: pa.Table | StreamedActions, engine: Engine | None, boundaries: list[int], dv: bool
+) -> _Totals:
+    """The aggregates of the live files: one pass, a bounded table at a time (the whole
+    table when it is loaded; a row group at a time when the snapshot is streamed), partial
+    aggregates added up, so memory does not grow with the table. A streamed state on a
+    distributed engine is read on its workers, which send back one `_Totals` per row group.
+
+    Raises:
+        CorruptLogError: a live file has no size (without table or version).
+    """
+    if isinstance(files, StreamedActions) and _engine(engine).distributed:
+        return _distributed_totals(files, _engine(engine), boundaries, dv)
+    agg = _Totals.empty(len(boundaries))
+    for part in _file_parts(files, ["size", "deletionVector"]):
+        sizes = _require_sizes(_contiguous(part.column("size")))
+        c, t = _engine(engine).size_histogram(sizes, boundaries)
+        agg = agg.plus(_part_totals(part, c, t, dv))
+    return agg
+
+
+_NO_SIZE = ("has no size, which every add action must have (spec \"Add File and Remove "
+            "File\"), so the table's size is not known and no checksum is written")
+
+
+def _require_sizes(sizes: pa.Array) -> pa.Array:
+    if sizes.null_count:
+        raise CorruptLogError(f"a live file {_NO_SIZE}")
+    return sizes
+
+
+def _sizeless(files: pa.Table | StreamedActions) -> str | None:
+    """The message naming the first live file without a size (None: none found)."""
+    for part in _file_parts(files, ["path", "size"]):
+        missing = pc.is_null(part.column("size"))
+        if pc.any(missing).as_py():
+            at = pc.index(missing, True).as_py()
+            return f"the live file {part.column('path')[at].as_py()!r} {_NO_SIZE}"
+    return None
+
+
 def _part_totals(part: pa.Table, counts: list[int], totals: list[int], dv: bool) -> _Totals:
-    """The aggregates of `part`, its size histogram (`counts`, `totals`) given."""
-    sizes = _contiguous(part.column("size"))
+    """The aggregates of `part`, its size histogram (`counts`, `totals`) given.
+
+    Raises:
+        CorruptLogError: a live file of `part` has no size.
+    """
+    sizes = _require_sizes(_contiguous(part.column("size")))
     num_dv = num_deleted = 0
     dv_counts = [0] * len(DELETED_RECORD_COUNT_BIN_STARTS)
     if dv:
