@@ -71,7 +71,7 @@ shutil.copytree({template!r}, {scratch!r})
 storage = Storage.for_uri({scratch!r})
 """
     run = f"""
-result = backfill_row_tracking(storage, batch_size={BATCH})
+result = backfill_row_tracking(storage, batch_size={BATCH}, confirm_protocol_upgrade=True)
 assert result.enabled and result.files_backfilled == {FILES}, result
 """
     runs = [measure(setup, run) for _ in range(repeats)]

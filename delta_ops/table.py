@@ -281,16 +281,19 @@ class DeltaTable:
         stream_threshold: int | None = None,
         checkpoint_every: int = 250_000,
         read_options: ReadOptions | None = None,
+        confirm_protocol_upgrade: bool = False,
     ) -> BackfillResult:
         """Give every live file row IDs, then (by default) enable row tracking: the
-        arguments and Result of `delta_ops.maintenance.row_tracking.backfill_row_tracking`."""
+        arguments and Result of `delta_ops.maintenance.row_tracking.backfill_row_tracking`
+        (a table whose protocol must gain the rowTracking and domainMetadata features,
+        which other writers may lack, needs `confirm_protocol_upgrade=True`)."""
         from delta_ops.maintenance.row_tracking import backfill_row_tracking
 
         return backfill_row_tracking(
             self, batch_size=batch_size, enable=enable, engine=engine, clock=clock,
             progress=progress, max_conflicts=max_conflicts, max_retries=max_retries,
             sleep=sleep, stream_threshold=stream_threshold, checkpoint_every=checkpoint_every,
-            read_options=read_options,
+            read_options=read_options, confirm_protocol_upgrade=confirm_protocol_upgrade,
         )
 
     def compute_stats(

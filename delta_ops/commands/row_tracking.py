@@ -72,6 +72,7 @@ def _cmd_backfill(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:
         progress=None if args.json or args.quiet else _report,
         engine=args.engine,
         checkpoint_every=args.checkpoint_every,
+        confirm_protocol_upgrade=True,  # asked above
     )
     obj = result.to_dict()
     obj["protocol_upgrade"] = upgrade.to_dict()

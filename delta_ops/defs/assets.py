@@ -59,6 +59,7 @@ from delta_ops.defs.metadata import (
 from delta_ops.defs.policy import Policy
 from delta_ops.defs.registry import RegisteredTable
 from delta_ops.defs.resources import RegistryResource, SparkResource
+from delta_ops.errors import ProtocolUpgradeNotConfirmedError
 from delta_ops.log import LogState, TableSettings, inspect_log, read_settings
 from delta_ops.maintenance.due import (
     checkpoint_interval,
@@ -451,6 +452,14 @@ class RowTrackingConfig(Config):
         default=None,
         description="Set delta.enableRowTracking=true at the end (default: policy).",
     )
+    confirm_protocol_upgrade: bool | None = Field(default=None, description=(
+        "Let the backfill add the rowTracking and domainMetadata writer features the "
+        "protocol lacks (writers without them, such as deltalake, then cannot write the "
+        "table). Default: the registry's row_tracking.confirm_protocol_upgrade."))
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value  # a run config's value, else the policy's
 
 
 def run_row_tracking(
@@ -462,9 +471,9 @@ def run_row_tracking(
     from delta_ops.maintenance.row_tracking import backfill_row_tracking, plan_backfill
 
     policy = run.policy.row_tracking
-    do_backfill = config.backfill if config.backfill is not None else policy.backfill
-    batch_size = policy.batch_size if config.batch_size is None else config.batch_size
-    enable = config.enable if config.enable is not None else policy.enable
+    do_backfill = _given(config.backfill, policy.backfill)
+    batch_size = _given(config.batch_size, policy.batch_size)
+    enable = _given(config.enable, policy.enable)
     if batch_size < 1:  # the run config's value (the policy's is checked when loaded)
         raise Failure(
             description=f"{run.name}: row_tracking batch_size must be at least 1, got "
@@ -494,10 +503,17 @@ def run_row_tracking(
                 f"{p.files_done}/{p.files_total} files backfilled in {p.batches} batch(es)"
             )
 
-        result, duration = _timed(lambda: backfill_row_tracking(
-            run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
-            progress=progress,
-        ))
+        confirmed = _given(config.confirm_protocol_upgrade, policy.confirm_protocol_upgrade)
+        try:
+            result, duration = _timed(lambda: backfill_row_tracking(
+                run.storage, batch_size=batch_size, enable=enable, engine=run.engine(),
+                progress=progress, confirm_protocol_upgrade=confirmed))
+        except ProtocolUpgradeNotConfirmedError as exc:
+            raise Failure(description=f"{run.name}: {exc.reason.split('. Nothing')[0]}. "
+                          "Nothing was committed; set row_tracking.confirm_protocol_upgrade: "
+                          "true in the table's policy (or the run config) to go ahead",
+                          metadata={"table": run.name, "reason": "protocol upgrade not "
+                                    "confirmed"}, allow_retries=False) from None
         # The keys the report-only observation has, read again after the backfill.
         after = load_snapshot(run.storage)
         left = plan_backfill(after, batch_size=batch_size)

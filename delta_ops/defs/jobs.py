@@ -115,7 +115,8 @@ def backfill_row_tracking_op(
         f"{name}: row-tracking backfill of {run.table.uri} on the {run.policy.engine} engine"
     )
     metadata = run_row_tracking(
-        run, RowTrackingConfig(backfill=True, batch_size=config.batch_size, enable=config.enable),
+        run, RowTrackingConfig(backfill=True, batch_size=config.batch_size, enable=config.enable,
+                               confirm_protocol_upgrade=config.confirm_protocol_upgrade),
         context.log.info,
     )
     context.log.info(

@@ -218,11 +218,20 @@ class CleanupPolicy(_ScheduledPolicy):
 class RowTrackingPolicy(StrictModel):
     """backfill: a table's maintenance step backfills row IDs (otherwise it only reports what is
     missing; the `row_tracking_backfill` job always backfills); batch_size: files per
-    commit; enable: set delta.enableRowTracking=true at the end."""
+    commit; enable: set delta.enableRowTracking=true at the end; confirm_protocol_upgrade:
+    the step may add the rowTracking and domainMetadata writer features to the protocol
+    (after which writers without them, such as deltalake, cannot write the table)."""
 
     backfill: bool = False
     batch_size: int = Field(default=20_000, ge=1)
     enable: bool = True
+    confirm_protocol_upgrade: bool = Field(
+        default=False,
+        description="Let the maintenance step's backfill add the rowTracking and "
+        "domainMetadata writer features the table's protocol lacks (writers without them, "
+        "such as deltalake, then cannot write the table); without it the step refuses such "
+        "a table, committing nothing.",
+    )
 
 
 class OptimizePolicy(StrictModel):

@@ -180,7 +180,7 @@ def test_row_ids_tags_and_the_ict_are_compared(tmp_path, edit):
     storage = Storage.for_uri(str(tmp_path / "t"))
     build_history(storage, HistorySpec(in_commit_timestamps=ict,
                                        steps=(("append", (2, 3), True),)))
-    backfill_row_tracking(storage, sleep=lambda _s: None)
+    backfill_row_tracking(storage, sleep=lambda _s: None, confirm_protocol_upgrade=True)
     version = write_checksum(storage, method="full").version
     assert verify_checksum(storage, version=version).mismatches == ()
 

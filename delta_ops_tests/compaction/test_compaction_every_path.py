@@ -282,8 +282,8 @@ def _row_ids(storage: Storage) -> list[tuple]:
 def test_backfill_from_compactions_assigns_what_the_commits_would(pair):
     commits, compacted = pair
     _segment_uses_compactions(compacted)
-    want = backfill_row_tracking(commits)
-    got = backfill_row_tracking(compacted)
+    want = backfill_row_tracking(commits, confirm_protocol_upgrade=True)
+    got = backfill_row_tracking(compacted, confirm_protocol_upgrade=True)
     live = load_snapshot(commits, LATEST).files.num_rows
     assert got.files_backfilled == want.files_backfilled == live
     assert got.high_water_mark == want.high_water_mark

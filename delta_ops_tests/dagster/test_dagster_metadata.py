@@ -215,7 +215,8 @@ def test_a_component_reports_the_same_keys_with_or_without_work(tmp_path):
         {"name": "idle", "uri": str(idle), "checkpoint": {"interval": 50},
          "checksum": {"enabled": False}, "compaction": {"interval": 0}},
         {"name": "busy", "uri": str(busy), "checkpoint": {"interval": 2},
-         "compaction": {"interval": 2}, "row_tracking": {"backfill": True, "batch_size": 8}},
+         "compaction": {"interval": 2}, "row_tracking": {"backfill": True, "batch_size": 8,
+                                                           "confirm_protocol_upgrade": True}},
     ]})
     events = events_by_key(run_all(build_definitions(reg)))
     for component in ("checkpoint", "version_checksum", "log_compaction", "row_tracking"):

@@ -45,7 +45,8 @@ def test_backfill_streams_when_read_options_say_so(tmp_path):
     storage = _copy("golden__basic-with-inserts-deletes-checkpoint", tmp_path / "t")
 
     result = backfill_row_tracking(
-        storage, read_options=ReadOptions(stream_threshold_bytes=0), sleep=lambda _: None
+        storage, read_options=ReadOptions(stream_threshold_bytes=0), sleep=lambda _: None,
+        confirm_protocol_upgrade=True
     )
 
     assert result.streamed and result.enabled

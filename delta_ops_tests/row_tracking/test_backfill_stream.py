@@ -47,6 +47,8 @@ from delta_ops_tests.support.row_tracking_checks import assert_backfilled, file_
 LOG = "_delta_log"
 LOADED = 10**15  # a stream threshold no table reaches: the loaded path
 NO_WAIT = {"sleep": lambda _s: None}
+#: What a backfill here takes: no waits, and the protocol upgrade confirmed.
+BACKFILL = {**NO_WAIT, "confirm_protocol_upgrade": True}
 _TOKEN = re.compile(r"_row-(id|commit-version)-col-[0-9a-f-]{36}")
 #: commitInfo fields that differ between any two runs.
 _VOLATILE = ("timestamp", "txnId", "inCommitTimestamp")
@@ -86,7 +88,7 @@ def _backfill(root: Path, threshold: int, batch_size: int, engine=None, **kwargs
             stream_threshold=threshold,
             engine=engine,
             clock=StepClock(tc.NOW),
-            **NO_WAIT,
+            **BACKFILL,
             **kwargs,
         )
     except Exception as exc:  # noqa: BLE001 - compared with the other path's outcome
@@ -286,7 +288,7 @@ def test_batch_conflicting_with_a_concurrent_delete_is_replanned(tmp_path):
         return 1_700_000_000_000 + len(calls)
 
     result = backfill_row_tracking(
-        storage, batch_size=3, clock=clock, stream_threshold=0, **NO_WAIT
+        storage, batch_size=3, clock=clock, stream_threshold=0, **BACKFILL
     )
     snap = load_snapshot(storage)
     assert result.streamed and result.conflicts == 1 and result.enabled
@@ -309,7 +311,7 @@ def test_a_file_deleted_during_the_pass_leaves_its_later_batch(tmp_path):
             _delete(storage, victim)
 
     result = backfill_row_tracking(
-        storage, batch_size=2, progress=progress, stream_threshold=0, **NO_WAIT
+        storage, batch_size=2, progress=progress, stream_threshold=0, **BACKFILL
     )
     snap = load_snapshot(storage)
     assert result.streamed and result.conflicts == 0 and result.enabled
@@ -341,7 +343,7 @@ def test_concurrent_appends_during_a_streamed_backfill(tmp_path):
         appended.append(add["path"])
 
     result = backfill_row_tracking(
-        storage, batch_size=2, progress=progress, stream_threshold=0, **NO_WAIT
+        storage, batch_size=2, progress=progress, stream_threshold=0, **BACKFILL
     )
     snap = load_snapshot(storage)
     assert result.streamed and result.enabled
@@ -361,7 +363,7 @@ def _interrupted(root: str, at: int) -> None:
 
     backfill_row_tracking(
         Storage.for_uri(root), batch_size=2, progress=progress, stream_threshold=0,
-        checkpoint_every=3, clock=StepClock(tc.NOW), **NO_WAIT,
+        checkpoint_every=3, clock=StepClock(tc.NOW), **BACKFILL,
     )
 
 
@@ -394,7 +396,7 @@ def test_footer_counts_are_read_before_anything_is_written(tmp_path, monkeypatch
     build_history(storage, HistorySpec(steps=(("append", (5, 0, 7, 3, 1), False),)))
     engine = CountingEngine(LocalEngine())
     result = backfill_row_tracking(
-        storage, batch_size=2, engine=engine, stream_threshold=0, **NO_WAIT
+        storage, batch_size=2, engine=engine, stream_threshold=0, **BACKFILL
     )
     assert result.streamed and result.files_backfilled == 5
     assert engine.calls["parquet_row_counts"] == 3 and engine.items["parquet_row_counts"] == 5

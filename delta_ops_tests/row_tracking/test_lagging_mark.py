@@ -27,6 +27,8 @@ from delta_ops.storage import Storage
 from delta_ops_tests.support.histories import HistorySpec, build_history, write_data_file
 
 NO_WAIT = {"sleep": lambda _s: None}
+#: What a backfill here takes: no waits, and the protocol upgrade confirmed.
+BACKFILL = {**NO_WAIT, "confirm_protocol_upgrade": True}
 LOADED, STREAMED = 10**15, 0  # stream thresholds: never, always
 
 
@@ -67,7 +69,7 @@ def _assert_valid(storage: Storage, at_least: int = 104) -> None:
 def test_backfill_starts_above_the_ids_files_hold(tmp_path, shape, threshold):
     storage = Storage.for_uri(str(tmp_path / "t"))
     _careless_table(storage, shape)
-    result = backfill_row_tracking(storage, stream_threshold=threshold, **NO_WAIT)
+    result = backfill_row_tracking(storage, stream_threshold=threshold, **BACKFILL)
     assert result.enabled and result.files_backfilled == 1
     snap = load_snapshot(storage)
     assert sorted(snap.files.column("baseRowId").to_pylist()) == [100, 105]
@@ -110,7 +112,7 @@ def test_fsck_reports_ids_above_the_mark_and_overlaps(tmp_path):
     # The backfill never adds to it (its fresh IDs start above every held one), and does
     # not enable row tracking over the overlap.
     with pytest.raises(InvalidCommitError, match="overlaps"):
-        backfill_row_tracking(storage, **NO_WAIT)
+        backfill_row_tracking(storage, **BACKFILL)
     bare = [r for r in load_snapshot(storage).files.to_pylist() if r["baseRowId"] > 101]
     assert [r["baseRowId"] for r in bare] == [105]
 
@@ -134,7 +136,7 @@ def _two_files(storage: Storage, held: dict, *, feature: bool) -> None:
 def test_ids_files_hold_count_whatever_else_they_lack(tmp_path, held, feature):
     storage = Storage.for_uri(str(tmp_path / "t"))
     _two_files(storage, held, feature=feature)
-    result = backfill_row_tracking(storage, **NO_WAIT)
+    result = backfill_row_tracking(storage, **BACKFILL)
     assert result.enabled
     assert sorted(load_snapshot(storage).files.column("baseRowId").to_pylist()) == [0, 5]
     _assert_valid(storage, at_least=9)
@@ -150,7 +152,7 @@ def test_enabling_is_refused_when_held_ids_overlap(tmp_path):
         f.update(baseRowId=0, defaultRowCommitVersion=0)
     _commit(storage, *({"add": f} for f in files))
     with pytest.raises(InvalidCommitError, match="overlaps") as raised:
-        backfill_row_tracking(storage, **NO_WAIT)
+        backfill_row_tracking(storage, **BACKFILL)
     assert all(f["path"] in str(raised.value) for f in files)
     assert not load_snapshot(storage).table_configuration.is_row_tracking_enabled
 
@@ -164,7 +166,7 @@ def test_a_suspended_table_is_refused_with_nothing_written(tmp_path):
     txn.set_metadata(md).commit()
     version = load_snapshot(storage).version
     with pytest.raises(InvalidCommitError, match="suspended"):
-        backfill_row_tracking(storage, **NO_WAIT)
+        backfill_row_tracking(storage, **BACKFILL)
     assert load_snapshot(storage).version == version
 
 

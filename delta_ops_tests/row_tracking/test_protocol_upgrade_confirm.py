@@ -242,3 +242,66 @@ def test_the_dagster_job_reports_a_refused_table_before_any_question(tmp_path):
     assert "collations" in data.description
     assert "confirm_protocol_upgrade" not in data.description
     assert data.metadata["error"].value == "UnsupportedFeatureError"
+
+
+# ---- the library and the maintenance step ask too ---------------------------------------------
+
+
+@pytest.mark.parametrize("enable", [True, False])
+def test_the_library_refuses_an_unconfirmed_upgrade(tmp_path, enable):
+    # It went ahead without asking: `DeltaTable(p).backfill_row_tracking()` locked
+    # deltalake out of the table, even with enable=False.
+    from delta_ops import DeltaTable
+    from delta_ops.errors import ProtocolUpgradeNotConfirmedError
+    from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
+
+    root = _deltalake_table(tmp_path / "t")
+    before = _log(root)
+    with pytest.raises(ProtocolUpgradeNotConfirmedError) as info:
+        DeltaTable(str(root)).backfill_row_tracking(enable=enable)
+    assert backfill_protocol_upgrade(str(root)).describe() in info.value.reason
+    assert "confirm_protocol_upgrade=True" in info.value.reason
+    assert info.value.table is not None and info.value.table.endswith("/t")
+    assert _log(root) == before
+    assert _deltalake_appends(root) is None  # deltalake still writes it
+    done = DeltaTable(str(root)).backfill_row_tracking(
+        enable=enable, confirm_protocol_upgrade=True)
+    assert done.enabled == enable
+    assert _deltalake_appends(root) is not None
+
+
+def _step_run(tmp_path: Path, root: Path, row_tracking: dict, run_config: dict | None = None):
+    import yaml
+    from dagster import AssetKey, DagsterInstance
+
+    from delta_ops.defs import build_definitions
+
+    reg = tmp_path / "tables.yaml"
+    reg.write_text(yaml.safe_dump({"defaults": {"engine": "local"}, "tables": [
+        {"name": "t", "uri": str(root), "row_tracking": row_tracking}]}))
+    job = build_definitions(reg).resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), raise_on_error=False,
+        asset_selection=[AssetKey(["t", "delta_log"]), AssetKey(["t", "row_tracking"])],
+        run_config=run_config or {})
+
+
+def test_the_maintenance_step_backfills_only_with_the_upgrade_confirmed(tmp_path):
+    root = _deltalake_table(tmp_path / "t")
+    before = _log(root)
+    refused = _step_run(tmp_path, root, {"backfill": True})
+    assert not refused.success
+    (failure,) = refused.get_step_failure_events()
+    description = failure.step_failure_data.user_failure_data.description
+    assert "row_tracking.confirm_protocol_upgrade: true" in description
+    assert "rowTracking" in description
+    assert _log(root) == before and _deltalake_appends(root) is None
+
+    # The run config confirms it for one run; the policy for every run.
+    by_run = _step_run(tmp_path, root, {"backfill": True}, {"ops": {"t__maintenance": {
+        "config": {"row_tracking": {"confirm_protocol_upgrade": True}}}}})
+    assert by_run.success
+    assert _deltalake_appends(root) is not None
+    other = _deltalake_table(tmp_path / "u")
+    by_policy = _step_run(tmp_path, other, {"backfill": True, "confirm_protocol_upgrade": True})
+    assert by_policy.success

@@ -58,6 +58,8 @@ from delta_ops_tests.support.row_tracking_checks import (
 )
 
 NO_WAIT = {"sleep": lambda s: None}
+#: What a backfill here takes: no waits, and the protocol upgrade confirmed.
+BACKFILL = {**NO_WAIT, "confirm_protocol_upgrade": True}
 
 CORPUS_TABLES = [
     # (name, what it covers)
@@ -106,7 +108,7 @@ def test_backfill_corpus_table(table_copy, name, covers):
     is_dat = (CORPUS / "dat" / name).is_dir()
     rows_before = delta_rs_rows(root) if is_dat else None
     seen: list[BackfillProgress] = []
-    result = backfill_row_tracking(storage, batch_size=3, progress=seen.append, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=3, progress=seen.append, **BACKFILL)
     after = load_snapshot(storage)
     assert_backfilled(after)
     assert file_state(after) == file_state(before)
@@ -127,7 +129,7 @@ def test_backfill_corpus_table(table_copy, name, covers):
             assert features.is_feature_supported(after.protocol, f.name), f.name
     if is_dat:
         assert delta_rs_rows(root) == rows_before == dat_expected_rows(name)
-    again = backfill_row_tracking(storage)
+    again = backfill_row_tracking(storage, confirm_protocol_upgrade=True)
     assert again.already_enabled and again.versions == () and again.enabled
     assert load_snapshot(storage).version == after.version
 
@@ -136,7 +138,7 @@ def test_batches_commit_recommits_with_commit_versions(table_copy):
     root = table_copy("golden__dv-partitioned-with-checkpoint")
     storage = Storage.for_uri(str(root))
     before = load_snapshot(storage)
-    result = backfill_row_tracking(storage, batch_size=4, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=4, **BACKFILL)
     assert result.batches == 4 and result.files_backfilled == 15
     upgrade, *batches, enable = result.versions
     by_version: dict[int, list[dict]] = {}
@@ -168,12 +170,12 @@ def test_batches_commit_recommits_with_commit_versions(table_copy):
 def test_no_enable_then_enable(tmp_path):
     storage = Storage.for_uri(str(tmp_path / "t"))
     build_history(storage, HistorySpec(steps=(("append", (2, 3, 4), True),)))
-    first = backfill_row_tracking(storage, batch_size=2, enable=False, **NO_WAIT)
+    first = backfill_row_tracking(storage, batch_size=2, enable=False, **BACKFILL)
     assert (first.enabled, first.batches, first.files_backfilled) == (False, 2, 3)
     snap = load_snapshot(storage)
     assert ENABLE_ROW_TRACKING not in snap.metadata.configuration
     assert verify_row_tracking(snap) == []
-    second = backfill_row_tracking(storage, **NO_WAIT)
+    second = backfill_row_tracking(storage, **BACKFILL)
     assert (second.enabled, second.batches, len(second.versions)) == (True, 0, 1)
     assert_backfilled(load_snapshot(storage))
 
@@ -183,7 +185,7 @@ def test_footer_counts_when_stats_lack_num_records(tmp_path):
     build_history(
         storage, HistorySpec(steps=(("append", (5, 0, 7), False), ("append", (2,), True)))
     )
-    result = backfill_row_tracking(storage, **NO_WAIT)
+    result = backfill_row_tracking(storage, **BACKFILL)
     snap = load_snapshot(storage)
     assert_backfilled(snap)
     real = {}
@@ -208,7 +210,7 @@ def test_missing_data_file_without_stats_is_refused_untouched(table_copy):
     root = table_copy("golden__checkpoint")  # its data files are not in the corpus
     log_before = sorted(p.name for p in (root / "_delta_log").iterdir())
     with pytest.raises(StorageError, match="no numRecords in its stats"):
-        backfill_row_tracking(Storage.for_uri(str(root)), **NO_WAIT)
+        backfill_row_tracking(Storage.for_uri(str(root)), **BACKFILL)
     assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log_before
 
 
@@ -224,7 +226,7 @@ def test_unsupported_writer_feature_refused_with_nothing_written(table_copy, nam
     root = table_copy(name)
     before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     with pytest.raises(UnsupportedFeatureError, match=feature) as info:
-        backfill_row_tracking(Storage.for_uri(str(root)), **NO_WAIT)
+        backfill_row_tracking(Storage.for_uri(str(root)), **BACKFILL)
     assert feature in info.value.features
     after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
@@ -238,7 +240,7 @@ def test_append_only_table_is_backfilled(tmp_path):
     )
     before = load_snapshot(storage)
     assert features.is_feature_enabled(before.protocol, before.metadata.configuration, "appendOnly")
-    result = backfill_row_tracking(storage, batch_size=2, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=2, **BACKFILL)
     after = load_snapshot(storage)
     assert result.enabled and result.batches == 2
     assert_backfilled(after)
@@ -253,7 +255,7 @@ def test_in_commit_timestamps_continue_through_the_backfill(tmp_path):
         HistorySpec(in_commit_timestamps=True, steps=(("append", (1, 2, 3), True),)),
         clock=clock,
     )
-    result = backfill_row_tracking(storage, batch_size=1, clock=clock, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=1, clock=clock, **BACKFILL)
     stamps = []
     for v in range(load_snapshot(storage).version + 1):
         first = orjson.loads(
@@ -284,7 +286,7 @@ def test_spec_spelling_of_the_high_water_mark_is_honoured(tmp_path):
         f"_delta_log/{version:020d}.json",
         orjson.dumps({"commitInfo": {"operation": "X"}}) + b"\n" + orjson.dumps(line) + b"\n",
     )
-    result = backfill_row_tracking(storage, **NO_WAIT)
+    result = backfill_row_tracking(storage, **BACKFILL)
     snap = load_snapshot(storage)
     assert sorted(snap.files.column("baseRowId").to_pylist()) == [42, 44]
     assert result.high_water_mark == 45
@@ -303,7 +305,7 @@ def test_property_set_without_the_feature_is_not_trusted(tmp_path):
     line += orjson.dumps({"metaData": md}) + b"\n"
     storage.put_if_absent(f"_delta_log/{snap.version + 1:020d}.json", line)
     seen: list[BackfillProgress] = []
-    result = backfill_row_tracking(storage, batch_size=1, progress=seen.append, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=1, progress=seen.append, **BACKFILL)
     assert not result.already_enabled and result.enabled and result.files_backfilled == 2
     upgraded = load_snapshot(storage, seen[0].version)
     assert features.is_feature_supported(upgraded.protocol, "rowTracking")
@@ -361,7 +363,7 @@ def test_concurrent_writers_during_backfill(tmp_path):
     threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
     for t in threads:
         t.start()
-    result = backfill_row_tracking(storage, batch_size=4, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=4, **BACKFILL)
     for t in threads:
         t.join()
     assert not errors
@@ -404,7 +406,7 @@ def test_batch_conflicting_with_a_concurrent_delete_is_replanned(tmp_path):
             ).commit()
         return 1_700_000_000_000 + len(calls)
 
-    result = backfill_row_tracking(storage, batch_size=3, clock=clock, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=3, clock=clock, **BACKFILL)
     snap = load_snapshot(storage)
     assert result.conflicts == 1 and result.enabled
     assert victim not in snap.files.column("path").to_pylist()
@@ -428,7 +430,7 @@ def _crash_run(root: str, mode: str, at: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)  # a commit done, the next not started
 
     backfill_row_tracking(
-        Storage.for_uri(root), batch_size=3, clock=clock, progress=progress, sleep=lambda s: None
+        Storage.for_uri(root), batch_size=3, clock=clock, progress=progress, **BACKFILL
     )
 
 
@@ -456,7 +458,7 @@ def crash_reference(tmp_path_factory):
 
     ref = base / "reference"
     shutil.copytree(template, ref)
-    backfill_row_tracking(Storage.for_uri(str(ref)), batch_size=3, sleep=lambda s: None)
+    backfill_row_tracking(Storage.for_uri(str(ref)), batch_size=3, **BACKFILL)
     return template, _row_state(Storage.for_uri(str(ref)))
 
 
@@ -487,7 +489,7 @@ def test_crash_and_rerun_ends_in_the_same_state(tmp_path, crash_reference, mode,
     # A crash inside put-if-absent can leave a hidden temporary file: readers ignore it.
     version = load_snapshot(storage).version
     (root / "_delta_log" / f".{version + 1:020d}.json.deadbeef.tmp").write_bytes(b'{"add":')
-    result = backfill_row_tracking(storage, batch_size=3, sleep=lambda s: None)
+    result = backfill_row_tracking(storage, batch_size=3, **BACKFILL)
     assert result.enabled
     assert _row_state(storage) == reference
     assert_backfilled(load_snapshot(storage))
@@ -513,7 +515,7 @@ def test_checkpoints_keep_row_ids(table_copy, name, kind, extra):
         if p.step == "batch" and not done:  # a checkpoint between two batches
             done.append(write_checkpoint(storage, kind=kind, **extra).version)
 
-    backfill_row_tracking(storage, batch_size=2, progress=checkpoint_midway, **NO_WAIT)
+    backfill_row_tracking(storage, batch_size=2, progress=checkpoint_midway, **BACKFILL)
     assert done
     state = _row_state(storage)
     result = write_checkpoint(storage, kind=kind, **extra)
@@ -600,7 +602,7 @@ def test_generated_histories_backfill(tmp_path_factory, spec, batch):
     build_history(storage, spec)
     before = load_snapshot(storage)
     rows = table_rows(storage)
-    result = backfill_row_tracking(storage, batch_size=batch, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=batch, **BACKFILL)
     after = load_snapshot(storage)
     assert_backfilled(after)
     assert file_state(after) == file_state(before)
@@ -623,7 +625,7 @@ def test_backfill_on_s3(s3_server):
         storage, HistorySpec(partitioned=True, steps=(("append", (2, 3), False), ("remove", 0)))
     )
     rows = table_rows(storage)
-    result = backfill_row_tracking(storage, batch_size=1, **NO_WAIT)
+    result = backfill_row_tracking(storage, batch_size=1, **BACKFILL)
     assert result.enabled and result.files_backfilled == 1
     assert_backfilled(load_snapshot(storage))
     assert table_rows(storage) == rows

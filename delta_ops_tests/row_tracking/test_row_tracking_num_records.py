@@ -26,6 +26,8 @@ from delta_ops_tests.support.corpus import all_corpus_tables, corpus_path
 from delta_ops_tests.support.oracle import _abs_key, oracle_replay
 
 NO_WAIT = {"sleep": lambda s: None}
+#: What a backfill here takes: no waits, and the protocol upgrade confirmed.
+BACKFILL = {**NO_WAIT, "confirm_protocol_upgrade": True}
 
 
 def _lacks_count(add: dict) -> bool:
@@ -81,11 +83,11 @@ def test_backfill_writes_the_footer_counts(table_copy, name):
     if any(n is None for n in footers.values()):
         # A file without stats whose data file is gone cannot be counted: refused, untouched.
         with pytest.raises(DeltaOpsError):
-            backfill_row_tracking(Storage.for_uri(str(root)), batch_size=2, **NO_WAIT)
+            backfill_row_tracking(Storage.for_uri(str(root)), batch_size=2, **BACKFILL)
         assert _log_bytes(root) == log_before
         return
     try:
-        backfill_row_tracking(Storage.for_uri(str(root)), batch_size=2, **NO_WAIT)
+        backfill_row_tracking(Storage.for_uri(str(root)), batch_size=2, **BACKFILL)
     except DeltaOpsError as exc:
         # Refused (a protocol the backfill may not write, a broken log): nothing written.
         assert _log_bytes(root) == log_before, exc

@@ -126,7 +126,8 @@ def _v2_result_view(result) -> dict[str, Any]:
 
 def _backfill(root: Path, engine: Engine):
     return backfill_row_tracking(
-        Storage.for_uri(str(root)), engine=engine, clock=StepClock(NOW_MS), sleep=lambda _s: None
+        Storage.for_uri(str(root)), engine=engine, clock=StepClock(NOW_MS), sleep=lambda _s: None,
+        confirm_protocol_upgrade=True
     )
 
 

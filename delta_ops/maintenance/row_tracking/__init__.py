@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from delta_ops.commit.transaction import DEFAULT_MAX_RETRIES, Clock
+from delta_ops.errors import ProtocolUpgradeNotConfirmedError
 from delta_ops.log import ReadOptions, StateKind, choose_state
 from delta_ops.maintenance.options import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE  # re-exported
 from delta_ops.maintenance.row_tracking.commits import DEFAULT_MAX_CONFLICTS
@@ -117,8 +118,15 @@ def backfill_row_tracking(
     stream_threshold: int | None = None,
     checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
     read_options: ReadOptions | None = None,
+    confirm_protocol_upgrade: bool = False,
 ) -> BackfillResult:
     """Backfill row IDs on a table and (by default) enable row tracking.
+
+    On a table whose protocol lacks the rowTracking and domainMetadata writer features,
+    the first commit adds them, after which writers without those features (delta-rs, the
+    `deltalake` package, up to at least 1.6.6) can no longer write the table: that needs
+    `confirm_protocol_upgrade=True` (`backfill_protocol_upgrade` says what would change),
+    as the command line's `--confirm-protocol-upgrade` and the Dagster job's config.
 
     Args:
         table: A `Storage`, `DeltaTable` or URI.
@@ -140,11 +148,15 @@ def backfill_row_tracking(
             checkpoint beyond that.
         read_options: The log's reading thresholds for what `stream_threshold` leaves
             unset (None: the environment's, `ReadOptions.from_env`).
+        confirm_protocol_upgrade: Go ahead when the backfill must add table features to
+            the protocol (see above).
 
     Returns:
         What was done; `already_enabled` when row tracking was on before (nothing written).
 
     Raises:
+        ProtocolUpgradeNotConfirmedError: The protocol needs the upgrade and
+            `confirm_protocol_upgrade` is False; nothing is written.
         UnsupportedFeatureError: The table has features delta_ops cannot write; nothing
             is written.
         StorageError: A file lacking numRecords in its stats has no readable footer;
@@ -156,6 +168,12 @@ def backfill_row_tracking(
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     storage = Storage.of(table, storage_options)
+    if not confirm_protocol_upgrade:
+        upgrade = backfill_protocol_upgrade(storage)
+        if upgrade.needed:
+            raise ProtocolUpgradeNotConfirmedError(
+                f"the backfill {upgrade.describe()}. Nothing was committed; pass "
+                "confirm_protocol_upgrade=True to go ahead", table=storage.root)
     common = {"engine": engine, "clock": clock, "max_retries": max_retries, "sleep": sleep}
     state = choose_state(
         storage, None, read_options or ReadOptions.from_env(), may_rebuild=False,
