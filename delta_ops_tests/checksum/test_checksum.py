@@ -265,11 +265,17 @@ def test_unparsable_crc_is_a_mismatch(table_copy):
     assert result.versions == (0, 1)
 
 
-def test_verify_without_crc_names_the_version(table_copy):
+def test_verify_without_crc_names_the_version(table_copy, run):
     root = table_copy("spark__delta-1.2.1")
     with pytest.raises(VersionNotFoundError, match="no version checksum file"):
         verify_checksum(str(root), version=2)
-    assert verify_checksum(str(root), all_versions=True).versions == ()
+    # --all with no .crc at all checked nothing: not a pass (it printed "ok", exit 0).
+    with pytest.raises(VersionNotFoundError, match="the log holds no .crc file") as info:
+        verify_checksum(str(root), all_versions=True)
+    assert info.value.version is None and info.value.table.endswith(root.name)
+    code, out, err = run("crc", "verify", str(root), "--all", "--json")
+    assert code == 1 and "the log holds no .crc file" in err
+    assert json.loads(out)["error"]["type"] == "VersionNotFoundError"
 
 
 # ---- writing ------------------------------------------------------------------------------

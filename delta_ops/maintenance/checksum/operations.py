@@ -452,13 +452,18 @@ def verify_checksum(
         read_options: the log's reading thresholds (None: `ReadOptions.from_env`).
 
     Raises:
-        VersionNotFoundError: `version` has no `.crc` file.
+        VersionNotFoundError: `version` has no `.crc` file (with `all_versions`: the log
+            has none).
     """
     storage = Storage.of(table_or_storage, storage_options)
     if all_versions:
         if version is not None:
             raise ValueError("give either a version or all_versions, not both")
         versions = checksum_versions(storage)
+        if not versions:  # nothing checked is not a pass
+            raise VersionNotFoundError(
+                "there is no version checksum file to verify: the log holds no .crc file",
+                table=storage.root)
     else:
         if version is None:
             version = _latest_version(storage)
