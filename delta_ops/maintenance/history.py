@@ -130,8 +130,9 @@ class RemovedVersions:
     Attributes:
         first: the first removed version (0).
         last: the last removed version.
-        checkpoint: the oldest complete checkpoint at or after `last`, which stands for
-            their state (None when the log has none: then those versions cannot be read).
+        checkpoint: the oldest complete checkpoint at or after `last`, where the log now
+            starts (None when the log has none). It holds the state of its own version
+            only: a removed version other than that one can no longer be read.
         reason: `removed by log cleanup`.
     """
 
@@ -146,8 +147,14 @@ class RemovedVersions:
 
     def describe(self) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
-        cover = (f"; their state is in the checkpoint at version {self.checkpoint}"
-                 if self.checkpoint is not None else "; no checkpoint covers them")
+        if self.checkpoint is None:
+            cover = "; no checkpoint covers them"
+        elif self.checkpoint == self.last:  # its checkpoint holds that one version's state
+            cover = (f"; version {self.last} still reads from its checkpoint"
+                     + (", the ones before it no longer" if self.first < self.last else ""))
+        else:  # a checkpoint holds the state of its own version only
+            cover = ("; they can no longer be read: the log now starts at the checkpoint "
+                     f"at version {self.checkpoint}")
         return f"versions {span}: {self.reason}{cover}"
 
 

@@ -53,6 +53,14 @@ def test_versions_removed_by_cleanup_and_the_checkpoint_covering_them(new_storag
     assert (result.removed.first, result.removed.last, result.removed.checkpoint) == (0, 2, 3)
     theirs = deltalake.DeltaTable(storage.root).history()
     assert [h["version"] for h in theirs] == [5, 4, 3]
+    # The checkpoint holds version 3's state, not theirs (it said it did).
+    assert result.removed.describe() == (
+        "versions 0-2: removed by log cleanup; they can no longer be read: the log now "
+        "starts at the checkpoint at version 3")
+    for gone in (0, 2):
+        with pytest.raises(Exception):  # noqa: B017 - deltalake's own error type
+            deltalake.DeltaTable(storage.root, version=gone)
+    assert deltalake.DeltaTable(storage.root, version=3).version() == 3
 
 
 def test_limit_reads_only_the_newest_commits(new_storage) -> None:
@@ -141,3 +149,15 @@ def test_a_malformed_commit_info_under_ict_is_a_clean_error(new_storage, tmp_pat
     with pytest.raises(CorruptLogError, match="inCommitTimestamp") as raised:
         version_at_timestamp(storage, 1, ict)
     assert raised.value.file.endswith(commit_name(3))
+
+
+def test_what_a_removed_range_says_about_its_checkpoint() -> None:
+    from delta_ops.maintenance.history import RemovedVersions
+
+    assert RemovedVersions(0, 3, 3).describe() == (
+        "versions 0-3: removed by log cleanup; version 3 still reads from its checkpoint, "
+        "the ones before it no longer")
+    assert RemovedVersions(4, 4, 4).describe() == (
+        "versions 4: removed by log cleanup; version 4 still reads from its checkpoint")
+    assert RemovedVersions(0, 1, None).describe() == (
+        "versions 0-1: removed by log cleanup; no checkpoint covers them")
