@@ -155,7 +155,8 @@ class RemovedVersions:
         else:  # a checkpoint holds the state of its own version only
             cover = ("; they can no longer be read: the log now starts at the checkpoint "
                      f"at version {self.checkpoint}")
-        return f"versions {span}: {self.reason}{cover}"
+        label = "version" if self.first == self.last else "versions"
+        return f"{label} {span}: {self.reason}{cover}"
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,6 @@ def test_what_a_removed_range_says_about_its_checkpoint() -> None:
         "versions 0-3: removed by log cleanup; version 3 still reads from its checkpoint, "
         "the ones before it no longer")
     assert RemovedVersions(4, 4, 4).describe() == (
-        "versions 4: removed by log cleanup; version 4 still reads from its checkpoint")
+        "version 4: removed by log cleanup; version 4 still reads from its checkpoint")
     assert RemovedVersions(0, 1, None).describe() == (
         "versions 0-1: removed by log cleanup; no checkpoint covers them")
