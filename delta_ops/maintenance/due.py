@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from delta_ops.errors import CorruptLogError, UnsupportedFeatureError
+from delta_ops.errors import CorruptLogError, InvalidTablePropertyError, UnsupportedFeatureError
 from delta_ops.log import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogState,
@@ -222,6 +222,11 @@ def checkpoint_need(state: LogState, settings: TableSettings, policy: DuePolicy)
         due, reason = False, (
             f"{since} commits since the last checkpoint, fewer than the interval {interval}"
         )
+    if policy.checkpoint_interval is None:
+        try:
+            settings.table_configuration.properties.checkpoint_interval  # noqa: B018
+        except InvalidTablePropertyError as exc:  # said, not hidden behind the default
+            reason += f"; {exc.reason}, so the default {interval} is used"
     return Need(CHECKPOINT, due, state.version, reason, unsupported(settings, CHECKPOINT))
 
 

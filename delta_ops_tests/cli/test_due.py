@@ -82,6 +82,24 @@ def test_checkpoint_due_follows_the_policy_then_the_table(tmp_path):
     assert exact.due  # reaching the interval is enough
 
 
+def test_an_invalid_table_interval_is_said_not_hidden_behind_the_default(tmp_path):
+    # It read as the default, 10, with no word of the property (the checkpoint writer, which
+    # does not need the property, writes; a policy interval needs no table property).
+    root = copy_corpus_table("golden__checkpoint", tmp_path / "t")
+    storage = _storage(root)
+    snapshot_version = inspect_log(storage).version
+    Transaction(storage, operation="SET TBLPROPERTIES").update_configuration(
+        {"delta.checkpointInterval": "abc"}).commit()
+    need = what_is_due(storage).need(CHECKPOINT)
+    assert need.reason == (
+        "5 commits since the last checkpoint, fewer than the interval 10; table property "
+        "delta.checkpointInterval='abc' is invalid: expected an integer, so the default 10 "
+        "is used")
+    assert inspect_log(storage).version == snapshot_version + 1
+    by_policy = what_is_due(storage, DuePolicy(checkpoint_interval=3)).need(CHECKPOINT)
+    assert by_policy.reason == "5 commits since the last checkpoint (interval 3)"
+
+
 def test_checkpoint_written_is_no_longer_due_and_is_current(tmp_path):
     root = copy_corpus_table("golden__checkpoint", tmp_path / "t")
     storage = _storage(root)
