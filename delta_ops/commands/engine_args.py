@@ -61,7 +61,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=ENGINE_NAMES,
         default=None,
         help="where heavy work runs: local threads (default) or Spark; "
-        "--spark-master/--spark-remote imply spark",
+        "--spark-master, --spark-remote and --spark-conf imply spark",
     )
     group.add_argument(
         "--spark-master",
@@ -121,7 +121,8 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
         )
     if name == "local" and spark_flags:
         raise argparse.ArgumentTypeError(
-            f"{', '.join(spark_flags)} need --engine spark (got --engine local)"
+            f"{' and '.join(spark_flags)} {'needs' if len(spark_flags) == 1 else 'need'} "
+            "--engine spark (got --engine local)"
         )
     if master and remote:
         raise argparse.ArgumentTypeError("give --spark-master or --spark-remote, not both")

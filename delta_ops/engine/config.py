@@ -60,9 +60,16 @@ MASTER_FORMS = (
 def master_problem(master: str) -> str | None:
     """Why Spark would refuse `master` as a master URL, or None. Checked before a JVM
     starts: Spark's own refusal comes after it, as a Java stack trace."""
-    if any(r.fullmatch(master) for r in _MASTER_RES):
-        return None
-    return f"{master!r} is not a Spark master URL: use {MASTER_FORMS}"
+    match = next((m for r in _MASTER_RES if (m := r.fullmatch(master))), None)
+    if match is None:
+        return f"{master!r} is not a Spark master URL: use {MASTER_FORMS}"
+    # Spark refuses 0 threads ("Asked to run locally with 0 threads") after its JVM
+    # started; a local cluster of 0 workers, cores or MB cannot run a task.
+    counts = match.groups() if master.startswith("local-cluster") else match.groups()[:1]
+    if any(g is not None and g != "*" and int(g) < 1 for g in counts):
+        return (f"{master!r} asks for 0 threads, workers, cores or MB; each is at least 1 "
+                f"(forms: {MASTER_FORMS})")
+    return None
 
 
 @dataclass(frozen=True)

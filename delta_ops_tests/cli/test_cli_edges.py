@@ -250,6 +250,19 @@ def test_a_bad_spark_master_is_refused_before_any_jvm(table_copy, master):
     assert time.monotonic() - started < 10  # no JVM was started
 
 
+@pytest.mark.parametrize("master", ["local[0]", "local[0,4]", "local-cluster[0,1,1024]",
+                                    "local-cluster[2,0,1024]", "local-cluster[2,1,0]"])
+def test_a_master_asking_for_zero_is_refused_before_any_jvm(table_copy, master):
+    # local[0] passed the form check, started a JVM and ended in 28 lines of Java stack
+    # trace whose last line hid Spark's reason ("Asked to run locally with 0 threads").
+    root = table_copy(TABLE)
+    started = time.monotonic()
+    proc = _cli("vacuum", str(root), "--dry-run", "--spark-master", master)
+    line = _one_line(proc, 2)
+    assert f"{master!r} asks for 0 threads, workers, cores or MB; each is at least 1" in line
+    assert time.monotonic() - started < 10  # no JVM was started
+
+
 @pytest.mark.parametrize(
     "master",
     ["local", "local[2]", "local[*]", "local[4, 2]", "local-cluster[2,1,1024]",

@@ -140,8 +140,13 @@ def test_cli_engine_flags_choose_the_engine():
     )
     assert remote.config.remote == "sc://127.0.0.1:15002" and remote.config.conf == {"spark.x": "1"}
     assert remote.config.is_connect and not remote.started
-    with pytest.raises(argparse.ArgumentTypeError, match="need --engine spark"):
+    with pytest.raises(argparse.ArgumentTypeError,
+                       match="^--spark-master needs --engine spark"):
         engine_from_args(_parse("--engine", "local", "--spark-master", "local[2]"))
+    with pytest.raises(argparse.ArgumentTypeError,
+                       match="^--spark-master and --spark-conf need --engine spark"):
+        engine_from_args(_parse("--engine", "local", "--spark-master", "local[2]",
+                                "--spark-conf", "spark.x=1"))
     with pytest.raises(argparse.ArgumentTypeError, match="not both"):
         engine_from_args(_parse("--spark-master", "local[2]", "--spark-remote", "sc://h:1"))
     with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
