@@ -14,6 +14,7 @@ call reads the log afresh, so a long-lived handle never acts on stale state.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,7 @@ class DeltaTable:
 
     def __init__(
         self,
-        uri: str | None = None,
+        uri: str | os.PathLike[str] | None = None,
         *,
         storage_options: Mapping[str, str] | None = None,
         storage: Storage | None = None,
@@ -65,7 +66,7 @@ class DeltaTable:
         if storage is None:
             if uri is None:
                 raise ValueError("DeltaTable needs a uri or a storage")
-            storage = Storage.for_uri(uri, dict(storage_options or {}))
+            storage = Storage.for_uri(os.fspath(uri), dict(storage_options or {}))
         self.storage = storage
 
     @property

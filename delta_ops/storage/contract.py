@@ -75,8 +75,8 @@ class Storage(_BulkOps):
     def of(cls, table: TableLike, storage_options: Mapping[str, Any] | None = None) -> Storage:
         """The one resolver of a `TableLike` (every operation's table): a Storage (or a wrapper
         with its interface), a DeltaTable's `.storage`, or a URI built with `storage_options`."""
-        if isinstance(table, str):
-            return cls.for_uri(table, storage_options)
+        if isinstance(table, (str, os.PathLike)):  # a URI, a local path, a pathlib.Path
+            return cls.for_uri(os.fspath(table), storage_options)
         inner = table if isinstance(table, Storage) else getattr(table, "storage", None)
         if inner is not None:
             return inner

@@ -8,6 +8,7 @@ resolver, before anything else.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 from delta_ops.storage.contract import Storage
@@ -20,6 +21,7 @@ class HasStorage(Protocol):
     def storage(self) -> Storage: ...
 
 
-#: A DeltaTable (any `HasStorage`), a Storage rooted at the table, or a table URI.
-TableLike = Storage | HasStorage | str
+#: A DeltaTable (any `HasStorage`), a Storage rooted at the table, or a table URI (or a
+#: local path, `pathlib.Path` too).
+TableLike = Storage | HasStorage | str | os.PathLike
 

@@ -288,3 +288,14 @@ def test_vacuum_retention_as_timedelta_or_hours_is_the_same(table_copy):
         delta_ops.cleanup_metadata(root, retention=timedelta(hours=-1))
     with pytest.raises(delta_ops.RetentionError, match="must be a datetime.timedelta"):
         delta_ops.cleanup_metadata(root, retention=24)
+
+
+def test_a_pathlib_path_names_a_table_wherever_a_uri_does(table_copy):
+    # DeltaTable(Path(...)) was a StorageError and delta_ops.vacuum(Path(...)) a TypeError.
+    root = table_copy("golden__checkpoint")
+    assert isinstance(root, Path)
+    by_path, by_text = delta_ops.DeltaTable(root), delta_ops.DeltaTable(str(root))
+    assert by_path.uri == by_text.uri
+    assert by_path.snapshot().version == by_text.snapshot().version
+    assert delta_ops.vacuum(root).to_dict() == delta_ops.vacuum(str(root)).to_dict()
+    assert delta_ops.history(root).latest_version == by_text.snapshot().version
