@@ -271,8 +271,9 @@ def _disk_full(args: argparse.Namespace, exc: OSError) -> DeltaOpsError:
     what = os.strerror(exc.errno) if exc.errno is not None else "no space left"
     where = f" writing {exc.filename}" if exc.filename else ""
     return DeltaOpsError(
-        f"{what}{where}; spill and scratch files go to {tempfile.gettempdir()} ($TMPDIR): "
-        "free space there or point TMPDIR at a larger filesystem",
+        f"{what}{where}; spill and scratch files go to {tempfile.gettempdir()} ($TMPDIR) "
+        "and a local table's new files to the table's own filesystem: free space there, or "
+        "point TMPDIR at a larger filesystem",
         table=getattr(args, "table", None),
     )
 

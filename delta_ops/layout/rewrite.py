@@ -432,13 +432,17 @@ class _Writer:
 
     def abandon(self) -> None:
         """After a failure: close the file being written and delete it (never committed,
-        never named by an add: no reader can need it)."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-            if self.direct and self.local is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.local)
+        never named by an add: no reader can need it). Closing may fail in turn (a full
+        disk fails the flush too); the file is deleted all the same, and so is one claimed
+        whose writer never opened."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):  # the failure being handled is the one told
+                writer.close()
+        if self.direct and self.local is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.local)
+        self.local = None
         self.close_scratch()
 
 

@@ -369,6 +369,38 @@ def test_a_full_tmpdir_during_rebuild_is_one_line_and_leaves_nothing(tmp_path, s
     assert sorted(p.name for p in (root / "_delta_log").iterdir()) == before
 
 
+def test_optimize_on_a_full_table_filesystem_leaves_no_partial_file(tmp_path):
+    # The new file is written in place, on the table's filesystem: when it fills, the
+    # file being written was left behind (zero bytes: its close failed too), and the
+    # message named only $TMPDIR.
+    import numpy as np
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    disk = tmp_path / "disk"
+    with _full_filesystem(disk, size="4m", inodes=None) as kwargs:
+        root = disk / "t"
+        rng = np.random.default_rng(7)
+        for _ in range(3):  # ~0.9 MB each, incompressible: the output is ~2.7 MB
+            blob = pa.array([rng.bytes(900_000)], pa.binary())
+            write_deltalake(str(root), pa.table({"b": blob}), mode="append")
+        before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+        proc = _cli("optimize", str(root), **kwargs)
+        line = _one_line(proc, 1)
+        after = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+        assert any(w in line for w in ("No space left on device", "File too large")), line
+        assert "a local table's new files to the table's own filesystem" in line
+        assert after == before
+        if not kwargs:  # a real filesystem: full to the last byte, the file cannot open
+            with contextlib.suppress(OSError), open(disk / "filler", "wb") as filler:
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+            proc = _cli("optimize", str(root))
+            _one_line(proc, 1)
+            assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+
+
 def test_a_log_field_of_the_wrong_type_is_an_error_of_the_table_not_of_the_arguments(
     table_copy, capsys
 ):
