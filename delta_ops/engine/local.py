@@ -47,7 +47,7 @@ from delta_ops.protocol.arrays import (
 from delta_ops.storage import FileInfo, Storage
 from delta_ops.storage.bulk import ListSpec
 from delta_ops.storage.names import listing_has_stats, stat_files, walk_names
-from delta_ops.storage.parallel import KEYS_PER_RANGE, RequestPolicy, range_bounds
+from delta_ops.storage.parallel import KEYS_PER_RANGE, DeleteReport, RequestPolicy, range_bounds
 from delta_ops.storage.parallel import Progress as StorageHook
 from delta_ops.storage.sorted_paths import SortedPaths, as_py
 
@@ -290,22 +290,24 @@ class LocalEngine(Engine):
                 them (the others were deleted: a re-run finishes the job).
         """
         if not storage.latency_bound:
-            deleted = sum(self._map(storage.delete, paths))
+            def one(path: str) -> tuple[int, tuple[str, str] | None]:
+                try:  # each file on its own: one failure does not hide the others' fate
+                    return int(storage.delete(path)), None
+                except (OSError, StorageError) as exc:
+                    return 0, (path, getattr(exc, "reason", None) or str(exc))
+
+            done = self._map(one, paths)
+            report = DeleteReport(sum(n for n, _ in done), tuple(f for _, f in done if f))
             if progress is not None:
-                progress.advance(DELETE, pages=len(paths), files=deleted)
-            return deleted
-        report = storage.delete_files(
-            paths, policy=self.policy, progress=_hook(progress, DELETE)
-        )
+                progress.advance(DELETE, pages=len(paths), files=report.deleted)
+        else:
+            report = storage.delete_files(
+                paths, policy=self.policy, progress=_hook(progress, DELETE))
         if report.failed:
-            shown = "; ".join(f"{p}: {why}" for p, why in report.failed[:_NAMED_FAILURES])
-            more = len(report.failed) - _NAMED_FAILURES
             raise StorageError(
-                f"{len(report.failed)} of {len(set(paths))} files were not deleted after "
-                f"retries ({report.deleted} were; run again to finish): {shown}"
-                + (f" and {more} more" if more > 0 else ""),
-                file=storage.absolute_uri(report.failed[0][0]),
-            )
+                report.failure_message(len(set(paths)), shown=_NAMED_FAILURES,
+                                       retried=storage.latency_bound),
+                file=storage.absolute_uri(report.failed[0][0]))
         return report.deleted
 
     def parquet_row_counts(self, storage: Storage, paths: Sequence[str]) -> pa.Table:

@@ -84,6 +84,14 @@ class DeleteReport:
     failed: tuple[tuple[str, str], ...] = ()
     requests: int = 0
 
+    def failure_message(self, asked: int, *, shown: int = 20, retried: bool = True) -> str:
+        """One line naming the files not deleted (the first `shown`) of `asked` files."""
+        named = "; ".join(f"{p}: {why}" for p, why in self.failed[:shown])
+        more = len(self.failed) - shown
+        return (f"{len(self.failed)} of {asked} files were not deleted"
+                f"{' after retries' if retried else ''} ({self.deleted} were; run again to "
+                f"finish): {named}" + (f" and {more} more" if more > 0 else ""))
+
 
 class AdaptiveLimit:
     """A concurrency limit for coroutines on one event loop that halves when the store

@@ -25,7 +25,7 @@ from typing import Any
 from delta_ops.clock import Clock, start_time
 from delta_ops.engine.base import Engine
 from delta_ops.engine.progress import DELETE, Progress
-from delta_ops.errors import CorruptLogError
+from delta_ops.errors import CorruptLogError, StorageError
 from delta_ops.log import read_last_vacuum_info, write_last_vacuum_info
 from delta_ops.maintenance.vacuum.history import (
     record_vacuum_end,
@@ -246,12 +246,22 @@ def vacuum(
             sides = [p for p in plan.files if p in plan.side_files]
             mains = [p for p in plan.files if p not in plan.side_files]
             # A commit written since the plan may re-add an old file: read them again.
+            phase, deleted = "proof", 0
             prove_unchanged_since_plan(storage, plan.files, plan.version)
+            phase = "sides"
             deleted = _delete(eng, storage, sides, sizes, progress)
+            phase = "mains"
             deleted += _delete(eng, storage, mains, sizes, progress)
-        except BaseException:
+        except BaseException as exc:
             if record_history:
                 record_vacuum_end(storage, num_deleted=None, num_directories=None, clock=clock)
+            if isinstance(exc, StorageError) and exc.table is None:  # name the table
+                first = (f"{deleted} side checksum files were deleted, then "
+                         if phase == "mains" and sides else "")
+                rest = (f"; the plan's other {len(mains)} files were not tried (side "
+                        "checksum files go first)" if phase == "sides" and mains else "")
+                raise StorageError(first + exc.reason + rest, table=plan.table,
+                                   version=plan.version, file=exc.file) from exc
             raise
         finally:
             if owned:
