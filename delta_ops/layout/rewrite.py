@@ -151,10 +151,39 @@ class RewriteSettings:
 
 @dataclass(frozen=True)
 class RewriteTask:
-    """One engine task: a bin and the run's settings."""
+    """One engine task: a bin, the run's settings, and its commit batch's name token (the
+    new files' names derive from it: `output_key`)."""
 
     bin: Bin
     settings: RewriteSettings
+    batch: str = ""
+
+
+#: The namespace of the new files' name-derived UUIDs (`output_key`).
+_NAMES = uuid.UUID("6f1d3c2a-9b7e-4e52-8a61-0d4c2b7f9e13")
+
+
+def output_key(task: RewriteTask, part: int) -> str:
+    """The key of the task's `part`-th new file: `part-NNNNN-<uuid>-c000.<codec>.parquet`
+    in the bin's directory, the UUID derived from the batch token, the bin and the part
+    (random without a token), so that a batch that fails can find what it wrote."""
+    _, infix = _CODECS.get(task.settings.compression, _CODECS["SNAPPY"])
+    ident = (uuid.uuid5(_NAMES, f"{task.batch}/{task.bin.index}/{part}") if task.batch
+             else uuid.uuid4())
+    name = f"part-{part:05d}-{ident}-c000{infix}.parquet"
+    return f"{task.bin.directory}/{name}" if task.bin.directory else name
+
+
+def delete_outputs(storage: Storage, tasks: list[RewriteTask]) -> int:
+    """Delete the new files the tasks of a failed batch wrote (never committed, named by no
+    add: no reader needs them); each bin's parts are written in order, so its first absent
+    part ends the search. Returns the files deleted."""
+    deleted = 0
+    for task in tasks:
+        part = 0
+        while storage.delete(output_key(task, part)):
+            deleted, part = deleted + 1, part + 1
+    return deleted
 
 
 @dataclass(frozen=True)
@@ -311,10 +340,11 @@ class _DictionaryChoice:
 class _Writer:
     """Output files of one bin: buffered row groups, rolled over at the target size."""
 
-    def __init__(self, storage: Storage, b: Bin, s: RewriteSettings) -> None:
+    def __init__(self, storage: Storage, task: RewriteTask) -> None:
         self.storage = storage
-        self.bin = b
-        self.s = s
+        self.task = task
+        self.bin = task.bin
+        self.s = s = task.settings
         self.compression, self.infix = _CODECS.get(s.compression, _CODECS["SNAPPY"])
         self.stats_schema = pa.schema(
             [f for f in s.file_schema
@@ -357,8 +387,7 @@ class _Writer:
     def _open(self) -> None:
         from delta_ops.layout.statistics import StatsCollector
 
-        name = f"part-{self.part:05d}-{uuid.uuid4()}-c000{self.infix}.parquet"
-        self.key = f"{self.bin.directory}/{name}" if self.bin.directory else name
+        self.key = output_key(self.task, self.part)
         direct = local_path(self.storage, self.key)
         if direct is not None:  # written in place: no copy (module docstring)
             os.makedirs(os.path.dirname(direct), exist_ok=True)
@@ -499,6 +528,16 @@ def _row_tracking(t: pa.Table, conformed: pa.Table, s: RewriteSettings, f: Input
     return conformed
 
 
+def _read(s: RewriteSettings, storage: Storage, f: InputFile, fn: Any, *args: Any) -> Any:
+    """`fn(*args)`, reading input `f`; a file that does not read as Parquet is named."""
+    try:
+        return fn(*args)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise RewriteError(f"the data file does not read as Parquet ({exc}); nothing of "
+                           "its bin is committed", table=s.table,
+                           file=storage.absolute_uri(f.key)) from exc
+
+
 def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
     """Rewrite one bin (module docstring); returns the new files' adds and counts.
 
@@ -512,7 +551,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
     start = time.monotonic()
     s = task.settings
     b = task.bin
-    out = _Writer(storage, b, s)
+    out = _Writer(storage, task)
     rows_read = rows_written = 0
     deleted_total = 0
     try:
@@ -521,7 +560,7 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
             deleted_total += len(deleted)
             offset = 0
             with storage.open_input(f.key) as fh:
-                pf = pq.ParquetFile(fh)
+                pf = _read(s, storage, f, pq.ParquetFile, fh)
                 data_schema = pa.schema([c for c in s.file_schema if c.name not in (
                     s.row_id_column, s.row_commit_version_column)])
                 problem = file_mismatch(pf.schema_arrow, data_schema, s.column_mapping_mode)
@@ -533,7 +572,8 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
                 # Decoded on this thread: the engine already runs a bin per core, and
                 # Arrow's own pool on top only hands columns between threads (the layout
                 # benchmark's OPTIMIZE took 14% longer with it, and its one 2 GB bin 8%).
-                for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False):
+                batches = pf.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False)
+                while (batch := _read(s, storage, f, next, batches, None)) is not None:
                     t = pa.Table.from_batches([batch])
                     n = t.num_rows
                     conformed = _conform(t, s, f, storage)

@@ -15,8 +15,10 @@ Result's `failed` and its new files are left unreferenced; the other bins commit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -159,6 +161,7 @@ def run_layout(
         RewriteSettings,
         RewriteTask,
         codec_of,
+        delete_outputs,
         rewrite_bin,
     )
 
@@ -225,14 +228,21 @@ def run_layout(
             with returning_pool():
                 for start in range(0, len(plan.bins), bins_per_commit):
                     batch = plan.bins[start:start + bins_per_commit]
-                    tasks = [RewriteTask(b, settings) for b in batch]
+                    token = uuid.uuid4().hex  # names the batch's new files (output_key)
+                    tasks = [RewriteTask(b, settings, token) for b in batch]
                     # A local engine rewrites at most one bin per core at a time, however many
                     # threads it has: the work is CPU-bound (decode, filter, encode) and each bin
                     # holds a row group's buffers, so more threads add memory, not speed. A bin
                     # starts as soon as a core is free (no waves: a large bin beside small ones
                     # leaves no core idle), and after a failure no further bin starts.
-                    outputs = engine.map_tasks(storage, rewrite_bin, tasks,
-                                               parallel=max(1, os.cpu_count() or 1))
+                    try:
+                        outputs = engine.map_tasks(storage, rewrite_bin, tasks,
+                                                   parallel=max(1, os.cpu_count() or 1))
+                    except BaseException:
+                        # What the batch's other bins wrote is named by no commit.
+                        with contextlib.suppress(Exception):  # the failure is the one told
+                            delete_outputs(storage, tasks)
+                        raise
                     outcome = commit_batch(
                         storage, snap, batch, outputs, operation=operation,
                         predicate=plan.where, clock=clock, engine=engine)

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import pytest
 
 from delta_ops.engine.local import LocalEngine
-from delta_ops.errors import MissingFileError
+from delta_ops.errors import MissingFileError, RewriteError
 from delta_ops.layout import run as run_module
 from delta_ops.layout.optimize import optimize
 from delta_ops.log import load_snapshot
@@ -129,4 +129,30 @@ def test_a_failing_bin_stops_the_bins_not_yet_started(tmp_path, monkeypatch):
     # Bins 0 and 1 started together and bin 1 failed at once. A core freed before the
     # failure was seen may have taken one more bin each; the rest never started.
     assert {0, 1} <= set(engine.spans) and len(engine.spans) <= 4, engine.spans
+    assert load_snapshot(storage).version == snap.version
+
+
+def test_a_failed_batch_leaves_none_of_its_new_files_and_names_the_bad_input(tmp_path,
+                                                                            monkeypatch):
+    # A corrupt input (not Parquet) failed its bin with Arrow's message and no file named,
+    # and the files the batch's other bins had written stayed in the partitions, named by
+    # no commit (six of them in a probe).
+    storage, before = _table(tmp_path, SPEC)
+    monkeypatch.setattr(run_module.os, "cpu_count", lambda: 2)
+    root = tmp_path / "t"
+    snap = load_snapshot(storage)
+    plan = optimize(storage, target_size="64mb").plan["bin_details"]
+    last = plan[-1]["partition"]
+    path = next(f["path"] for f in snap.files.to_pylist()
+                if dict(f["partitionValues"]) == last)
+    (root / unquote(path)).write_bytes(b"garbage-not-parquet")
+    files_before = {p for p in root.rglob("*.parquet")}
+
+    with pytest.raises(RewriteError) as err:
+        optimize(storage, dry_run=False, target_size="64mb")
+
+    assert "the data file does not read as Parquet" in err.value.reason
+    assert err.value.file == storage.absolute_uri(unquote(path))
+    assert err.value.table == storage.root
+    assert {p for p in root.rglob("*.parquet")} == files_before
     assert load_snapshot(storage).version == snap.version
