@@ -174,14 +174,22 @@ def output_key(task: RewriteTask, part: int) -> str:
     return f"{task.bin.directory}/{name}" if task.bin.directory else name
 
 
-def delete_outputs(storage: Storage, tasks: list[RewriteTask]) -> int:
+def delete_outputs(storage: Storage, tasks: list[RewriteTask], failure: BaseException) -> int:
     """Delete the new files the tasks of a failed batch wrote (never committed, named by no
     add: no reader needs them); each bin's parts are written in order, so its first absent
-    part ends the search. Returns the files deleted."""
+    part ends the search. A name the batch could not claim because a file held it (the
+    `failure`'s file: never ours) ends its bin's search too. Returns the files deleted."""
+    taken = getattr(failure, "file", None) if isinstance(failure, RewriteError) else None
     deleted = 0
     for task in tasks:
         part = 0
-        while storage.delete(output_key(task, part)):
+        while True:
+            key = output_key(task, part)
+            if taken is not None and taken in (storage.absolute_uri(key),
+                                               local_path(storage, key)):
+                break
+            if not storage.delete(key):
+                break
             deleted, part = deleted + 1, part + 1
     return deleted
 

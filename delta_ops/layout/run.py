@@ -238,10 +238,10 @@ def run_layout(
                     try:
                         outputs = engine.map_tasks(storage, rewrite_bin, tasks,
                                                    parallel=max(1, os.cpu_count() or 1))
-                    except BaseException:
+                    except BaseException as failure:
                         # What the batch's other bins wrote is named by no commit.
                         with contextlib.suppress(Exception):  # the failure is the one told
-                            delete_outputs(storage, tasks)
+                            delete_outputs(storage, tasks, failure)
                         raise
                     outcome = commit_batch(
                         storage, snap, batch, outputs, operation=operation,

@@ -40,7 +40,7 @@ def test_a_name_collision_is_refused_and_the_existing_file_kept(tmp_path, monkey
     storage = _small_table(root)
     taken = root / f"part-00000-{FIXED}-c000.snappy.parquet"
     taken.write_bytes(b"someone else's bytes")
-    monkeypatch.setattr(rewrite.uuid, "uuid4", lambda: FIXED)  # force the collision
+    monkeypatch.setattr(rewrite.uuid, "uuid5", lambda *_: FIXED)  # force the collision
 
     with pytest.raises(RewriteError, match="already exists") as info:
         run_layout(storage, "optimize", target_size="1gb", dry_run=False)
@@ -54,7 +54,7 @@ def test_without_a_collision_the_claimed_name_is_the_committed_file(tmp_path, mo
     root = tmp_path / "t"
     root.mkdir()
     storage = _small_table(root)
-    monkeypatch.setattr(rewrite.uuid, "uuid4", lambda: FIXED)
+    monkeypatch.setattr(rewrite.uuid, "uuid5", lambda *_: FIXED)
 
     result = run_layout(storage, "optimize", target_size="1gb", dry_run=False)
 

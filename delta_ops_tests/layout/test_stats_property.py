@@ -180,7 +180,7 @@ def _rewritten(root: Path, rows: list[dict], group: int, long_at: int | None,
     """`rows` (the one at `long_at` given a string too long for the footer) written by the
     rewrite's writer into one file of row groups of `group` rows: the table and the add."""
     from delta_ops.layout.plan import Bin
-    from delta_ops.layout.rewrite import RewriteSettings, _Writer
+    from delta_ops.layout.rewrite import RewriteSettings, RewriteTask, _Writer
 
     if long_at is not None and long_at < len(rows):
         rows[long_at] = dict(rows[long_at], s=_LONG + (rows[long_at]["s"] or ""))
@@ -191,7 +191,7 @@ def _rewritten(root: Path, rows: list[dict], group: int, long_at: int | None,
         file_schema=ARROW, column_mapping_mode="none", row_id_column=None,
         row_commit_version_column=None, compression="SNAPPY", target_size=1 << 40,
         row_group_bytes=1)  # every write is a row group of its own
-    writer = _Writer(Storage.for_uri(str(root)), Bin(0, {}, "", ()), settings_)
+    writer = _Writer(Storage.for_uri(str(root)), RewriteTask(Bin(0, {}, "", ()), settings_))
     for start in range(0, table.num_rows, group):
         writer.write(table.slice(start, group))
     writer.finish()
