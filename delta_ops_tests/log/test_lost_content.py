@@ -53,3 +53,39 @@ def test_a_checkpoint_file_without_add_is_not_read_as_no_files(table_copy, name,
     again = vacuum(str(root), retention_hours=0, force_retention=True, now_ms=NOW_MS,
                    dry_run=True)
     assert again.files == plan.files
+
+
+def _commit_info_only(root, version: int) -> None:
+    (root / "_delta_log" / f"{version:020d}.json").write_text(
+        '{"commitInfo":{"timestamp":1,"operation":"VACUUM START"}}\n')
+
+
+def test_an_empty_compaction_is_read_past_its_commits_say_what_it_holds(table_copy):
+    # `compact` of commitInfo-only commits (deltalake's VACUUM START/END) writes an empty
+    # file, as the spec's reconciliation gives; the reader refused it as lost content, so
+    # every command refused the table from then on.
+    from delta_ops.maintenance.compaction import compact_log
+
+    root = table_copy("golden__commit-info-containing-arbitrary-operationParams-types")
+    storage = Storage.for_uri(str(root))
+    before = load_snapshot(storage)
+    start = before.version + 1
+    _commit_info_only(root, start)
+    _commit_info_only(root, start + 1)
+    result = compact_log(str(root), start=start, end=start + 1)
+    assert result.num_actions == 0 and (root / result.file).stat().st_size == 0
+    after = load_snapshot(storage)
+    assert after.version == start + 1
+    assert sorted(after.files.column("path").to_pylist()) == sorted(
+        before.files.column("path").to_pylist())
+    plan = vacuum(str(root), retention_hours=0, force_retention=True, now_ms=NOW_MS,
+                  dry_run=True)
+    assert plan.version == start + 1
+    # An empty compaction over commits that hold files, the commits gone: nothing says
+    # what it held, so the table is refused rather than read as "no change".
+    (root / "_delta_log" / f"{0:020d}.{1:020d}.compacted.json").write_bytes(b"")
+    for v in (0, 1):
+        (root / "_delta_log" / f"{v:020d}.json").unlink()
+    with pytest.raises(CorruptLogError) as info:
+        load_snapshot(Storage.for_uri(str(root)))
+    assert "(version 0 is missing)" in info.value.reason

@@ -175,7 +175,10 @@ def _segment_from_listing(
     for lf, info in listing:
         if lf.kind == LogFileKind.COMMIT:
             commits[lf.version] = info
-        elif lf.kind == LogFileKind.COMPACTION:
+        elif lf.kind == LogFileKind.COMPACTION and info.size != 0:
+            # An empty compaction is what a range of commitInfo-only commits reconciles to
+            # (deltalake's VACUUM START/END) and a lost write looks the same: its commits,
+            # which say which it is, are read instead.
             compactions.append((lf, info))
     checkpoints = [c for c in complete_checkpoints(listing, None) if c.identity not in exclude]
 
@@ -235,9 +238,9 @@ def _segment_from_listing(
     deltas = _cover(table, start, target, commits, compactions)
     for d in deltas:
         if d.file.size == 0:
-            # No writer publishes a commit (or compaction) without actions: an empty one
-            # is a write that lost its content, and read as "no change" it would drop the
-            # version's files from the state (VACUUM would then delete them).
+            # No writer publishes a commit without actions: an empty one is a write that
+            # lost its content, and read as "no change" it would drop the version's files
+            # from the state (VACUUM would then delete them).
             raise CorruptLogError(
                 "the log file is empty (0 bytes): a commit always holds actions, so its "
                 "content was lost", table=table, version=d.end, file=d.file.path,
