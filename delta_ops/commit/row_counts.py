@@ -52,6 +52,19 @@ def footer_row_counts(
         raise StorageError(
             "cannot assign row IDs: a data file has no numRecords in its stats and its "
             f"Parquet footer cannot be read ({exc})",
-            table=storage.root,
+            table=storage.root, file=_unreadable(engine, storage, relative),
         ) from exc
     return {p: int(n) for p, n in zip(paths, table.column("num_records").to_pylist(), strict=True)}
+
+
+def _unreadable(engine: Any, storage: Storage, paths: list[str]) -> str | None:
+    """The first of `paths` whose footer does not read, found one file at a time (only
+    after a batch failed)."""
+    for path in paths:
+        try:
+            engine.parquet_row_counts(storage, [path])
+        except (OSError, pa.ArrowInvalid):
+            return storage.absolute_uri(path)
+        except StorageError:
+            continue
+    return None

@@ -226,3 +226,37 @@ def test_a_live_file_without_a_size_gets_no_checksum(tmp_path, streamed):
     assert "the live file 'no-size.parquet' has no size" in info.value.reason
     assert info.value.version == 1 and info.value.table.endswith("/t")
     assert not (log / "00000000000000000001.crc").exists()
+
+
+def test_a_crc_left_below_where_the_log_starts_is_not_a_mismatch(tmp_path):
+    # deltalake's cleanup_metadata deletes commits and checkpoints but leaves .crc files:
+    # fsck reported an error and `crc verify --all` a mismatch on a healthy table.
+    from delta_ops.errors import VersionNotFoundError
+    from delta_ops.maintenance.checkpoint import write_checkpoint
+    from delta_ops.maintenance.fsck import fsck
+
+    root = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(root), pa.table({"a": [i]}), mode="append")
+    write_checksum(str(root), version=1)
+    write_checkpoint(str(root), version=2)
+    log = root / "_delta_log"
+    for v in (0, 1):  # what another writer's log cleanup removes
+        (log / f"{v:020d}.json").unlink()
+    assert DeltaTable(str(root)).version() == 2
+
+    result = fsck(str(root))
+    assert not result.errors
+    (stale,) = [p for p in result.warnings if p.code == "stale_checksum"]
+    assert stale.file == "_delta_log/00000000000000000001.crc" and stale.version == 1
+    with pytest.raises(VersionNotFoundError, match="no verifiable version checksum"):
+        verify_checksum(str(root), all_versions=True)
+    write_checksum(str(root), version=2)
+    verified = verify_checksum(str(root), all_versions=True)
+    assert verified.ok and verified.versions == (2,) and verified.removed_versions == (1,)
+    # A .crc beyond the latest version is not old but a sign of lost commits: refused.
+    from delta_ops.errors import CorruptLogError
+
+    (log / "00000000000000000009.crc").write_bytes((log / "00000000000000000002.crc").read_bytes())
+    with pytest.raises(CorruptLogError, match="versions 3 to 9 are missing"):
+        verify_checksum(str(root), all_versions=True)

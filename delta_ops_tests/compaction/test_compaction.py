@@ -347,6 +347,10 @@ def test_random_histories_read_the_same_with_compactions(tmp_path_factory, data,
     windows = data.draw(partitions(n))
     for s, e in windows:
         write_compaction(storage2, s, e, form=data.draw(st.sampled_from(COMPACTION_FORMS)))
+    # An empty compaction (a range of commitInfo-only commits) keeps its commits: without
+    # them it is refused, as a lost write would look the same (`log/test_lost_content.py`).
+    windows = [(s, e) for s, e in windows
+               if (root2 / "_delta_log" / f"{s:020d}.{e:020d}.compacted.json").stat().st_size]
     for s, e in windows:
         for v in range(s, e + 1):
             (root2 / "_delta_log" / f"{v:020d}.json").unlink()

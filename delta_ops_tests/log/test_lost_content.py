@@ -81,11 +81,14 @@ def test_an_empty_compaction_is_read_past_its_commits_say_what_it_holds(table_co
     plan = vacuum(str(root), retention_hours=0, force_retention=True, now_ms=NOW_MS,
                   dry_run=True)
     assert plan.version == start + 1
-    # An empty compaction over commits that hold files, the commits gone: nothing says
-    # what it held, so the table is refused rather than read as "no change".
+    # An empty compaction over commits that held files, the commits gone: nothing says
+    # what it held, so the table is refused rather than read as "no change" (VACUUM would
+    # then delete the files those commits added).
     (root / "_delta_log" / f"{0:020d}.{1:020d}.compacted.json").write_bytes(b"")
     for v in (0, 1):
         (root / "_delta_log" / f"{v:020d}.json").unlink()
     with pytest.raises(CorruptLogError) as info:
         load_snapshot(Storage.for_uri(str(root)))
-    assert "(version 0 is missing)" in info.value.reason
+    assert "the compaction file is empty (0 bytes) and the commits it covers are gone" in (
+        info.value.reason)
+    assert info.value.file == f"_delta_log/{0:020d}.{1:020d}.compacted.json"

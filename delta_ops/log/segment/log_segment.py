@@ -175,11 +175,15 @@ def _segment_from_listing(
     for lf, info in listing:
         if lf.kind == LogFileKind.COMMIT:
             commits[lf.version] = info
-        elif lf.kind == LogFileKind.COMPACTION and info.size != 0:
-            # An empty compaction is what a range of commitInfo-only commits reconciles to
-            # (deltalake's VACUUM START/END) and a lost write looks the same: its commits,
-            # which say which it is, are read instead.
+        elif lf.kind == LogFileKind.COMPACTION:
             compactions.append((lf, info))
+    # An empty compaction is what a range of commitInfo-only commits reconciles to
+    # (deltalake's VACUUM START/END), and a lost write would look the same: while its
+    # commits are there, they are read instead; without them it is refused below.
+    compactions = [
+        (lf, info) for lf, info in compactions
+        if info.size or not all(v in commits for v in range(lf.start_version, lf.version + 1))
+    ]
     checkpoints = [c for c in complete_checkpoints(listing, None) if c.identity not in exclude]
 
     newest = max(
@@ -240,10 +244,14 @@ def _segment_from_listing(
         if d.file.size == 0:
             # No writer publishes a commit without actions: an empty one is a write that
             # lost its content, and read as "no change" it would drop the version's files
-            # from the state (VACUUM would then delete them).
+            # from the state (VACUUM would then delete them). An empty compaction whose
+            # commits are gone may be either: refused too.
             raise CorruptLogError(
                 "the log file is empty (0 bytes): a commit always holds actions, so its "
-                "content was lost", table=table, version=d.end, file=d.file.path,
+                "content was lost" if d.start == d.end else
+                "the compaction file is empty (0 bytes) and the commits it covers are gone: "
+                "nothing tells whether its range held no actions or its content was lost",
+                table=table, version=d.end, file=d.file.path,
             )
 
     listed_commits = tuple(commits[v] for v in sorted(commits) if start <= v <= target)

@@ -166,12 +166,16 @@ class VerifyResult:
         ok: no mismatch in any verified version.
         versions: the versions whose `.crc` was checked.
         mismatches: every mismatching field, all versions together.
+        removed_versions: versions of `.crc` files below where the log now starts (log
+            cleanup removed their commits; another writer's left the `.crc`): not
+            verifiable, not a mismatch (`verify_checksum(all_versions=True)` only).
     """
 
     table: str
     ok: bool
     versions: tuple[int, ...]
     mismatches: tuple[ChecksumMismatch, ...]
+    removed_versions: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +183,7 @@ class VerifyResult:
             "ok": self.ok,
             "versions": list(self.versions),
             "mismatches": [m.to_dict() for m in self.mismatches],
+            "removed_versions": list(self.removed_versions),
         }
 
     def raise_for_mismatch(self) -> None:

@@ -25,6 +25,7 @@ from delta_ops.clock import Clock
 from delta_ops.errors import CorruptLogError, InvalidChecksumError, StorageError
 from delta_ops.maintenance.fsck.problems import (
     ERROR,
+    WARNING,
     FsckResult,
     Problem,
     RepairEntry,
@@ -64,6 +65,12 @@ def _checksum_problems(
 
         mismatches = [(m.field, m.recorded, m.computed) for m in verify_checksum(
             storage, version=version, engine=engine).mismatches]
+        if version < snapshot.version and [name for name, _, _ in mismatches] == ["version"]:
+            # Below where the log now starts: another writer's log cleanup left it.
+            return [Problem("stale_checksum", WARNING, path,
+                            f"the .crc of version {version}, whose commits log cleanup "
+                            f"removed, cannot be verified ({mismatches[0][2]}); no reader "
+                            "needs it", version)]
     return [
         Problem("checksum_mismatch", ERROR, path,
                 f"{name}: recorded {_short(was)}, the state has {_short(got)}", version)

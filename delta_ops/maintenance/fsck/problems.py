@@ -29,7 +29,8 @@ class Problem:
     Attributes:
         code: what kind (`missing_file`, `dangling_link`, `size_mismatch`, `missing_dv`,
             `corrupt_dv`, `dv_mismatch`, `unreadable_parquet`, `row_count_mismatch`,
-            `checksum_mismatch`, `row_ids`, `missing_external_file`, `unchecked_external`,
+            `checksum_mismatch`, `stale_checksum`, `row_ids`, `missing_external_file`,
+            `unchecked_external`,
             the log's codes of `delta_ops.log.check_log`,
             `unreferenced_file`).
         severity: `error` or `warning`.
