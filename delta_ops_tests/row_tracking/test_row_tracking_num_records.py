@@ -132,3 +132,24 @@ def test_backfill_writes_the_footer_counts(table_copy, name):
 def test_stats_with_num_records_keeps_other_fields_byte_for_byte(stats, expected):
     assert stats_with_num_records(stats, 7) == expected
     assert json.loads(stats_with_num_records(stats, 7))["numRecords"] == 7
+
+
+def test_a_footer_that_does_not_read_is_named(table_copy):
+    # Only Arrow's message came back ("Parquet magic bytes not found"): which file of the
+    # table was left to guess.
+    from delta_ops.errors import StorageError
+
+    name = tables_without_counts()[0]
+    root = table_copy(name)
+    state = oracle_replay(root)
+    lacking = sorted(a["path"] for a in state.files.values() if _lacks_count(a))
+    victim = Path(_abs_key(lacking[-1], root))
+    if not victim.is_file():
+        pytest.fail(f"{name}: {victim} should exist")
+    victim.write_bytes(b"garbage-not-parquet")
+    log_before = _log_bytes(root)
+    with pytest.raises(StorageError) as info:
+        backfill_row_tracking(Storage.for_uri(str(root)), batch_size=2, **BACKFILL)
+    assert "Parquet footer cannot be read" in info.value.reason
+    assert info.value.file is not None and info.value.file.endswith(victim.name)
+    assert _log_bytes(root) == log_before
