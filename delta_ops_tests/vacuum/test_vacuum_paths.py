@@ -294,6 +294,27 @@ def test_a_name_that_is_not_utf8_is_left_and_reported(tmp_path):
     assert os.path.exists(os.path.join(raw_root, b"d\xfe/x.parquet"))
 
 
+def test_a_name_with_a_backslash_is_left_and_reported_not_a_refusal(tmp_path):
+    # A legal POSIX name the storage layer will not address: one such unreferenced file
+    # made every VACUUM of the table refuse ("backslashes are not allowed", no table named).
+    root = tmp_path / "t"
+    write_table(root, [("live.parquet", "live.parquet")])
+    data_file(root / "orphan.parquet")
+    for name in ("back\\slash.parquet", "d/x\\y.parquet"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_bytes(b"x")
+        os.utime(root / name, ns=(OLD_MS * 1_000_000,) * 2)
+    dry = vacuum(str(root), now_ms=NOW_MS, dry_run=True)
+    result = vacuum(str(root), now_ms=NOW_MS, dry_run=False)
+    assert dry.files == result.files == ("orphan.parquet",)
+    for r in (dry, result):
+        note = " ".join(r.messages)
+        assert "left 2 file(s) whose names hold a backslash" in note
+        assert "back\\slash.parquet" in note and "d/x\\y.parquet" in note
+    assert (root / "back\\slash.parquet").exists() and (root / "d/x\\y.parquet").exists()
+    assert not (root / "orphan.parquet").exists()
+
+
 def test_missing_v2_sidecar_without_older_commits_names_the_sidecar(tmp_path):
     from delta_ops.errors import CorruptLogError
     from delta_ops_tests.support.corpus import copy_corpus_table

@@ -442,6 +442,13 @@ def _plan(
         keep_rows = [i for i, p in enumerate(paths) if not p.startswith(UNREADABLE_PREFIX)]
         paths = [paths[i] for i in keep_rows]
         sizes = [sizes[i] for i in keep_rows]
+    # A legal POSIX name the storage layer refuses to address (a backslash is a separator
+    # elsewhere): left and named, not a refusal of the whole VACUUM.
+    unsafe = [p for p in paths if "\\" in p]
+    if unsafe:
+        keep_rows = [i for i, p in enumerate(paths) if "\\" not in p]
+        paths = [paths[i] for i in keep_rows]
+        sizes = [sizes[i] for i in keep_rows]
     aliased = _aliased(storage, paths, refs, segment.version)
     if aliased:
         keep_rows = [i for i, p in enumerate(paths) if p not in aliased]
@@ -483,6 +490,11 @@ def _plan(
             f"left {len(unreadable)} file(s) whose names are not valid UTF-8 (a Delta log "
             f"cannot name them; never deleted, delete by hand if unused): {shown}{more}"
         )
+    if unsafe:
+        messages.append(
+            f"left {len(unsafe)} file(s) whose names hold a backslash (a path separator on "
+            "other systems: delta_ops never deletes such a name; delete by hand if unused): "
+            + ", ".join(sorted(unsafe)[:20]) + (" and more" if len(unsafe) > 20 else ""))
     if _has_directories(storage):
         linked = sorted(
             set(storage.list_subdirs("")) - set(storage.list_subdirs("", follow_symlinks=False))
