@@ -48,7 +48,7 @@ _MASTER_RES = (
     re.compile(r"local-cluster\[\s*([0-9]+)\s*,\s*([0-9]+)\s*,\s*([0-9]+)\s*\]"),
     re.compile(r"spark://.*"),  # host and port: checked by `endpoints`
     re.compile(r"yarn"),
-    re.compile(r"k8s://.*"),
+    re.compile(r"k8s://.+"),  # a host: Spark's Kubernetes client fails at length without
 )
 #: The forms of `_MASTER_RES`, for messages.
 MASTER_FORMS = (

@@ -238,7 +238,7 @@ def test_a_mapping_storage_option_as_json_reaches_s3(tmp_path, s3_server, table_
 # ---- Spark: a bad master, no Java ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("master", ["garbage://x", "local[two]", "spark", "mesos://h:5050"])
+@pytest.mark.parametrize("master", ["garbage://x", "local[two]", "spark", "mesos://h:5050", "k8s://"])
 def test_a_bad_spark_master_is_refused_before_any_jvm(table_copy, master):
     root = table_copy(TABLE)
     started = time.monotonic()
