@@ -1,4 +1,4 @@
-"""The rewrite's encoding choice (`delta_ops.layout.rewrite._DictionaryChoice`) and the
+"""The rewrite's encoding choice (`delta_ops.layout.dictionaries.DictionaryChoice`) and the
 CLI's Arrow pool (`delta_ops.cli._arrow_allocator`).
 
 A column whose inputs show it mostly distinct, with dictionaries that together pass
