@@ -37,15 +37,11 @@ def _parse_conf(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-def _positive_int(text: str) -> int:
-    """`--max-requests`: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _max_requests(text: str) -> int:
+    """`--max-requests`: a whole number of at least 1 (`commands.common.positive_int`)."""
+    from delta_ops.commands.common import positive_int  # common imports this module
+
+    return positive_int(text)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +75,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--max-requests",
-        type=_positive_int,
+        type=_max_requests,
         metavar="N",
         help="local engine: most object-store requests (listing pages, DeleteObjects "
         "batches) in flight at once (default 64); halved automatically on SlowDown",
