@@ -169,16 +169,20 @@ def delete_outputs(storage: Storage, tasks: list[RewriteTask], failure: BaseExce
     taken = getattr(failure, "file", None) if isinstance(failure, RewriteError) else None
     deleted = 0
     for task in tasks:
-        part = 0
-        while True:
+        for part in range(_MOST_PARTS):
             key = output_key(task, part)
             if taken is not None and taken in (storage.absolute_uri(key),
                                                local_path(storage, key)):
                 break
-            if not storage.delete(key):
+            # Asked first: not every store says whether a DELETE found its key.
+            if not storage.exists(key):
                 break
-            deleted, part = deleted + 1, part + 1
+            deleted += int(storage.delete(key))
     return deleted
+
+
+#: A bound on one bin's new files (a search that could not end otherwise).
+_MOST_PARTS = 100_000
 
 
 @dataclass(frozen=True)
