@@ -222,3 +222,30 @@ def test_a_delete_of_an_input_committed_mid_run_wins(table, change):
         parts[p] = parts.get(p, 0) + 1
     assert parts.pop(hit_part[0]) == (2 if change == "remove" else 3)
     assert set(parts.values()) == {1}
+
+
+def _every_file(storage: Storage) -> list[str]:
+    return sorted(i.path for i in storage.walk("", follow_symlinks=False))
+
+
+def test_a_batch_failed_by_a_corrupt_input_leaves_no_new_file(table):
+    # On S3 the new files go through a scratch file and an upload: a batch that failed left
+    # its other bins' uploads behind, named by no commit.
+    from urllib.parse import unquote
+
+    from delta_ops.errors import RewriteError
+
+    storage, _, _ = table
+    snap = load_snapshot(storage)
+    bins = optimize(storage, target_size="64mb").plan["bin_details"]
+    assert len(bins) >= 2
+    last = bins[-1]["partition"]
+    path = next(f["path"] for f in snap.files.to_pylist()
+                if dict(f["partitionValues"]) == last)
+    storage.put_atomic(unquote(path), b"garbage-not-parquet")
+    before = _every_file(storage)
+    with pytest.raises(RewriteError, match="does not read as Parquet") as err:
+        optimize(storage, dry_run=False, target_size="64mb")
+    assert err.value.file == storage.absolute_uri(unquote(path))
+    assert _every_file(storage) == before
+    assert load_snapshot(storage).version == snap.version
