@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import (
-    add_table_arguments,
-    open_table,
-    version_number,
-)
+from delta_ops.commands.argtypes import version_number
+from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.protocol.checkpoint_kind import CheckpointKind
 from delta_ops.protocol.filenames import LOG_DIR
 

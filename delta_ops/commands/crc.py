@@ -12,11 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from delta_ops.commands.common import (
-    add_table_arguments,
-    open_table,
-    version_number,
-)
+from delta_ops.commands.argtypes import version_number
+from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.maintenance.options import DEFAULT_ALL_FILES_THRESHOLD
 from delta_ops.protocol.histograms import HISTOGRAM_FIELD, LEGACY_HISTOGRAM_FIELD
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, positive_int
+from delta_ops.commands.argtypes import positive_int
+from delta_ops.commands.common import add_table_arguments, open_table
 
 if TYPE_CHECKING:
     from delta_ops.maintenance.due import DueReport, Need

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from delta_ops.commands.argtypes import positive_int
 from delta_ops.engine.config import DEFAULT_MASTER, master_problem
 from delta_ops.engine.session import ENGINE_NAMES, make_engine
 
@@ -35,13 +36,6 @@ def _parse_conf(pairs: Sequence[str] | None) -> dict[str, str]:
             )
         out[key] = value
     return out
-
-
-def _max_requests(text: str) -> int:
-    """`--max-requests`: a whole number of at least 1 (`commands.common.positive_int`)."""
-    from delta_ops.commands.common import positive_int  # common imports this module
-
-    return positive_int(text)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +69,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--max-requests",
-        type=_max_requests,
+        type=positive_int,
         metavar="N",
         help="local engine: most object-store requests (listing pages, DeleteObjects "
         "batches) in flight at once (default 64); halved automatically on SlowDown",

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, positive_int
+from delta_ops.commands.argtypes import positive_int
+from delta_ops.commands.common import add_table_arguments, open_table
 
 
 def _cmd_history(args: argparse.Namespace) -> tuple[dict[str, Any], str, int]:

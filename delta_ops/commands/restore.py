@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from delta_ops.commands.argtypes import version_number
 from delta_ops.commands.common import (
     add_table_arguments,
     open_table,
     parse_timestamp,
-    version_number,
 )
 
 

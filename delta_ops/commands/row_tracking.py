@@ -16,7 +16,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.commands.common import add_table_arguments, open_table, positive_int
+from delta_ops.commands.argtypes import positive_int
+from delta_ops.commands.common import add_table_arguments, open_table
 from delta_ops.maintenance.options import DEFAULT_BACKFILL_CHECKPOINT_EVERY, DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:

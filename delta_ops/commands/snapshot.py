@@ -6,11 +6,11 @@ import argparse
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from delta_ops.commands.argtypes import version_number
 from delta_ops.commands.common import (
     add_table_arguments,
     parse_storage_options,
     parse_timestamp,
-    version_number,
 )
 from delta_ops.errors import CorruptLogError
 

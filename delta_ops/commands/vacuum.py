@@ -14,11 +14,11 @@ import sys
 from datetime import timedelta
 from typing import Any, TextIO
 
+from delta_ops.commands.argtypes import version_number
 from delta_ops.commands.common import (
     add_table_arguments,
     open_table,
     parse_timestamp,
-    version_number,
 )
 from delta_ops.engine.progress import PhaseTotals, Tracker, human_bytes
 from delta_ops.errors import RetentionError

@@ -38,7 +38,6 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from delta_ops.errors import InvalidTablePropertyError
 from delta_ops.log import TableSettings
 
 #: The packed format (2); format 1 was plain JSON `{"format": 1, "tables": {...}}`.
@@ -53,12 +52,9 @@ DUE_PROPERTIES = (
 
 
 def due_settings(settings: TableSettings) -> TableSettings:
-    """`settings` with only the table properties the due rules read (all of them when a
-    known property is invalid: the rules then use their defaults, as for the full map)."""
-    try:
-        settings.table_configuration.properties  # noqa: B018 - parsed to be validated
-    except InvalidTablePropertyError:
-        return settings
+    """`settings` with only the table properties the due rules read. Each property is
+    parsed on its own (an invalid one raises only when read), so the rules decide the same
+    from these as from the full map, an invalid one among them included."""
     kept = {k: settings.configuration[k] for k in DUE_PROPERTIES if k in settings.configuration}
     return TableSettings(settings.version, settings.protocol, kept)
 

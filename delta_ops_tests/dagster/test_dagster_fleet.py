@@ -150,12 +150,17 @@ def test_cursor_keeps_only_the_due_properties_unless_one_is_invalid():
     assert kept.configuration == {"delta.checkpointInterval": "2"}
     assert kept.checkpoint_interval == settings.checkpoint_interval == 2
     assert set(DUE_PROPERTIES) >= set(kept.configuration)
-    # An invalid known property makes the due rules use their defaults: kept whole, so the
-    # sensor's decision stays the one `delta-ops due` makes from the full configuration.
+    # Each property is parsed on its own: an invalid one the rules do not read changes
+    # nothing, and an invalid interval gives the default both ways, so the sensor decides
+    # as `delta-ops due` does from the full configuration.
     broken = TableSettings(4, settings.protocol, {**settings.configuration,
                                                   "delta.appendOnly": "maybe"})
-    assert due_settings(broken) == broken
-    assert due_settings(broken).checkpoint_interval == 10
+    assert due_settings(broken).configuration == {"delta.checkpointInterval": "2"}
+    assert due_settings(broken).checkpoint_interval == broken.checkpoint_interval == 2
+    bad_interval = TableSettings(4, settings.protocol, {**settings.configuration,
+                                                        "delta.checkpointInterval": "often"})
+    assert due_settings(bad_interval).checkpoint_interval == 10
+    assert bad_interval.checkpoint_interval == 10
 
 
 def test_cursor_round_trip_and_older_or_broken_cursors():
