@@ -302,6 +302,7 @@ class _Writer:
         self.collector: Any = None
         self.rows_in_file = 0
         self.adds: list[dict[str, Any]] = []
+        self.keys: list[str] = []  # the storage keys of the files finished, as `adds`
         self.bytes_written = 0
         self.part = 0
         self.dictionaries = DictionaryChoice(s.file_schema)
@@ -386,6 +387,7 @@ class _Writer:
         self.local = None
         self.part += 1
         self.bytes_written += size
+        self.keys.append(key)
         self.adds.append({
             "path": quote(key, safe="/="),
             "partitionValues": dict(self.bin.partition_values),
@@ -539,11 +541,18 @@ def rewrite_bin(storage: Storage, task: RewriteTask) -> BinOutput:
                     f"deletion vector of {f.path} deletes row {int(deleted[-1])} of a "
                     f"{offset}-row file", table=s.table, file=storage.absolute_uri(f.key))
         out.finish()
-    except MissingFileError as exc:
-        raise MissingFileError(
-            f"bin {b.index}: {exc.reason}; the log references a file that is gone (see "
-            "`delta-ops fsck`), so nothing of this batch is committed",
-            table=s.table, file=exc.file) from None
+    except BaseException as exc:
+        # The files this bin finished are named by no commit: gone, so that a retry of the
+        # task (Spark's) claims the same names afresh.
+        with contextlib.suppress(Exception):
+            for key in out.keys:
+                storage.delete(key)
+        if isinstance(exc, MissingFileError):
+            raise MissingFileError(
+                f"bin {b.index}: {exc.reason}; the log references a file that is gone (see "
+                "`delta-ops fsck`), so nothing of this batch is committed",
+                table=s.table, file=exc.file) from None
+        raise
     finally:
         out.abandon()
     return BinOutput(
