@@ -76,8 +76,9 @@ def checksum_from_snapshot(
     except CorruptLogError as exc:
         if exc.table is not None:
             raise
-        raise CorruptLogError(_sizeless(files) or exc.reason, table=snapshot.table,
-                              version=version) from None
+        named = _sizeless(files) if _NO_SIZE in exc.reason else None
+        raise CorruptLogError(named or exc.reason, table=snapshot.table, version=version,
+                              file=exc.file) from None
     num_files, table_size = agg.num_files, agg.table_size
     counts, totals = agg.counts, agg.totals
     num_dv, num_deleted, dv_counts = agg.num_dv, agg.num_deleted, agg.dv_counts
