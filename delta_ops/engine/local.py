@@ -51,9 +51,6 @@ from delta_ops.storage.parallel import KEYS_PER_RANGE, DeleteReport, RequestPoli
 from delta_ops.storage.parallel import Progress as StorageHook
 from delta_ops.storage.sorted_paths import SortedPaths, as_py
 
-#: Failed deletions named in the error of `LocalEngine.delete_files`.
-_NAMED_FAILURES = 20
-
 
 def _readable(info: FileInfo) -> FileInfo:
     """`info`, or for a name that is not valid UTF-8 (undecodable bytes arrive from the
@@ -305,8 +302,7 @@ class LocalEngine(Engine):
                 paths, policy=self.policy, progress=_hook(progress, DELETE))
         if report.failed:
             raise StorageError(
-                report.failure_message(len(set(paths)), shown=_NAMED_FAILURES,
-                                       retried=storage.latency_bound),
+                report.failure_message(len(set(paths)), retried=storage.latency_bound),
                 file=storage.absolute_uri(report.failed[0][0]))
         return report.deleted
 

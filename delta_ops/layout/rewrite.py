@@ -146,6 +146,9 @@ class RewriteTask:
     batch: str = ""
 
 
+#: A bound on one bin's new files (`delete_outputs`: a search that could not end otherwise).
+_MOST_PARTS = 100_000
+
 #: The namespace of the new files' name-derived UUIDs (`output_key`).
 _NAMES = uuid.UUID("6f1d3c2a-9b7e-4e52-8a61-0d4c2b7f9e13")
 
@@ -180,9 +183,6 @@ def delete_outputs(storage: Storage, tasks: list[RewriteTask], failure: BaseExce
             deleted += int(storage.delete(key))
     return deleted
 
-
-#: A bound on one bin's new files (a search that could not end otherwise).
-_MOST_PARTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -286,7 +286,7 @@ class _Writer:
         self.task = task
         self.bin = task.bin
         self.s = s = task.settings
-        self.compression, self.infix = _CODECS.get(s.compression, _CODECS["SNAPPY"])
+        self.compression = _CODECS.get(s.compression, _CODECS["SNAPPY"])[0]
         self.stats_schema = pa.schema(
             [f for f in s.file_schema
              if f.name not in (s.row_id_column, s.row_commit_version_column)])
