@@ -1,7 +1,8 @@
 """The Dagster code location with a fleet of discovered tables, in whole processes: loading
 the definitions, one tick of the watch sensor, and a maintenance run of every table.
 
-`python -m benchmarks.bench_dagster [--tables 1000] [--repeats 3] [--no-run]` writes small
+`python -m benchmarks.bench_dagster [--tables 1000] [--repeats 3] [--no-run] [--layout
+partitioned]` writes small
 generated Delta tables (`delta_ops_tests.support.fleet`: 12 commits each, no checkpoint, so every
 table is due for a checkpoint and checksums) under `benchmarks/data/dagster_tables/lake`,
 a `dg` project beside them whose `defs.yaml` discovers them, scans the prefix once (what
@@ -29,6 +30,10 @@ the discovery sensor does), then reports:
   local engine), `step_failures`. Skipped with `--no-run` (it takes minutes: most of it is
   the SQLite event log committing each of the run's ~50 events per table).
 
+- with `--layout partitioned`: the same in the partitioned asset layout
+  (`automation.asset_layout: partitioned`, `delta_ops.defs.fleet`); the tick and the run add
+  every table's partition to their instance first, and the run covers the range of all
+  of them;
 - with `--fleet`: the fleet under real automation, as a user runs it: `dagster dev` on the
   project (a fresh DAGSTER_HOME: the default instance, SQLite, the default run coordinator),
   the `delta_tables_watch` sensor started over GraphQL, then the lake polled until every
@@ -71,19 +76,32 @@ HERE = Path(__file__).resolve().parent
 GNU_TIME = "/usr/bin/time"
 
 
-def write_project(root: Path, lake: Path) -> Path:
+def write_project(root: Path, lake: Path, layout: str = "per_table") -> Path:
     """A dg project at `root` whose one component discovers the tables under `lake` (the
-    tests' project builder, `delta_ops_tests.support.dg_project`)."""
+    tests' project builder, `delta_ops_tests.support.dg_project`), in the asset `layout`."""
     from delta_ops_tests.support.dg_project import new_project, write_component
 
     new_project(root, PACKAGE)
-    write_component(root, PACKAGE, {
+    attributes: dict = {
         # The default policy: engine spark above 100,000 live files, so these small tables
         # run on the local engine (the run reports how many did).
         "discover": [{"prefix": str(lake), "max_depth": 2}],
         "discovery_cache": "discovered.json",
-    })
+    }
+    if layout != "per_table":
+        attributes["defaults"] = {"automation": {"asset_layout": layout}}
+    write_component(root, PACKAGE, attributes)
     return root
+
+
+def _partitions(defs, instance) -> list[str] | None:
+    """In the partitioned layout, every registered table's partition added to `instance`
+    (what the `delta_tables_partitions` sensor does) and returned; else None."""
+    registry = defs.resources["registry"].load()
+    if not registry.partitioned:
+        return None
+    instance.add_dynamic_partitions("delta_tables", registry.names)
+    return instance.get_dynamic_partitions("delta_tables")
 
 
 def _child_env(project: Path, home: Path | None = None, code: Path = HERE.parent) -> dict[str, str]:
@@ -148,6 +166,7 @@ def child_tick() -> dict:
 
     sensor = defs.resolve_sensor_def("delta_tables_watch")
     instance = DagsterInstance.ephemeral()
+    _partitions(defs, instance)
 
     def tick(cursor: str | None):
         context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
@@ -170,8 +189,14 @@ def child_run() -> dict:
     from fleet_proj.definitions import defs  # type: ignore[import-not-found]
 
     job = defs.resolve_implicit_global_asset_job_def()
+    instance = DagsterInstance.get()
+    partitions = _partitions(defs, instance)
+    # The partitioned layout: one run over the range of every table's partition (what a
+    # single-run backfill of all partitions launches).
+    tags = {} if partitions is None else {"dagster/asset_partition_range_start": partitions[0],
+                                          "dagster/asset_partition_range_end": partitions[-1]}
     start = time.perf_counter()
-    result = job.execute_in_process(instance=DagsterInstance.get(), raise_on_error=False)
+    result = job.execute_in_process(instance=instance, raise_on_error=False, tags=tags)
     materializations = result.get_asset_materialization_events()
     engines: dict[str, int] = {}
     for event in materializations:
@@ -294,6 +319,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="with --fleet and BENCH_BASELINE: measure only the baseline")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load, validate and tick rounds")
+    parser.add_argument("--layout", choices=("per_table", "partitioned"), default="per_table",
+                        help="the component's automation.asset_layout")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
     if args.child:
@@ -309,7 +336,7 @@ def main(argv: list[str] | None = None) -> dict:
     start = time.perf_counter()
     paths = write_fleet(lake, args.tables, commits=COMMITS)
     write_s = time.perf_counter() - start
-    write_project(project, lake)
+    write_project(project, lake, args.layout)
     source = RegistrySource(base_dir=str(project),
                             discover=[{"prefix": str(lake), "max_depth": 2}],
                             discovery_cache="discovered.json")
@@ -345,6 +372,7 @@ def main(argv: list[str] | None = None) -> dict:
         ticks.update({f"{prefix}{k}": v for k, v in out.items()})
     result: dict = {
         "tables": args.tables,
+        "layout": args.layout,
         "write_tables_s": round(write_s, 2),
         "discovered": found["found"],
         "discover_s": round(discover_s, 3),

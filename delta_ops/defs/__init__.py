@@ -1,5 +1,6 @@
-"""The Dagster layer: per-table assets and checks, sensors, automation and jobs built from
-the table registry. `delta_ops.definitions` is the code location entry point.
+"""The Dagster layer: per-table assets and checks (or, in the partitioned layout, nine assets
+partitioned by table: `fleet`), sensors, automation and jobs built from the table registry.
+`delta_ops.definitions` is the code location entry point.
 
 Modules: `registry` (the YAML file, validated; no dagster) with `policy` (its maintenance
 policies) and `secrets` (environment references, redaction); `component` (the typed
@@ -37,6 +38,7 @@ except ImportError as exc:
     ) from exc
 from dagster import in_process_executor
 
+from delta_ops.defs.fleet import fleet_assets, fleet_schedules, is_partitioned
 from delta_ops.defs.fsck_job import fsck_repair_job
 from delta_ops.defs.jobs import row_tracking_backfill_job
 from delta_ops.defs.overview import overview_spec
@@ -71,7 +73,9 @@ def definitions_kwargs(
         source: instead of `registry`, the table sources of a `DeltaMaintenanceComponent`
             (registry file, listed tables, discovery); an invalid entry then fails only its
             own table's assets, and a discovery sensor refreshes the discovery cache.
-        translator: describes each table's assets (default: `DeltaOpsTranslator`).
+        translator: describes each table's assets (default: `DeltaOpsTranslator`); not
+            used by the partitioned layout (`automation.asset_layout: partitioned` in the
+            registry's defaults: `delta_ops.defs.fleet`), whose nine assets are the fleet's.
 
     Raises:
         RegistryError: the registry file is missing or invalid.
@@ -88,17 +92,25 @@ def definitions_kwargs(
                 registry if registry is not None else default_registry_path()
             )
         registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
+    partitioned = is_partitioned(registry)
     sensors = [
-        watch_sensor(registry.names),
+        watch_sensor(None if partitioned else registry.names),
         partitions_sensor(registry, row_tracking_backfill_job),
-        automation_sensor(),
     ]
+    if not partitioned:
+        sensors.append(automation_sensor())
     if source is not None and source.discover:
         sensors.append(discovery_sensor(source))
-    translator = translator or DeltaOpsTranslator()
-    assets = [overview_spec(), *(a for t in registry.tables for a in table_assets(t, translator))]
+    if partitioned:
+        # Nine assets and three checks in all, whatever the fleet's size (`defs.fleet`).
+        assets = [overview_spec(), fleet_assets()]
+    else:
+        translator = translator or DeltaOpsTranslator()
+        assets = [overview_spec(),
+                  *(a for t in registry.tables for a in table_assets(t, translator))]
     return {
         "assets": assets,
+        "schedules": fleet_schedules(registry) if partitioned else [],
         # No job over every table's assets: a run over all tables (or a selection of them)
         # is a run of the implicit asset job (`delta_ops.defs.jobs`).
         "jobs": [row_tracking_backfill_job, fsck_repair_job],

@@ -27,9 +27,10 @@ from dagster import (
 )
 from pydantic import Field
 
-from delta_ops.defs.assets import DELTA_LOG, asset_key, table_run
+from delta_ops.defs.assets import DELTA_LOG, table_run
 from delta_ops.defs.failures import refusals, registered_partition
 from delta_ops.defs.jobs import TABLE_PARTITIONS
+from delta_ops.defs.keys import table_key
 from delta_ops.defs.metadata import markdown_list
 from delta_ops.defs.resources import RegistryResource, SparkResource
 
@@ -63,7 +64,8 @@ def repair_table_op(
 ) -> None:
     from delta_ops.maintenance.fsck import fsck
 
-    name = registered_partition(context.partition_key, registry.load().names)
+    loaded = registry.load()
+    name = registered_partition(context.partition_key, loaded.names)
     run = table_run(name, DELTA_LOG, registry, spark)
     with refusals(name, "fsck"):
         result = fsck(run.storage, repair=True, confirm=config.confirm,
@@ -81,8 +83,9 @@ def repair_table_op(
     else:
         context.log.info(f"{name}: committed version {repair.version}: removed "
                          f"{len(removed)} live file(s), {rows} lost")
+    key, partition = table_key(name, DELTA_LOG, loaded.partitioned)
     context.log_event(AssetObservation(
-        asset_key=asset_key(name, DELTA_LOG),
+        asset_key=key, partition=partition,
         metadata={
             "fsck_repair": "dry run" if repair.dry_run else "committed",
             "repair_version": MetadataValue.int(repair.version) if repair.version is not None

@@ -39,11 +39,11 @@ from pydantic import Field
 from delta_ops.defs.assets import (
     ROW_TRACKING,
     RowTrackingConfig,
-    asset_key,
     run_row_tracking,
     table_run,
 )
 from delta_ops.defs.failures import refusals, registered_partition
+from delta_ops.defs.keys import table_key
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.protocol.upgrade import plan_protocol_upgrade
 
@@ -93,7 +93,8 @@ def backfill_row_tracking_op(
     registry: RegistryResource,
     spark: SparkResource,
 ) -> None:
-    name = registered_partition(context.partition_key, registry.load().names)
+    loaded = registry.load()
+    name = registered_partition(context.partition_key, loaded.names)
     run = table_run(name, ROW_TRACKING, registry, spark)
     from delta_ops.maintenance.row_tracking import backfill_protocol_upgrade
 
@@ -123,11 +124,8 @@ def backfill_row_tracking_op(
         f"{name}: done: {metadata.get('files_backfilled')} files backfilled, "
         f"row tracking enabled: {metadata.get('enabled')}"
     )
-    context.log_event(
-        AssetMaterialization(
-            asset_key=asset_key(name, ROW_TRACKING), metadata=metadata, partition=None
-        )
-    )
+    key, partition = table_key(name, ROW_TRACKING, loaded.partitioned)
+    context.log_event(AssetMaterialization(asset_key=key, metadata=metadata, partition=partition))
 
 
 @job(

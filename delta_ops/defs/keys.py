@@ -55,10 +55,31 @@ def asset_key(table: str, component: str) -> AssetKey:
     return AssetKey([table, component])
 
 
+#: The first part of every key of the partitioned layout (`delta_ops.defs.fleet`), and its
+#: group: `[delta_tables, component]`, one partition per table.
+FLEET_PREFIX = "delta_tables"
+
+
+@functools.lru_cache(maxsize=64)
+def fleet_key(component: str) -> AssetKey:
+    """`[delta_tables, component]`: the key of a component in the partitioned layout."""
+    return AssetKey([FLEET_PREFIX, component])
+
+
+def table_key(table: str, component: str, partitioned: bool) -> tuple[AssetKey, str | None]:
+    """The key and partition a run records `table`'s `component` under: `[table,
+    component]`, or in the partitioned layout the partition `table` of `[delta_tables,
+    component]`."""
+    if partitioned:
+        return fleet_key(component), table
+    return asset_key(table, component), None
+
+
 __all__ = [
     "CHECKPOINT",
     "COMPONENTS",
     "DELTA_LOG",
+    "FLEET_PREFIX",
     "LOG_COMPACTION",
     "METADATA_CLEANUP",
     "OPTIMIZE",
@@ -68,4 +89,6 @@ __all__ = [
     "VACUUM",
     "VERSION_CHECKSUM",
     "asset_key",
+    "fleet_key",
+    "table_key",
 ]

@@ -27,7 +27,9 @@ from dagster import (
     AssetCheckKey,
     AssetKey,
     AssetObservation,
+    AssetRecordsFilter,
     AssetSpec,
+    DagsterEventType,
     DagsterInstance,
     MetadataValue,
     TableColumn,
@@ -45,6 +47,7 @@ from delta_ops.defs.keys import (
     VACUUM,
     VERSION_CHECKSUM,
     asset_key,
+    fleet_key,
 )
 from delta_ops.defs.table_health import HISTORY_OPERATIONS
 
@@ -128,18 +131,76 @@ def _history(entry: Any) -> dict[str, str]:
     return {key: str(meta[key].value) if key in meta else "" for key in HISTORY_OPERATIONS}
 
 
-def fleet_overview(instance: DagsterInstance, rows: Sequence[dict[str, Any]]) -> Overview:
-    """The overview of the watch's `rows` (one per table, from `watch_tick`), completed from
-    the instance's latest materializations and check results."""
-    names = [r["table"] for r in rows]
-    latest = instance.get_latest_materialization_events(
-        [asset_key(n, c) for n in names for c in (*SHOWN, DELTA_LOG)])
-    check_keys = [AssetCheckKey(asset_key(n, on), check) for n in names for on, check in CHECKED]
+def _latest_by_table(
+    instance: DagsterInstance, names: Sequence[str], partitioned: bool
+) -> dict[tuple[str, str], Any]:
+    """(table, component) -> the latest materialization's event log entry: of `[t, c]`, or
+    in the partitioned layout of the partition `t` of `[delta_tables, c]` (records read
+    once: `_ENTRIES` keeps them by storage id)."""
+    components = (*SHOWN, DELTA_LOG)
+    if not partitioned:
+        latest = instance.get_latest_materialization_events(
+            [asset_key(n, c) for n in names for c in components])
+        return {(n, c): latest.get(asset_key(n, c)) for n in names for c in components}
+    wanted = set(names)
+    found: dict[tuple[str, str], Any] = {}
+    current: set[int] = set()
+    for component in components:
+        key = fleet_key(component)
+        ids = {p: i for p, i in instance.event_log_storage.get_latest_storage_id_by_partition(
+            key, DagsterEventType.ASSET_MATERIALIZATION).items() if p in wanted}
+        missing = [i for i in ids.values() if i not in _ENTRIES]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            result = instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
+            for record in result.records:
+                _ENTRIES[record.storage_id] = record.event_log_entry
+        for partition, storage_id in ids.items():
+            found[(partition, component)] = _ENTRIES.get(storage_id)
+        current.update(ids.values())
+    if len(_ENTRIES) > _MAX_ENTRIES:  # superseded materializations go
+        for storage_id in [i for i in _ENTRIES if i not in current]:
+            del _ENTRIES[storage_id]
+    return found
+
+
+#: Materialization entries by storage id (they never change), for the partitioned layout's
+#: overview, which would otherwise read every table's latest records at every tick.
+_ENTRIES: dict[int, Any] = {}
+_MAX_ENTRIES = 100_000
+
+
+def _failing_checks(
+    instance: DagsterInstance, names: Sequence[str], partitioned: bool
+) -> dict[str, list[str]]:
+    """Table -> the names of its checks whose latest result failed."""
     failing: dict[str, list[str]] = {}
+    if partitioned:
+        wanted = set(names)
+        infos = instance.event_log_storage.get_asset_check_partition_info(
+            [AssetCheckKey(fleet_key(on), check) for on, check in CHECKED])
+        for info in infos:
+            if info.partition_key in wanted and info.latest_execution_status.value == "FAILED":
+                failing.setdefault(info.partition_key, []).append(info.check_key.name)
+        return failing
+    check_keys = [AssetCheckKey(asset_key(n, on), check) for n in names for on, check in CHECKED]
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(check_keys)
     for key, record in records.items():
         if record is not None and record.status.value == "FAILED":
             failing.setdefault(key.asset_key.path[0], []).append(key.name)
+    return failing
+
+
+def fleet_overview(
+    instance: DagsterInstance, rows: Sequence[dict[str, Any]], *, partitioned: bool = False
+) -> Overview:
+    """The overview of the watch's `rows` (one per table, from `watch_tick`), completed from
+    the instance's latest materializations and check results (of the tables' partitions in
+    the partitioned layout)."""
+    names = [r["table"] for r in rows]
+    latest = _latest_by_table(instance, names, partitioned)
+    failing = _failing_checks(instance, names, partitioned)
     full: list[dict[str, Any]] = []
     for row in rows:
         name = row["table"]
@@ -158,9 +219,9 @@ def fleet_overview(instance: DagsterInstance, rows: Sequence[dict[str, Any]]) ->
             "due": row.get("due", ""),
             "blocked": row.get("blocked", ""),
             "failing_checks": ", ".join(failed),
-            **{f"last_{c}": _when(latest.get(asset_key(name, c))) for c in SHOWN},
-            "bytes_reclaimed": _reclaimed(latest.get(asset_key(name, VACUUM))),
-            **_history(latest.get(asset_key(name, DELTA_LOG))),
+            **{f"last_{c}": _when(latest.get((name, c))) for c in SHOWN},
+            "bytes_reclaimed": _reclaimed(latest.get((name, VACUUM))),
+            **_history(latest.get((name, DELTA_LOG))),
         }
         full.append(out)
     full.sort(key=lambda r: (not r["attention"], r["table"]))

@@ -311,14 +311,27 @@ class StatsPolicy(StrictModel):
 
 
 #: The automation fields that bound the whole fleet (read from the defaults only).
-FLEET_CAPS = frozenset({"tables_per_run", "runs_per_tick", "max_runs_in_flight"})
+FLEET_CAPS = frozenset({"asset_layout", "tables_per_run", "runs_per_tick", "max_runs_in_flight"})
+
+
+#: How the Dagster assets of the fleet are laid out (`AutomationPolicy.asset_layout`).
+AssetLayout = Literal["per_table", "partitioned"]
 
 
 class AutomationPolicy(StrictModel):
     """How the `delta_tables_watch` sensor turns what is due into runs.
 
-    `tables_per_run`, `runs_per_tick` and `max_runs_in_flight` bound the whole fleet and are
-    read from the `defaults` only; `own_run` is per table."""
+    `asset_layout`, `tables_per_run`, `runs_per_tick` and `max_runs_in_flight` shape or
+    bound the whole fleet and are read from the `defaults` only; `own_run` is per table."""
+
+    asset_layout: AssetLayout = Field(
+        default="per_table",
+        description="per_table: nine assets and three checks per table, keyed [table, "
+        "component], for the lineage of each table; partitioned: nine assets and three checks "
+        "in all, keyed [delta_tables, component], one partition per table (the layout for "
+        "fleets of hundreds of tables and more: it loads in constant time, and discovered "
+        "tables appear without a reload).",
+    )
 
     tables_per_run: int = Field(
         default=250, ge=1,

@@ -357,6 +357,12 @@ class Registry:
     def names(self) -> list[str]:
         return [t.name for t in self.tables]
 
+    @property
+    def partitioned(self) -> bool:
+        """Whether the Dagster assets are in the partitioned layout (the defaults'
+        `automation.asset_layout`: `delta_ops.defs.fleet`)."""
+        return self.defaults.automation.asset_layout == "partitioned"
+
     def table(self, name: str) -> RegisteredTable:
         """The table `name`, valid.
 

@@ -122,8 +122,25 @@ def _table_body(
     registry: RegistryResource,
     spark: SparkResource,
 ):
-    name = _table_of(context)
-    selected = {k.path[1] for k in context.selected_asset_keys}
+    yield from maintain_table(
+        context, config, registry, spark, _table_of(context),
+        {k.path[1] for k in context.selected_asset_keys},
+        {k.name for k in context.selected_asset_check_keys},
+    )
+
+
+def maintain_table(
+    context: AssetExecutionContext,
+    config: MaintenanceConfig,
+    registry: RegistryResource,
+    spark: SparkResource,
+    name: str,
+    selected: set[str],
+    checks: set[str],
+):
+    """The work of one table's step: the `selected` components in `RUN_ORDER` (the log
+    first), then the `checks`; results keyed `[name, component]`. Raises the table's one
+    Failure at the end, after yielding what succeeded."""
     failed: dict[str, Failure] = {}
     run: TableRun | None = None
     try:
@@ -178,7 +195,6 @@ def _table_body(
         if (out.metadata or {}).get("skipped") is not None and reason is not None:
             context.log.info(f"{name} {component}: {getattr(reason, 'value', reason)}")
         yield out
-    checks = {k.name for k in context.selected_asset_check_keys}
     for check in CHECKS:
         if check in checks:
             yield run_check(check, name, registry, spark, run=run)
@@ -369,6 +385,7 @@ __all__ = [
     "TABLE_POOL_PREFIX",
     "combined_failure",
     "component_spec",
+    "maintain_table",
     "cron_condition",
     "table_assets",
     "table_pool",

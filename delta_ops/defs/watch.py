@@ -29,8 +29,7 @@ Protocol sections: see `delta_ops.log.segment.log_state`, `delta_ops.log.segment
 
 
 import hashlib
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +40,6 @@ from dagster import (
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
-    MetadataValue,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
@@ -57,8 +55,10 @@ from delta_ops.defs.checks import (
     log_readable_outcome,
 )
 from delta_ops.defs.engines import needs_size
-from delta_ops.defs.jobs import MAINTENANCE_JOB
-from delta_ops.defs.keys import COMPONENTS, DELTA_LOG, asset_key
+from delta_ops.defs.fleet import fleet_event, fleet_request, fleet_runs, is_partitioned, run_tables
+from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
+from delta_ops.defs.keys import COMPONENTS, asset_key
+from delta_ops.defs.observations import DATA_VERSION_TAG, log_observation, read_crc
 from delta_ops.defs.overview import fleet_overview
 from delta_ops.defs.registry import RegisteredTable, Registry
 from delta_ops.defs.resources import RegistryResource
@@ -79,14 +79,11 @@ from delta_ops.log import (
     read_settings,
 )
 from delta_ops.maintenance.due import due
-from delta_ops.protocol.filenames import LOG_DIR
 
 if TYPE_CHECKING:
     from delta_ops.protocol.crc import VersionChecksum
 
 WATCH_SENSOR = "delta_tables_watch"
-#: The tag Dagster reads an observation's data version from.
-DATA_VERSION_TAG = "dagster/data_version"
 #: The tag Dagster puts on the runs a sensor requests.
 SENSOR_NAME_TAG = "dagster/sensor_name"
 
@@ -115,9 +112,11 @@ class InFlight:
     watch_runs: int = 0
 
 
-def runs_in_flight(instance: DagsterInstance, names: list[str]) -> InFlight:
+def runs_in_flight(instance: DagsterInstance, names: list[str],
+                   partitions: Sequence[str] | None = None) -> InFlight:
     """Tables of the runs still queued or running (a run without an asset selection covers
-    every table), and how many of them the watch requested."""
+    every table), and how many of them the watch requested. `partitions`: the table
+    partitions, in the partitioned layout (a run's tables are then its partitions')."""
     tables: set[str] = set()
     watch_runs = 0
     for run in instance.get_runs(filters=RunsFilter(statuses=list(IN_PROGRESS)), limit=1000):
@@ -129,7 +128,9 @@ def runs_in_flight(instance: DagsterInstance, names: list[str]) -> InFlight:
             continue
         if run.tags.get(SENSOR_NAME_TAG) == WATCH_SENSOR:
             watch_runs += 1
-        if run.asset_selection is None:
+        if partitions is not None:
+            tables.update(run_tables(run, partitions))
+        elif run.asset_selection is None:
             tables.update(names)
         else:
             tables.update(k.path[0] for k in run.asset_selection if len(k.path) == 2)
@@ -214,17 +215,6 @@ def _look(table: RegisteredTable, entry: dict[str, Any]) -> _Look:
     return _Look(state, settings, crc=crc)
 
 
-def read_crc(storage: Any, version: int) -> "VersionChecksum | None":
-    """The `.crc` of `version`, None when it is gone or does not parse (the
-    `fsck` check is where a bad one is reported)."""
-    from delta_ops.protocol.crc import parse_checksum
-
-    try:
-        return parse_checksum(storage.read(f"{LOG_DIR}/{version:020d}.crc"))
-    except (DeltaOpsError, ValueError):
-        return None
-
-
 def _own_run(table: RegisteredTable, look: _Look) -> bool:
     """Whether the table is maintained in a run of its own: its policy says so, or (null)
     its size, as the newest `.crc` or `_last_checkpoint` tell it, sends it to Spark."""
@@ -273,6 +263,7 @@ def watch_tick(
     log: Callable[[str], None],
     in_flight: InFlight | None = None,
     loaded: frozenset[str] | None = None,
+    partitions: Sequence[str] | None = None,
 ) -> WatchTick:
     """One tick of the watch sensor. Never raises for one table's problem: a missing table,
     an invalid registry entry or a broken log is logged, reported by its `log_readable`
@@ -291,8 +282,14 @@ def watch_tick(
     `loaded`: the tables the code location has assets for (None: all). A table discovery
     added since is watched and shown in the overview as waiting for a reload, never
     requested (a run cannot select assets the location does not have yet); a loaded table
-    the registry no longer has is shown as removed."""
+    the registry no longer has is shown as removed.
+
+    `partitions`: the table partitions, in the partitioned layout (`delta_ops.defs.fleet`):
+    a table is loaded once it has a partition, events are those of its partition, and a run
+    covers a range of partitions naming its tables."""
     in_flight = in_flight or InFlight()
+    if partitions is not None:
+        loaded = frozenset(partitions)
     previous, extra = load_cursor_and_extra(cursor)
     tick = WatchTick(extra=extra)
     entries = tick.entries
@@ -378,8 +375,10 @@ def watch_tick(
         )
         if loaded is not None and table.name not in loaded:
             row["status"] = "not loaded"
-            row["problem"] = ("new since the code location loaded: reload it (Deployment → "
-                              "Reload) to add its assets")
+            row["problem"] = (
+                "new since the code location loaded: reload it (Deployment → Reload) to add "
+                "its assets" if partitions is None else
+                "no partition yet: the delta_tables_partitions sensor adds it at its next tick")
         elif runnable and table.name in in_flight.tables:
             tick.in_flight += 1
             row["status"] = "in flight"
@@ -399,6 +398,8 @@ def watch_tick(
         }
     chosen = sorted(events, key=lambda e: e[:2])[:EVENTS_PER_TICK]
     for _priority, _order, event, reported in sorted(chosen, key=lambda e: e[1]):
+        if partitions is not None:
+            event = fleet_event(event, event.asset_key.path[0])
         (tick.observations if isinstance(event, AssetObservation) else tick.checks).append(
             event)
         reported()
@@ -409,19 +410,28 @@ def watch_tick(
     for name in sorted((loaded or frozenset()) - set(registry.names)):
         tick.rows.append({"table": name, "status": "removed", "problem": (
             "no longer registered or discovered: reload the code location (Deployment → "
-            "Reload) to drop its assets")})
+            "Reload) to drop its assets" if partitions is None else
+            "no longer registered or discovered: the delta_tables_partitions sensor drops "
+            "its partition at its next tick")})
     if lines >= MAX_DUE_LINES:
         log(f"{len(due_tables)} tables with work due in all (the first {MAX_DUE_LINES} named "
             "above; the fleet overview, delta_ops_fleet/overview, lists every one)")
     policy = registry.defaults.automation
     budget = max(0, min(policy.runs_per_tick, policy.max_runs_in_flight - in_flight.watch_runs))
-    for group in _run_groups(due_tables, policy.tables_per_run)[:budget]:
-        tick.requests.append(watch_request(group))
-        for item in group:
-            entries[item.name]["requested"] = item.version
-            next(r for r in tick.rows if r["table"] == item.name)["status"] = "requested"
-    tick.waiting = len(due_tables) - sum(len(g) for g in _run_groups(
-        due_tables, policy.tables_per_run)[:budget])
+    if partitions is None:
+        groups = [(watch_request(g), [d.name for d in g])
+                  for g in _run_groups(due_tables, policy.tables_per_run)[:budget]]
+    else:
+        groups = [(fleet_request(r), list(r.tables))
+                  for r in fleet_runs(due_tables, partitions, policy.tables_per_run)[:budget]]
+    versions = {d.name: d.version for d in due_tables}
+    rows = {r["table"]: r for r in tick.rows}
+    for request, names in groups:
+        tick.requests.append(request)
+        for name in names:
+            entries[name]["requested"] = versions[name]
+            rows[name]["status"] = "requested"
+    tick.waiting = len(due_tables) - sum(len(names) for _r, names in groups)
     if tick.waiting:
         log(f"{tick.waiting} tables with work due wait for a later tick: {len(tick.requests)} "
             f"runs requested (runs_per_tick {policy.runs_per_tick}, tables_per_run "
@@ -481,49 +491,6 @@ def watch_request(group: list[_Due]) -> RunRequest:
     )
 
 
-def log_observation(
-    name: str, uri: str, state: LogState, settings: TableSettings | None = None,
-    crc: "VersionChecksum | None" = None,
-) -> AssetObservation:
-    """What the sensor saw of a table's log, as an observation of `[table, delta_log]` whose
-    data version is the table version (the keys the observed asset also reports): version,
-    checkpoint, the protocol, and from the `.crc` of the latest version when there is one
-    the live files, bytes, schema and deletion-vector counts."""
-    metadata: dict[str, Any] = {
-        "dagster/uri": MetadataValue.path(uri),
-        "dagster/table_name": name,
-        "version": state.version,
-        "checkpoint_version": (
-            state.checkpoint_version if state.checkpoint_version is not None
-            else MetadataValue.null()
-        ),
-        "commits_since_checkpoint": state.commits_since_checkpoint,
-        "observed_by": "delta_tables_watch",
-    }
-    if settings is not None:
-        metadata["min_reader_version"] = settings.protocol.get("minReaderVersion")
-        metadata["min_writer_version"] = settings.protocol.get("minWriterVersion")
-    if crc is not None:
-        metadata["num_files"] = crc.num_files
-        metadata["size_bytes"] = crc.table_size_bytes
-        if crc.num_deleted_records is not None:
-            metadata["num_deleted_records"] = crc.num_deleted_records
-        schema = (crc.metadata or {}).get("schemaString")
-        if isinstance(schema, str):
-            from delta_ops.defs.metadata import column_schema
-
-            try:
-                metadata["dagster/column_schema"] = column_schema(json.loads(schema))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                pass
-        metadata["size_source"] = f"{state.version}.crc"
-    return AssetObservation(
-        asset_key=asset_key(name, DELTA_LOG),
-        metadata=metadata,
-        tags={DATA_VERSION_TAG: str(state.version)},
-    )
-
-
 def evaluate_watch(
     registry: Registry, cursor: str | None, log: Callable[[str], None]
 ) -> tuple[list[RunRequest], str]:
@@ -553,11 +520,13 @@ def watch_sensor(loaded: list[str] | None = None):
         context: SensorEvaluationContext, registry: RegistryResource
     ) -> SensorResult:
         registry_now = registry.load()
-        in_flight = runs_in_flight(context.instance, registry_now.names)
+        partitions = context.instance.get_dynamic_partitions(TABLE_PARTITIONS.name) if (
+            is_partitioned(registry_now)) else None
+        in_flight = runs_in_flight(context.instance, registry_now.names, partitions)
         tick = watch_tick(registry_now, context.cursor, context.log.info, in_flight,
-                          loaded_names)
+                          loaded_names, partitions)
         events: list[Any] = tick.asset_events
-        overview = fleet_overview(context.instance, tick.rows)
+        overview = fleet_overview(context.instance, tick.rows, partitioned=partitions is not None)
         if overview.digest != tick.extra.get("overview"):
             events.append(overview.observation)
             tick.extra["overview"] = overview.digest
