@@ -100,7 +100,7 @@ def definitions_kwargs(
     if not partitioned:
         sensors.append(automation_sensor())
     if source is not None and source.discover:
-        sensors.append(discovery_sensor(source))
+        sensors.append(discovery_sensor(source, partitioned))
     if partitioned:
         # Nine assets and three checks in all, whatever the fleet's size (`defs.fleet`).
         assets = [overview_spec(), fleet_assets()]

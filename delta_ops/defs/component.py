@@ -21,15 +21,17 @@ attributes:
 ```
 
 Each table gets the assets, checks, schedules, sensors and jobs of `delta_ops.defs`
-(`definitions_kwargs`). The fields are typed (`delta_ops.defs.component_models`): `dg check
-defs` validates them and `dg list component-tree`/`dg utils inspect-component` document
-them with the keys, types and descriptions of the registry's models
-(`delta_ops.defs.policy`, `registry`, `sources`), whose checks of the values then apply as in
-a registry file. Relative paths are resolved against the project root. An unknown key or a
-value of the wrong type fails the load, as does an invalid `defaults`, `spark` or
-`discover`; a table entry whose values are invalid (cron, retention, name, URI, a name
-given twice) does not stop the component from loading: that table's assets fail, naming
-the problem. Discovered tables
+(`definitions_kwargs`): nine assets and three checks per table, or with `defaults:
+{automation: {asset_layout: partitioned}}` nine assets and three checks in all, partitioned
+by table (`delta_ops.defs.fleet`: for fleets of hundreds of tables and more). The fields
+are typed (`delta_ops.defs.component_models`): `dg check defs` validates them and `dg list
+component-tree`/`dg utils inspect-component` document them with the keys, types and
+descriptions of the registry's models (`delta_ops.defs.policy`, `registry`, `sources`), whose
+checks of the values then apply as in a registry file. Relative paths are resolved against
+the project root. An unknown key or a value of the wrong type fails the load, as does an
+invalid `defaults`, `spark` or `discover`; a table entry whose values are invalid (cron,
+retention, name, URI, a name given twice) does not stop the component from loading: that
+table's assets fail, naming the problem. Discovered tables
 come from the discovery cache, which the `delta_tables_discovery` sensor refreshes: loading
 the definitions never lists a prefix.
 

@@ -32,6 +32,7 @@ from dagster import (
 
 from delta_ops.defs.jobs import TABLE_PARTITIONS
 from delta_ops.defs.registry import Registry
+from delta_ops.defs.resources import RegistryResource
 from delta_ops.defs.sources import RegistrySource, refresh_discovery
 from delta_ops.defs.watch import (
     DATA_VERSION_TAG,
@@ -51,15 +52,17 @@ PARTITIONS_SENSOR = "delta_tables_partitions"
 DISCOVERY_SENSOR = "delta_tables_discovery"
 
 
-def discovery_sensor(source: RegistrySource):
-    """Rescans the discovery prefixes into the cache (the only place a prefix is listed)."""
+def discovery_sensor(source: RegistrySource, partitioned: bool = False):
+    """Rescans the discovery prefixes into the cache (the only place a prefix is listed).
+    `partitioned`: the definitions are in the partitioned layout (no reload needed)."""
 
     @sensor(
         name=DISCOVERY_SENSOR,
         minimum_interval_seconds=source.discovery_interval_seconds,
         default_status=DefaultSensorStatus.RUNNING,
         description="Lists the discovery prefixes for Delta tables and rewrites the "
-        "discovery cache; new tables get their assets when the code location reloads.",
+        "discovery cache; new tables get their assets when the code location reloads (in "
+        "the partitioned layout, their partitions at once).",
     )
     def delta_tables_discovery(context: SensorEvaluationContext) -> SkipReason:
         found = refresh_discovery(source)
@@ -71,7 +74,7 @@ def discovery_sensor(source: RegistrySource):
                 context.log.info(f"discovery: {what} {name}")
             if len(names) > MAX_NAMED:
                 context.log.info(f"discovery: ... and {len(names) - MAX_NAMED} more {what}")
-        return SkipReason(discovery_message(found))
+        return SkipReason(discovery_message(found, partitioned))
 
     return delta_tables_discovery
 
@@ -80,7 +83,7 @@ def discovery_sensor(source: RegistrySource):
 MAX_NAMED = 20
 
 
-def discovery_message(found: dict[str, Any]) -> str:
+def discovery_message(found: dict[str, Any], partitioned: bool = False) -> str:
     """What the discovery tick shows in the UI (its skip reason): how many tables, which
     are new or gone (at most `MAX_NAMED` named), that a reload adds or drops their assets
     (Dagster has no supported way for a sensor to reload its own code location), and the
@@ -95,7 +98,9 @@ def discovery_message(found: dict[str, Any]) -> str:
         parts.append(f"{len(found['added'])} new: {named(found['added'])}")
     if found["removed"]:
         parts.append(f"{len(found['removed'])} gone: {named(found['removed'])}")
-    if found["added"] or found["removed"]:
+    if (found["added"] or found["removed"]) and partitioned:
+        parts.append("their partitions follow at the next tick of delta_tables_partitions")
+    elif found["added"] or found["removed"]:
         parts.append("reload the code location (Deployment → Reload) to update their assets")
     if found["errors"]:
         parts.append(f"{len(found['errors'])} prefixes failed: {found['errors'][0]}")
@@ -103,7 +108,10 @@ def discovery_message(found: dict[str, Any]) -> str:
 
 
 def partitions_sensor(registry: Registry, backfill_job):
-    names = registry.names
+    """Keeps the table partitions equal to the tables: those the definitions loaded, or in the
+    partitioned layout the registry as it is now (a table discovery adds gets its partition,
+    and so its assets, without a reload)."""
+    loaded = registry.names
 
     @sensor(
         name=PARTITIONS_SENSOR,
@@ -113,7 +121,11 @@ def partitions_sensor(registry: Registry, backfill_job):
         description="Keeps the delta_tables partitions (row_tracking_backfill) equal to the "
         "registered tables.",
     )
-    def delta_tables_partitions(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+    def delta_tables_partitions(
+        context: SensorEvaluationContext, registry: RegistryResource
+    ) -> SensorResult | SkipReason:
+        current = registry.load()
+        names = current.names if current.partitioned else loaded
         existing = set(context.instance.get_dynamic_partitions(TABLE_PARTITIONS.name))
         add = [n for n in names if n not in existing]
         remove = sorted(existing - set(names))

@@ -291,3 +291,58 @@ def test_runs_in_flight_are_read_from_partitions_and_ranges(tmp_path):
     (request,) = first.run_requests
     assert request.partition_key == "t00"
     assert AssetKey(["t00", "checkpoint"]) not in request.asset_selection
+
+
+def test_a_table_discovered_after_load_is_maintained_without_a_reload(tmp_path):
+    from dagster import Definitions
+
+    from delta_ops.defs import definitions_kwargs
+    from delta_ops.defs.sources import RegistrySource, refresh_discovery
+
+    write_table(tmp_path / "lake" / "sales" / "orders", 1, 12)
+    source = RegistrySource(
+        base_dir=str(tmp_path),
+        defaults={"engine": "local", "automation": {"asset_layout": "partitioned"}},
+        discover=[{"prefix": str(tmp_path / "lake"), "max_depth": 2}],
+        discovery_cache="cache.json")
+    refresh_discovery(source)
+    defs = Definitions(**definitions_kwargs(source=source))
+    instance = DagsterInstance.ephemeral()
+    assert add_partitions(defs, instance) == ["sales__orders"]
+    write_table(tmp_path / "lake" / "sales" / "returns", 2, 12)
+    discovery = defs.resolve_sensor_def("delta_tables_discovery")
+    found = discovery(build_sensor_context(instance=instance, definitions=defs))
+    assert found.skip_message == ("2 discovered tables; 1 new: sales__returns; their "
+                                  "partitions follow at the next tick of delta_tables_partitions")
+    # The same definitions: the partitions sensor adds it, the watch requests it.
+    assert add_partitions(defs, instance) == ["sales__orders", "sales__returns"]
+    (request,) = tick(defs, instance).run_requests
+    assert request.run_config["ops"][FLEET_STEP]["config"]["tables"] == [
+        "sales__orders", "sales__returns"]
+    assert launch(defs, instance, request).success
+    assert crc(tmp_path / "lake" / "sales" / "returns").exists()
+
+
+def test_the_backfill_and_repair_jobs_record_under_the_tables_partition(tmp_path):
+    from delta_ops_tests.support.corpus import copy_corpus_table
+
+    root = copy_corpus_table("golden__dv-partitioned-with-checkpoint", tmp_path / "t")
+    defs = build_definitions(registry(tmp_path, {"t": root}))
+    instance = DagsterInstance.ephemeral()
+    add_partitions(defs, instance)
+    config = {"batch_size": 6, "confirm_protocol_upgrade": True}
+    backfill = defs.resolve_job_def("row_tracking_backfill").execute_in_process(
+        instance=instance, partition_key="t",
+        run_config={"ops": {"backfill_row_tracking": {"config": config}}})
+    assert backfill.success
+    (mat,) = [e.event_specific_data.materialization
+              for e in backfill.get_asset_materialization_events()]
+    assert (mat.asset_key, mat.partition) == (fleet_key("row_tracking"), "t")
+    assert mat.metadata["files_backfilled"].value > 0
+    repair = defs.resolve_job_def("fsck_repair").execute_in_process(
+        instance=instance, partition_key="t")
+    assert repair.success
+    (observed,) = [e.event_specific_data.asset_observation for e in repair.all_events
+                   if e.event_type_value == "ASSET_OBSERVATION"]
+    assert (observed.asset_key, observed.partition) == (fleet_key("delta_log"), "t")
+    assert observed.metadata["fsck_repair"].value == "dry run"

@@ -153,11 +153,12 @@ def test_partitions_sensor_keeps_partitions_equal_to_the_registry(watched):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(TABLE_PARTITIONS.name, ["retired", "ckpt"])
     sensor = defs.resolve_sensor_def("delta_tables_partitions")
-    result = sensor(build_sensor_context(instance=instance, definitions=defs))
+    resources = {"registry": defs.resources["registry"]}
+    result = sensor(build_sensor_context(instance=instance, definitions=defs, resources=resources))
     adds, deletes = result.dynamic_partitions_requests
     assert adds.partition_keys == ["stats", "coll", "missing"]
     assert deletes.partition_keys == ["retired"]
     instance.add_dynamic_partitions(TABLE_PARTITIONS.name, adds.partition_keys)
     instance.delete_dynamic_partition(TABLE_PARTITIONS.name, "retired")
-    again = sensor(build_sensor_context(instance=instance, definitions=defs))
+    again = sensor(build_sensor_context(instance=instance, definitions=defs, resources=resources))
     assert isinstance(again, SkipReason)
