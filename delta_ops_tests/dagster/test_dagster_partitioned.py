@@ -8,6 +8,7 @@ schedules; the overview reads the partitions.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import yaml
@@ -19,7 +20,6 @@ from dagster import (
     DagsterInstance,
     build_schedule_context,
     build_sensor_context,
-    instance_for_test,
 )
 
 from delta_ops.defs import build_definitions
@@ -257,19 +257,19 @@ def test_each_cron_becomes_a_schedule_of_its_tables(tmp_path):
     # Metadata cleanup's default cron is one schedule of every table.
     assert len([s for s in defs.schedules
                 if s.name.startswith("delta_tables_metadata_cleanup_")]) == 1
-    # A schedule's context needs an instance it can refer to (not an ephemeral one).
-    with instance_for_test() as instance:
-        add_partitions(defs, instance)
-        context = build_schedule_context(
-            instance=instance, scheduled_execution_time=dt.datetime(2026, 11, 29, 3, tzinfo=dt.UTC),
-            resources={"registry": defs.resources["registry"]})
-        (request,) = schedules["0 3 * * 0"].evaluate_tick(context).run_requests
-        assert request.asset_selection == [fleet_key("vacuum")]
-        assert request.run_config["ops"][FLEET_STEP]["config"]["tables"] == ["t00", "t02"]
-        # A run of only VACUUM is a deliberate pick: it runs (and finds nothing to delete).
-        assert launch(defs, instance, request).success
-        assert instance.get_materialized_partitions(fleet_key("vacuum")) == {"t00", "t01", "t02"}
-        assert skipped(instance, "vacuum", "t01")
+    # A schedule's context needs an instance it can refer to: the test's DAGSTER_HOME.
+    instance = DagsterInstance.get()
+    add_partitions(defs, instance)
+    context = build_schedule_context(
+        instance=instance, scheduled_execution_time=dt.datetime(2026, 11, 29, 3, tzinfo=dt.UTC),
+        resources={"registry": defs.resources["registry"]})
+    (request,) = schedules["0 3 * * 0"].evaluate_tick(context).run_requests
+    assert request.asset_selection == [fleet_key("vacuum")]
+    assert request.run_config["ops"][FLEET_STEP]["config"]["tables"] == ["t00", "t02"]
+    # A run of only VACUUM is a deliberate pick: it runs (and finds nothing to delete).
+    assert launch(defs, instance, request).success
+    assert instance.get_materialized_partitions(fleet_key("vacuum")) == {"t00", "t01", "t02"}
+    assert skipped(instance, "vacuum", "t01")
 
 
 def test_runs_in_flight_are_read_from_partitions_and_ranges(tmp_path):
@@ -346,3 +346,30 @@ def test_the_backfill_and_repair_jobs_record_under_the_tables_partition(tmp_path
                    if e.event_type_value == "ASSET_OBSERVATION"]
     assert (observed.asset_key, observed.partition) == (fleet_key("delta_log"), "t")
     assert observed.metadata["fsck_repair"].value == "dry run"
+
+
+def test_a_component_in_the_partitioned_layout_passes_dg_check_without_a_warning(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from delta_ops_tests.support.corpus import REPO_ROOT
+    from delta_ops_tests.support.dg_project import new_project, write_component
+
+    tables = fleet(tmp_path, 2, commits=2)
+    project = new_project(tmp_path / "proj", "part_proj")
+    write_component(project, "part_proj", {
+        "defaults": {"engine": "local", "automation": {"asset_layout": "partitioned"}},
+        "tables": [{"name": n, "uri": str(p)} for n, p in tables.items()],
+    })
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(project), str(REPO_ROOT)]))
+    env.pop("DELTA_OPS_REGISTRY", None)
+    check = subprocess.run([str(Path(sys.executable).parent / "dg"), "check", "defs"],
+                           cwd=project, env=env, capture_output=True, text=True, timeout=180)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "Warning" not in check.stdout + check.stderr, check.stderr[-2000:]
+    listed = subprocess.run([str(Path(sys.executable).parent / "dg"), "list", "defs", "--json"],
+                            cwd=project, env=env, capture_output=True, text=True, timeout=180)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    keys = {a["asset_key"] for a in json.loads(listed.stdout)["assets"]}
+    assert keys == {f"delta_tables/{c}" for c in COMPONENTS} | {"delta_ops_fleet/overview"}
