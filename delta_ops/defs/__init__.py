@@ -24,6 +24,7 @@ runs' rewrites and streamed reads hand freed memory back.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,11 @@ from delta_ops.defs.sources import RegistrySource, assemble_registry
 from delta_ops.defs.tables import table_assets
 from delta_ops.defs.translator import DeltaOpsTranslator
 from delta_ops.engine.arrow_memory import prefer_returning_pool_at_start
+
+#: Tables above which loading the per-table layout logs the advice to partition (Dagster's own
+#: load time for nine assets and three checks a table grows by about 4 ms a table on a 2-core
+#: machine: docs/dagster.md, "At scale").
+PER_TABLE_ADVICE = 250
 
 
 def definitions_kwargs(
@@ -105,6 +111,12 @@ def definitions_kwargs(
         # Nine assets and three checks in all, whatever the fleet's size (`defs.fleet`).
         assets = [overview_spec(), fleet_assets()]
     else:
+        if len(registry.tables) > PER_TABLE_ADVICE:
+            logging.getLogger("delta_ops").warning(
+                "%d tables in the per_table asset layout: nine assets and three checks each, "
+                "which Dagster loads and validates in time growing with the fleet; for a "
+                "fleet this size set automation.asset_layout: partitioned in the defaults "
+                "(docs/dagster.md, 'Two layouts')", len(registry.tables))
         translator = translator or DeltaOpsTranslator()
         assets = [overview_spec(),
                   *(a for t in registry.tables for a in table_assets(t, translator))]

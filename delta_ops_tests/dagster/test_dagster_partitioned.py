@@ -373,3 +373,22 @@ def test_a_component_in_the_partitioned_layout_passes_dg_check_without_a_warning
     assert listed.returncode == 0, listed.stderr[-2000:]
     keys = {a["asset_key"] for a in json.loads(listed.stdout)["assets"]}
     assert keys == {f"delta_tables/{c}" for c in COMPONENTS} | {"delta_ops_fleet/overview"}
+
+
+def test_a_large_fleet_in_the_per_table_layout_is_told_to_partition(tmp_path, caplog):
+    from delta_ops.defs import PER_TABLE_ADVICE
+
+    def load(n: int, **automation) -> list[str]:
+        path = tmp_path / f"r{n}.yaml"
+        path.write_text(yaml.safe_dump({
+            "defaults": {"engine": "local", "automation": automation},
+            "tables": [{"name": f"t{i}", "uri": str(tmp_path / f"t{i}")} for i in range(n)]}))
+        caplog.clear()
+        build_definitions(path)
+        return [r.getMessage() for r in caplog.records if r.name == "delta_ops"]
+
+    assert not load(PER_TABLE_ADVICE)
+    (advice,) = load(PER_TABLE_ADVICE + 1)
+    assert advice.startswith(f"{PER_TABLE_ADVICE + 1} tables in the per_table asset layout")
+    assert "asset_layout: partitioned" in advice
+    assert not load(PER_TABLE_ADVICE + 1, asset_layout="partitioned")
