@@ -208,10 +208,19 @@ def _fleet_body(
             continue
         try:
             for event in maintain_table(context, config, registry, spark, name, selected,
-                                        checks):
+                                        checks, record_refusals=True):
                 yield fleet_event(event, name)
         except Failure as exc:
             failed[name] = exc
+        except Exception as exc:  # noqa: BLE001 - one table's fault stays its own
+            # A bug or an error no operation turned into a Failure: the other tables of
+            # the range still run, as they would in their own steps of the per-table layout.
+            context.log.exception(f"{name}: unexpected error")
+            failed[name] = Failure(
+                description=f"{name}: {type(exc).__name__}: {exc}",
+                metadata={"table": name, "error": type(exc).__name__},
+                allow_retries=False,
+            )
     if failed:
         raise fleet_failure(failed)
 

@@ -52,6 +52,7 @@ from dagster import (
     AssetSpec,
     Failure,
     In,
+    MaterializeResult,
     MetadataValue,
     OpDefinition,
     Out,
@@ -77,6 +78,7 @@ from delta_ops.defs.keys import (
     STATS,
     VACUUM,
     VERSION_CHECKSUM,
+    asset_key,
 )
 from delta_ops.defs.layout_assets import run_optimize, run_stats
 from delta_ops.defs.policy import Policy
@@ -137,10 +139,13 @@ def maintain_table(
     name: str,
     selected: set[str],
     checks: set[str],
+    record_refusals: bool = False,
 ):
     """The work of one table's step: the `selected` components in `RUN_ORDER` (the log
     first), then the `checks`; results keyed `[name, component]`. Raises the table's one
-    Failure at the end, after yielding what succeeded."""
+    Failure at the end, after yielding what succeeded. `record_refusals`: an opt-in
+    component this run leaves out is recorded as skipped, with why (the partitioned layout:
+    there a failed run marks what it planned and did not record as failed, across tables)."""
     failed: dict[str, Failure] = {}
     run: TableRun | None = None
     try:
@@ -176,6 +181,9 @@ def maintain_table(
                 # one (optimize, stats) left out of a broad run is the policy working.
                 log = context.log.warning if component in DESTRUCTIVE else context.log.info
                 log(f"{name} {component}: {refused}")
+                if record_refusals:
+                    yield MaterializeResult(asset_key=asset_key(name, component),
+                                            metadata={"skipped": True, "reason": refused})
                 continue
         try:
             if component in HEAVY:  # the data layout (`delta_ops.defs.layout_assets`)
