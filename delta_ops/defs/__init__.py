@@ -40,6 +40,7 @@ except ImportError as exc:
 from dagster import in_process_executor
 
 from delta_ops.defs.fleet import fleet_assets, fleet_schedules, is_partitioned
+from delta_ops.defs.fleet_health import fleet_health_checks
 from delta_ops.defs.fsck_job import fsck_repair_job
 from delta_ops.defs.jobs import row_tracking_backfill_job
 from delta_ops.defs.overview import overview_spec
@@ -122,6 +123,8 @@ def definitions_kwargs(
                   *(a for t in registry.tables for a in table_assets(t, translator))]
     return {
         "assets": assets,
+        # The partitioned layout's fleet checks (`defs.fleet_health`).
+        "asset_checks": [fleet_health_checks()] if partitioned else [],
         "schedules": fleet_schedules(registry) if partitioned else [],
         # No job over every table's assets: a run over all tables (or a selection of them)
         # is a run of the implicit asset job (`delta_ops.defs.jobs`).

@@ -36,6 +36,7 @@ Protocol sections: those of the operations, through `tables.maintain_table`.
 
 import functools
 import hashlib
+import json
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from typing import Any
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetMaterialization,
@@ -68,7 +70,14 @@ from delta_ops.defs.assets import MaintenanceConfig
 from delta_ops.defs.checks import CHECKS
 from delta_ops.defs.engines import ENGINE_COMPONENTS
 from delta_ops.defs.jobs import TABLE_PARTITIONS
-from delta_ops.defs.keys import COMPONENTS, FLEET_PREFIX, UPSTREAM, fleet_key
+from delta_ops.defs.keys import (
+    CHECKPOINT,
+    COMPONENTS,
+    DELTA_LOG,
+    FLEET_PREFIX,
+    UPSTREAM,
+    fleet_key,
+)
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.defs.tables import maintain_table
@@ -241,6 +250,60 @@ def fleet_assets() -> AssetsDefinition:
     )(_fleet_body)
 
 
+# ---- the fleet's health, from the watch -----------------------------------------------------
+
+#: Checks on the whole fleet, which the watch reports without a run (a partition's own check
+#: result can be reported without a run only once: Dagster 1.13 stores such results under a
+#: unique (check, run, partition) key with an empty run id). Name -> (the component whose
+#: asset it checks, the row key of a table failing it, severity, description).
+FLEET_HEALTH = {
+    "logs_readable": (
+        DELTA_LOG, "unreadable", AssetCheckSeverity.ERROR,
+        "Every table exists, its log reads (_last_checkpoint, checkpoint parts, each "
+        "commit's JSON) and its protocol lets maintenance run; the failure names each table "
+        "and file. Reported by the delta_tables_watch sensor when it changes; a table's own "
+        "log_readable check runs on its partition."),
+    "checkpoints_fresh": (
+        CHECKPOINT, "stale", AssetCheckSeverity.WARN,
+        "Every table's commits since its last checkpoint are within its checkpoint interval; "
+        "the warning names the tables. Reported by the delta_tables_watch sensor when it "
+        "changes."),
+}
+#: Tables a fleet check's description names (its metadata lists every one).
+HEALTH_NAMED = 10
+
+
+def fleet_health_specs() -> list[AssetCheckSpec]:
+    """The fleet's checks (not partitioned: one result for the fleet)."""
+    return [AssetCheckSpec(name, asset=fleet_key(on), description=description)
+            for name, (on, _row_key, _severity, description) in FLEET_HEALTH.items()]
+
+
+def fleet_health(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str, AssetCheckEvaluation]]:
+    """Each fleet check's result for the watch's `rows` (one per table), with a digest of
+    what it says (the sensor reports it when the digest changes)."""
+    out: dict[str, tuple[str, AssetCheckEvaluation]] = {}
+    for name, (on, row_key, severity, _description) in FLEET_HEALTH.items():
+        failing = {r["table"]: r[row_key] for r in rows if r.get(row_key)}
+        if failing:
+            named = list(failing.items())[:HEALTH_NAMED]
+            description = f"{len(failing)} of {len(rows)} tables: " + "; ".join(
+                text if text.startswith(table) else f"{table}: {text}" for table, text in named)
+            if len(failing) > HEALTH_NAMED:
+                description += f"; and {len(failing) - HEALTH_NAMED} more"
+        else:
+            description = f"all {len(rows)} tables"
+        evaluation = AssetCheckEvaluation(
+            asset_key=fleet_key(on), check_name=name, passed=not failing, severity=severity,
+            description=description,
+            metadata={"num_tables": len(rows), "num_failing": len(failing),
+                      "failing": MetadataValue.json(failing)},
+        )
+        digest = hashlib.sha1(json.dumps(failing, sort_keys=True).encode()).hexdigest()[:16]
+        out[name] = (digest, evaluation)
+    return out
+
+
 # ---- runs of several tables ------------------------------------------------------------------
 
 
@@ -384,6 +447,8 @@ __all__ = [
     "fleet_assets",
     "fleet_event",
     "fleet_failure",
+    "fleet_health",
+    "fleet_health_specs",
     "fleet_key",
     "fleet_request",
     "fleet_runs",

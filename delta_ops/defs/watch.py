@@ -55,7 +55,14 @@ from delta_ops.defs.checks import (
     log_readable_outcome,
 )
 from delta_ops.defs.engines import needs_size
-from delta_ops.defs.fleet import fleet_event, fleet_request, fleet_runs, is_partitioned, run_tables
+from delta_ops.defs.fleet import (
+    fleet_event,
+    fleet_health,
+    fleet_request,
+    fleet_runs,
+    is_partitioned,
+    run_tables,
+)
 from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
 from delta_ops.defs.keys import COMPONENTS, asset_key
 from delta_ops.defs.observations import DATA_VERSION_TAG, log_observation, read_crc
@@ -338,7 +345,7 @@ def watch_tick(
                 events.append((0, len(events), log_readable_evaluation(table.name, outcome),
                                reported))
             entries[table.name] = new
-            row.update(status=status, problem=message,
+            row.update(status=status, problem=message, unreadable=message,
                        version=version if version is not None else None)
             continue
         state, settings = look.state, look.settings
@@ -350,6 +357,10 @@ def watch_tick(
         shown = list(entry.get("reported") or [None, None, None, None])
         fresh = checkpoint_fresh_outcome(state, settings, table.policy.checkpoint.interval)
         readable = log_readable_outcome(table.name, table.uri, state=state, settings=settings)
+        if not readable["passed"]:
+            row["unreadable"] = readable["description"]
+        if not fresh["passed"]:
+            row["stale"] = fresh["description"]
         if shown[0] != state.version or shown[1] != state.newest_checksum:
             events.append((2, len(events), log_observation(
                 table.name, table.uri, state, settings,
@@ -396,6 +407,12 @@ def watch_tick(
             "requested": requested if requested == state.version else None,
             "reported": shown,
         }
+    if partitions is not None:
+        # Dagster (1.13) stores a partition's check result reported without a run only once:
+        # the sensor reports the fleet's checks instead (`fleet.fleet_health`, from the rows).
+        for check in [e for e in events if isinstance(e[2], AssetCheckEvaluation)]:
+            check[3]()
+        events = [e for e in events if not isinstance(e[2], AssetCheckEvaluation)]
     chosen = sorted(events, key=lambda e: e[:2])[:EVENTS_PER_TICK]
     for _priority, _order, event, reported in sorted(chosen, key=lambda e: e[1]):
         if partitions is not None:
@@ -530,6 +547,12 @@ def watch_sensor(loaded: list[str] | None = None):
         if overview.digest != tick.extra.get("overview"):
             events.append(overview.observation)
             tick.extra["overview"] = overview.digest
+        if partitions is not None:
+            reported = tick.extra.setdefault("health", {})
+            for name, (digest, evaluation) in fleet_health(tick.rows).items():
+                if reported.get(name) != digest:
+                    events.append(evaluation)
+                    reported[name] = digest
         cursor = tick.cursor
         summary = overview.summary + (
             f"; {tick.waiting} due tables wait for a later tick" if tick.waiting else "")

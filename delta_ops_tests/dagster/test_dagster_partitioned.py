@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 from dagster import (
     AssetCheckEvaluation,
+    AssetCheckKey,
     AssetKey,
     AssetObservation,
     AssetRecordsFilter,
@@ -97,7 +98,10 @@ def test_nine_assets_and_three_checks_whatever_the_fleet(tmp_path):
             OVERVIEW_KEY}
         assert {(k.asset_key, k.name) for k in graph.asset_check_keys} == {
             (fleet_key("delta_log"), "log_readable"), (fleet_key("delta_log"), "fsck"),
-            (fleet_key("checkpoint"), "checkpoint_fresh")}
+            (fleet_key("checkpoint"), "checkpoint_fresh"),
+            # The fleet's own, which the watch reports without a run.
+            (fleet_key("delta_log"), "logs_readable"),
+            (fleet_key("checkpoint"), "checkpoints_fresh")}
         assert graph.get(fleet_key("checkpoint")).partitions_def.name == PARTITIONS
         assert graph.get(fleet_key("metadata_cleanup")).parent_keys == {
             fleet_key("checkpoint")}
@@ -129,10 +133,14 @@ def test_the_watch_requests_ranges_naming_their_due_tables_and_the_runs_maintain
     observed = {e.partition for e in first.asset_events
                 if isinstance(e, AssetObservation) and e.asset_key == fleet_key("delta_log")}
     assert observed == set(tables)
-    readable = [e for e in first.asset_events
-                if isinstance(e, AssetCheckEvaluation) and e.check_name == "log_readable"]
-    assert {e.partition for e in readable} == set(tables)
-    assert all(e.asset_key == fleet_key("delta_log") and e.passed for e in readable)
+    # Checks: the fleet's, not the partitions' (see the next test but one).
+    checks = {e.check_name: e for e in first.asset_events if isinstance(e, AssetCheckEvaluation)}
+    assert set(checks) == {"logs_readable", "checkpoints_fresh"}
+    assert checks["logs_readable"].passed and checks["logs_readable"].partition is None
+    assert checks["logs_readable"].description == "all 10 tables"
+    stale = checks["checkpoints_fresh"]
+    assert not stale.passed and stale.severity.value == "WARN"
+    assert stale.metadata["num_failing"].value == 10
 
     for request in first.run_requests:
         assert launch(defs, instance, request).success
@@ -188,7 +196,7 @@ def test_a_failing_table_fails_the_run_once_and_only_its_own_partition(tmp_path)
     assert not crc(tables["t01"]).exists()
 
 
-def test_a_corrupt_table_fails_its_partition_of_log_readable_and_the_overview_lists_it(
+def test_a_corrupt_table_fails_the_fleets_logs_readable_and_the_overview_lists_it(
         tmp_path):
     tables = fleet(tmp_path, 3)
     (tables["t02"] / "_delta_log" / f"{7:020d}.json").write_text("{not json\n")
@@ -197,9 +205,11 @@ def test_a_corrupt_table_fails_its_partition_of_log_readable_and_the_overview_li
     add_partitions(defs, instance)
     first = tick(defs, instance)
     (broken,) = [e for e in first.asset_events if isinstance(e, AssetCheckEvaluation)
-                 and e.check_name == "log_readable" and not e.passed]
-    assert (broken.asset_key, broken.partition) == (fleet_key("delta_log"), "t02")
-    assert broken.metadata["file"].value == "_delta_log/00000000000000000007.json"
+                 and e.check_name == "logs_readable"]
+    assert not broken.passed and broken.asset_key == fleet_key("delta_log")
+    assert broken.description.startswith("1 of 3 tables: t02: cannot read the log: "
+                                         "_delta_log/00000000000000000007.json")
+    assert list(broken.metadata["failing"].value) == ["t02"]
     assert all("t02" not in r.run_config["ops"][FLEET_STEP]["config"]["tables"]
                for r in first.run_requests)
     (overview,) = [e for e in first.asset_events if e.asset_key == OVERVIEW_KEY]
@@ -425,3 +435,30 @@ def test_a_large_fleet_in_the_per_table_layout_is_told_to_partition(tmp_path, ca
     assert advice.startswith(f"{PER_TABLE_ADVICE + 1} tables in the per_table asset layout")
     assert "asset_layout: partitioned" in advice
     assert not load(PER_TABLE_ADVICE + 1, asset_layout="partitioned")
+
+
+def test_the_watch_s_check_results_are_stored_tick_after_tick(tmp_path):
+    """What the daemon does with a tick's events: store each through the instance. Dagster
+    (1.13) stores a partition's check result without a run only once (its unique key is the
+    check, the empty run id and the partition), so partitioned results from the watch failed
+    every tick after the first that changed one, for good; the fleet's checks do not."""
+    tables = fleet(tmp_path, 2, commits=3)
+    defs = build_definitions(registry(tmp_path, tables))
+    instance = DagsterInstance.get()
+    add_partitions(defs, instance)
+    cursor = None
+    for version in (3, 4, 5):
+        result = tick(defs, instance, cursor)
+        cursor = result.cursor
+        for event in result.asset_events:
+            instance.report_runless_asset_event(event)
+        if version == 4:  # commit 4 is broken
+            (tables["t01"] / "_delta_log" / f"{version:020d}.json").write_text("{not json\n")
+        else:
+            (tables["t01"] / "_delta_log" / f"{version:020d}.json").write_text(
+                json.dumps({"commitInfo": {"timestamp": version}}) + "\n")
+    records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [AssetCheckKey(fleet_key("delta_log"), "logs_readable")])
+    (record,) = records.values()
+    assert record.status.value == "FAILED"  # the third tick saw the broken commit 4
+

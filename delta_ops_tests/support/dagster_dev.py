@@ -21,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
+import yaml
+
 LOCATION = {"repositoryLocationName": "delta_ops", "repositoryName": "__repository__"}
 FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
@@ -318,6 +320,155 @@ class Dagit:
         assert out["__typename"] == "StopSensorMutationResult", out
         assert out["instigationState"]["status"] == "STOPPED", out
 
+    # ---- partitions (the partitioned layout) -----------------------------------------------
+
+    def asset_graph(self) -> dict[tuple[str, ...], dict]:
+        """Asset key -> its upstream keys, whether it is observable, the name of the dynamic
+        partitions it is partitioned by (None: unpartitioned, or not dynamic) and its checks
+        (name -> the same partitions name)."""
+
+        def dynamic(definition: dict | None) -> str | None:
+            if definition is None:
+                return None
+            names = [d["dynamicPartitionsDefinitionName"] for d in definition["dimensionTypes"]]
+            return names[0] if len(names) == 1 else None
+
+        nodes = self.query("""{ assetNodes { assetKey { path } dependencyKeys { path }
+            isObservable partitionDefinition { dimensionTypes {
+              dynamicPartitionsDefinitionName } }
+            assetChecksOrError { __typename ... on AssetChecks { checks { name
+              partitionDefinition { dimensionTypes { dynamicPartitionsDefinitionName } }
+            } } } } }""")["assetNodes"]
+        out: dict[tuple[str, ...], dict] = {}
+        for n in nodes:
+            checks = n["assetChecksOrError"]
+            assert checks["__typename"] == "AssetChecks", checks
+            out[tuple(n["assetKey"]["path"])] = {
+                "deps": {tuple(d["path"]) for d in n["dependencyKeys"]},
+                "observable": n["isObservable"],
+                "partitions": dynamic(n["partitionDefinition"]),
+                "checks": {c["name"]: dynamic(c["partitionDefinition"])
+                           for c in checks["checks"]},
+            }
+        return out
+
+    def partition_keys(self, asset: list[str]) -> list[str]:
+        """The asset's partition keys, in their order (dynamic partitions: as added)."""
+        data = self.query(
+            """query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { __typename
+                 ... on AssetNode { partitionKeys } } }""",
+            {"k": {"path": asset}},
+        )["assetNodeOrError"]
+        assert data["__typename"] == "AssetNode", data
+        return data["partitionKeys"]
+
+    def partition_statuses(self, asset: list[str]) -> dict[str, set[str]]:
+        """The asset's partitions by status: materialized, failed, unmaterialized,
+        materializing (the UI's partition bar; statically or dynamically partitioned)."""
+        data = self.query(
+            """query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { __typename
+                 ... on AssetNode { assetPartitionStatuses { __typename
+                   ... on DefaultPartitionStatuses { materializedPartitions failedPartitions
+                     unmaterializedPartitions materializingPartitions } } } } }""",
+            {"k": {"path": asset}},
+        )["assetNodeOrError"]
+        assert data["__typename"] == "AssetNode", data
+        statuses = data["assetPartitionStatuses"]
+        assert statuses["__typename"] == "DefaultPartitionStatuses", statuses
+        return {key.removesuffix("Partitions"): set(statuses[key])
+                for key in ("materializedPartitions", "failedPartitions",
+                            "unmaterializedPartitions", "materializingPartitions")}
+
+    def check_partition_statuses(self, asset: list[str], check: str) -> dict[str, set[str]]:
+        """A partitioned check's partitions by the status of their latest execution:
+        succeeded, failed, inProgress, skipped, executionFailed."""
+        data = self.query(
+            """query($k: AssetKeyInput!, $c: String!) { assetNodeOrError(assetKey: $k) {
+                 __typename ... on AssetNode { assetCheckOrError(checkName: $c) {
+                   __typename ... on AssetCheck { partitionStatuses { __typename
+                     ... on AssetCheckDefaultPartitionStatuses { succeededPartitions
+                       failedPartitions inProgressPartitions skippedPartitions
+                       executionFailedPartitions } } } } } } }""",
+            {"k": {"path": asset}, "c": check},
+        )["assetNodeOrError"]
+        assert data["__typename"] == "AssetNode", data
+        found = data["assetCheckOrError"]
+        assert found["__typename"] == "AssetCheck", found
+        statuses = found["partitionStatuses"]
+        assert statuses is not None, f"{check} on {asset} is not partitioned"
+        assert statuses["__typename"] == "AssetCheckDefaultPartitionStatuses", statuses
+        return {key.removesuffix("Partitions"): set(statuses[key])
+                for key in ("succeededPartitions", "failedPartitions", "inProgressPartitions",
+                            "skippedPartitions", "executionFailedPartitions")}
+
+    def partition_check_evaluation(self, asset: list[str], check: str,
+                                   partition: str) -> dict | None:
+        """The latest evaluation of a partitioned check for one partition: as
+        `check_evaluation`, plus the partition and the run id ("" when no run evaluated it:
+        a sensor reported it); None when it never ran for that partition."""
+        data = self.query(
+            """query($k: AssetKeyInput!, $c: String!, $p: String) { assetCheckExecutions(
+                 assetKey: $k, checkName: $c, partition: $p, limit: 1) { runId partition
+                 evaluation { success severity description partition metadataEntries { label
+                   ... on IntMetadataEntry { intValue } ... on MarkdownMetadataEntry { mdStr }
+                   ... on TextMetadataEntry { text } } } } }""",
+            {"k": {"path": asset}, "c": check, "p": partition},
+        )["assetCheckExecutions"]
+        if not data or data[0]["evaluation"] is None:
+            return None
+        ev = data[0]["evaluation"]
+        meta = {m["label"]: next((m[k] for k in ("intValue", "mdStr", "text") if k in m), None)
+                for m in ev["metadataEntries"]}
+        return {"success": ev["success"], "severity": ev["severity"],
+                "description": ev["description"] or "", "metadata": meta,
+                "partition": ev["partition"], "runId": data[0]["runId"]}
+
+    def partition_materialization(self, asset: list[str], partition: str) -> dict | None:
+        """The newest materialization of one partition of an asset: its run id and metadata
+        (label -> number, text or markdown; other kinds -> None); None when there is none."""
+        data = self.query(
+            """query($k: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $k) {
+                 __typename ... on Asset { assetMaterializations(partitions: $p, limit: 1) {
+                   runId partition metadataEntries { label
+                     ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text }
+                     ... on MarkdownMetadataEntry { mdStr } ... on BoolMetadataEntry {
+                       boolValue } } } } } }""",
+            {"k": {"path": asset}, "p": [partition]},
+        )["assetOrError"]
+        if data["__typename"] != "Asset" or not data["assetMaterializations"]:
+            return None
+        event = data["assetMaterializations"][0]
+        assert event["partition"] == partition, event
+        return {"runId": event["runId"], "metadata": {
+            m["label"]: next((m[k] for k in ("intValue", "text", "mdStr", "boolValue")
+                              if k in m), None) for m in event["metadataEntries"]}}
+
+    def run_details(self, run_id: str) -> dict:
+        """A run's job, status, asset selection, asset check selection and run config."""
+        data = self.query(
+            """query($id: ID!) { runOrError(runId: $id) { __typename ... on Run { jobName
+                 status assetSelection { path } assetCheckSelection { name } runConfigYaml
+                 } } }""",
+            {"id": run_id},
+        )["runOrError"]
+        assert data["__typename"] == "Run", data
+        return {"job": data["jobName"], "status": data["status"],
+                "assets": {tuple(k["path"]) for k in data["assetSelection"] or []},
+                "checks": [c["name"] for c in data["assetCheckSelection"] or []],
+                "config": yaml.safe_load(data["runConfigYaml"]) or {}}
+
+
+def wait_until(what: str, timeout: float, probe, every: float = 1.0):
+    """`probe()`'s first truthy result, polled every `every` seconds; fails naming `what`
+    after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = probe()
+        if out:
+            return out
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout} s")
+
 
 __all__ = ["FINISHED", "LOCATION", "Dagit", "free_port", "group_members", "start_dagster_dev",
-           "stop_group"]
+           "stop_group", "wait_until"]
