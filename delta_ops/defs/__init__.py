@@ -8,12 +8,13 @@ policies) and `secrets` (environment references, redaction); `component` (the ty
 and Spark); `keys` (asset keys and lineage), `translator` (each asset's spec, and the
 `DeltaOpsTranslator` users subclass), `assets` (what each component does, + `metadata`:
 Results as Dagster metadata, `failures`: errors as `dagster.Failure`), `checks`, `tables`
-(one step per table holding its assets and checks, each table's in its own pool), `engines`
-(engine per table),
-`sensors` (with `watch`: the watch sensor, and `watch_cursor`), `schedules` (the cron
-automation), `jobs`, `fsck_job` (the `fsck_repair` job), `layout_assets` (optimize,
-stats), `table_health` (the layout and history `delta_log` shows), `overview` (the fleet
-overview the watch sensor reports). What a
+(one step per table holding its assets and checks, each table's in its own pool), `fleet`
+(the partitioned layout: one step over the partitions of a run, its run ranges and cron
+schedules) with `fleet_health` (the fleet's checks), `engines` (engine per table),
+`sensors` (with `watch`: the watch sensor, `watch_cursor`, and `observations`: what it
+records of a log), `schedules` (the cron automation), `jobs`, `fsck_job` (the
+`fsck_repair` job), `layout_assets` (optimize, stats), `table_health` (the layout and
+history `delta_log` shows), `overview` (the fleet overview the watch sensor reports). What a
 table needs now is decided in `delta_ops.maintenance.due` from the cheap log reads of
 `delta_ops.log.segment.log_state`, as the CLI's `delta-ops due` does. Loading the definitions reads
 only the registry file: no table is opened, neither pyarrow nor pyspark imported, no JVM
