@@ -38,7 +38,7 @@ import functools
 import hashlib
 import json
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,6 +318,26 @@ class FleetRun:
     key: str
 
 
+def run_groups(
+    items: Sequence[Any], per_run: int, position: Callable[[Any], int] | None = None,
+) -> list[list[Any]]:
+    """Due tables (items with `own_run`) grouped into runs, in the order of their first
+    table: a table with `own_run` alone; the others `per_run` at a time or, given their
+    `position` among the partitions, in spans of at most `per_run` partitions."""
+    groups: list[list[Any]] = []
+    batch: list[Any] | None = None
+    for item in items:
+        if item.own_run:
+            groups.append([item])
+            continue
+        if batch is None or (len(batch) >= per_run if position is None
+                             else position(item) - position(batch[0]) >= per_run):
+            batch = []
+            groups.append(batch)
+        batch.append(item)
+    return groups
+
+
 def fleet_runs(
     due: Iterable[Any], partitions: Sequence[str], per_run: int,
 ) -> list[FleetRun]:
@@ -326,16 +346,7 @@ def fleet_runs(
     partitions, in the partitions' order. A table without a partition is left out."""
     index = {name: i for i, name in enumerate(partitions)}
     items = sorted((d for d in due if d.name in index), key=lambda d: index[d.name])
-    groups: list[list[Any]] = []
-    batch: list[Any] | None = None
-    for item in items:
-        if item.own_run:
-            groups.append([item])
-            continue
-        if batch is None or index[item.name] - index[batch[0].name] >= per_run:
-            batch = []
-            groups.append(batch)
-        batch.append(item)
+    groups = run_groups(items, per_run, lambda d: index[d.name])
     groups.sort(key=lambda g: index[g[0].name])
     runs = []
     for group in groups:
@@ -455,5 +466,6 @@ __all__ = [
     "fleet_schedules",
     "fleet_spec",
     "is_partitioned",
+    "run_groups",
     "run_tables",
 ]

@@ -61,6 +61,7 @@ from delta_ops.defs.fleet import (
     fleet_request,
     fleet_runs,
     is_partitioned,
+    run_groups,
     run_tables,
 )
 from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
@@ -437,7 +438,7 @@ def watch_tick(
     budget = max(0, min(policy.runs_per_tick, policy.max_runs_in_flight - in_flight.watch_runs))
     if partitions is None:
         groups = [(watch_request(g), [d.name for d in g])
-                  for g in _run_groups(due_tables, policy.tables_per_run)[:budget]]
+                  for g in run_groups(due_tables, policy.tables_per_run)[:budget]]
     else:
         groups = [(fleet_request(r), list(r.tables))
                   for r in fleet_runs(due_tables, partitions, policy.tables_per_run)[:budget]]
@@ -463,22 +464,6 @@ def _mark(shown: list[Any], *updates: tuple[int, Any]) -> Callable[[], None]:
             shown[index] = value
 
     return reported
-
-
-def _run_groups(due_tables: list[_Due], per_run: int) -> list[list[_Due]]:
-    """The runs, in the order of their first table: a table with `own_run` alone, the
-    others `per_run` at a time."""
-    groups: list[list[_Due]] = []
-    batch: list[_Due] | None = None
-    for item in due_tables:
-        if item.own_run:
-            groups.append([item])
-            continue
-        if batch is None or len(batch) >= per_run:
-            batch = []
-            groups.append(batch)
-        batch.append(item)
-    return groups
 
 
 def watch_request(group: list[_Due]) -> RunRequest:

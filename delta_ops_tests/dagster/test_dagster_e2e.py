@@ -30,23 +30,21 @@ Process handling (its own process group, killed as a whole at the end) is in
 from __future__ import annotations
 
 import json
-import os
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from delta_ops.defs.tables import INSTANCE_CONCURRENCY
 from delta_ops.log.snapshot.loaded_snapshot import load_snapshot
 from delta_ops.protocol import features
 from delta_ops.storage import Storage
-from delta_ops_tests.support.corpus import REPO_ROOT, copy_corpus_table
+from delta_ops_tests.support.corpus import copy_corpus_table
 from delta_ops_tests.support.dagster_dev import (
     Dagit,
     free_port,
     group_members,
+    project_environment,
     start_dagster_dev,
     stop_group,
 )
@@ -113,21 +111,8 @@ def dagster_dev(tmp_path):
             {"match": "sales/*", "checkpoint": {"interval": 2}}]}],
         "discovery_interval_seconds": 5,
     })
-    (project / "workspace.yaml").write_text(textwrap.dedent(f"""
-        load_from:
-          - python_module:
-              module_name: {PROJECT}.definitions
-              location_name: delta_ops
-              working_directory: .
-    """))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    # The instance a user runs the project on: one slot per table pool (docs/dagster.md).
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + INSTANCE_CONCURRENCY)
-    env = {**os.environ, "DAGSTER_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join([str(project), str(REPO_ROOT)])}
+    env = project_environment(project, f"{PROJECT}.definitions", tmp_path / "dagster_home")
     env.pop(UNSET_SECRET, None)
-    env.pop("DELTA_OPS_REGISTRY", None)
     port = free_port()
     log = open(tmp_path / "dagster_dev.log", "wb")
     proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)

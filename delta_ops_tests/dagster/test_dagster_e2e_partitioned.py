@@ -30,19 +30,17 @@ Process handling is in `delta_ops_tests.support.dagster_dev`.
 
 from __future__ import annotations
 
-import os
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from delta_ops.defs.tables import INSTANCE_CONCURRENCY
-from delta_ops_tests.support.corpus import REPO_ROOT
+from delta_ops.defs.keys import COMPONENTS
 from delta_ops_tests.support.dagster_dev import (
     Dagit,
     free_port,
     group_members,
+    project_environment,
     start_dagster_dev,
     stop_group,
     wait_until,
@@ -52,8 +50,6 @@ from delta_ops_tests.support.fleet import fleet_configuration, write_fleet
 
 pytestmark = pytest.mark.e2e
 
-COMPONENTS = ("delta_log", "checkpoint", "version_checksum", "log_compaction",
-              "metadata_cleanup", "vacuum", "row_tracking", "optimize", "stats")
 #: The layout's lineage: each component on the log, metadata cleanup on the checkpoint.
 UPSTREAM = {c: "delta_log" for c in COMPONENTS[1:]} | {"metadata_cleanup": "checkpoint"}
 #: Component -> its checks -> their partitions: a table's own checks are partitioned, the
@@ -102,20 +98,7 @@ def dagster_dev(tmp_path):
             "runs_per_tick": RUNS_PER_TICK}},
         "tables": [{"name": n, "uri": f"lake/{p}"} for n, p in zip(names, paths, strict=True)],
     })
-    (project / "workspace.yaml").write_text(textwrap.dedent(f"""
-        load_from:
-          - python_module:
-              module_name: {PROJECT}.definitions
-              location_name: delta_ops
-              working_directory: .
-    """))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    # The instance a user runs the project on (docs/dagster.md), as test_dagster_e2e's.
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + INSTANCE_CONCURRENCY)
-    env = {**os.environ, "DAGSTER_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join([str(project), str(REPO_ROOT)])}
-    env.pop("DELTA_OPS_REGISTRY", None)
+    env = project_environment(project, f"{PROJECT}.definitions", tmp_path / "dagster_home")
     port = free_port()
     log = open(tmp_path / "dagster_dev.log", "wb")
     proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)

@@ -28,6 +28,7 @@ from delta_ops.defs.fleet import FLEET_STEP, fleet_request, fleet_runs
 from delta_ops.defs.keys import COMPONENTS, fleet_key
 from delta_ops.defs.overview import OVERVIEW_KEY
 from delta_ops.defs.sensors import PARTITIONS_SENSOR, WATCH_SENSOR, runs_in_flight
+from delta_ops_tests.support.fleet import numbered_fleet as fleet
 from delta_ops_tests.support.fleet import write_table
 
 PARTITIONS = "delta_tables"
@@ -42,14 +43,6 @@ def registry(tmp_path: Path, tables: dict[str, Path], automation=None, **default
         "tables": [{"name": n, "uri": str(p)} for n, p in tables.items()],
     }))
     return path
-
-
-def fleet(tmp_path: Path, n: int, commits: int = 12) -> dict[str, Path]:
-    out = {}
-    for i in range(n):
-        write_table(tmp_path / "lake" / f"t{i:02d}", i, commits)
-        out[f"t{i:02d}"] = tmp_path / "lake" / f"t{i:02d}"
-    return out
 
 
 def add_partitions(defs, instance) -> list[str]:
@@ -75,6 +68,15 @@ def launch(defs, instance, request):
         instance=instance, asset_selection=request.asset_selection,
         partition_key=request.partition_key, tags=dict(request.tags),
         run_config=request.run_config or None, raise_on_error=False)
+
+
+def run_range(defs, instance, partitions, selection=None):
+    """One run over the range of `partitions` (a single-run backfill's), in this process."""
+    return defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=selection,
+        tags={"dagster/asset_partition_range_start": partitions[0],
+              "dagster/asset_partition_range_end": partitions[-1]},
+        raise_on_error=False)
 
 
 def crc(root: Path, version: int = 11) -> Path:
@@ -182,11 +184,7 @@ def test_a_failing_table_fails_the_run_once_and_only_its_own_partition(tmp_path)
     defs = build_definitions(registry(tmp_path, tables))
     instance = DagsterInstance.ephemeral()
     partitions = add_partitions(defs, instance)
-    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, asset_selection=[fleet_key("version_checksum")],
-        tags={"dagster/asset_partition_range_start": partitions[0],
-              "dagster/asset_partition_range_end": partitions[-1]},
-        raise_on_error=False)
+    result = run_range(defs, instance, partitions, [fleet_key("version_checksum")])
     assert not result.success
     (failure,) = result.get_step_failure_events()
     text = failure.step_failure_data.error.message
@@ -237,11 +235,7 @@ def test_destructive_components_stay_out_of_a_range_run_over_everything(tmp_path
     defs = build_definitions(registry(tmp_path, tables))
     instance = DagsterInstance.ephemeral()
     partitions = add_partitions(defs, instance)
-    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance,
-        tags={"dagster/asset_partition_range_start": partitions[0],
-              "dagster/asset_partition_range_end": partitions[-1]},
-        raise_on_error=False)
+    result = run_range(defs, instance, partitions)
     assert result.success
     assert instance.get_materialized_partitions(fleet_key("checkpoint")) == set(tables)
     # Recorded as skipped, with why: a failed range run would otherwise mark them failed.
@@ -272,11 +266,7 @@ def test_an_unexpected_error_in_one_table_leaves_the_others_of_the_range_maintai
         return real(run, component, config, log)
 
     monkeypatch.setattr(tables_module, "run_component", buggy)
-    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-        instance=instance, asset_selection=[fleet_key("version_checksum")],
-        tags={"dagster/asset_partition_range_start": partitions[0],
-              "dagster/asset_partition_range_end": partitions[-1]},
-        raise_on_error=False)
+    result = run_range(defs, instance, partitions, [fleet_key("version_checksum")])
     assert not result.success
     (failure,) = result.get_step_failure_events()
     assert "t01: KeyError" in failure.step_failure_data.error.message

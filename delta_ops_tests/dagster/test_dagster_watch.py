@@ -27,6 +27,7 @@ from delta_ops.defs.sensors import WATCH_SENSOR, runs_in_flight
 from delta_ops.maintenance.checkpoint import write_checkpoint
 from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table
+from delta_ops_tests.support.fleet import numbered_fleet as fleet
 from delta_ops_tests.support.fleet import write_table
 
 DAY = 86_400
@@ -56,14 +57,6 @@ def overview_rows(result) -> dict[str, dict]:
     (obs,) = [e for e in result.asset_events
               if isinstance(e, AssetObservation) and e.asset_key == OVERVIEW_KEY]
     return {r.data["table"]: r.data for r in obs.metadata["tables"].value.records}
-
-
-def fleet(tmp_path: Path, n: int, commits: int = 12) -> dict[str, Path]:
-    out = {}
-    for i in range(n):
-        write_table(tmp_path / "lake" / f"t{i:02d}", i, commits)
-        out[f"t{i:02d}"] = tmp_path / "lake" / f"t{i:02d}"
-    return out
 
 
 # ---- health where the user looks -------------------------------------------------------------

@@ -470,5 +470,24 @@ def wait_until(what: str, timeout: float, probe, every: float = 1.0):
     raise AssertionError(f"{what}: not within {timeout} s")
 
 
-__all__ = ["FINISHED", "LOCATION", "Dagit", "free_port", "group_members", "start_dagster_dev",
-           "stop_group", "wait_until"]
+def project_environment(project: Path, module: str, home: Path) -> dict[str, str]:
+    """What `dagster dev` needs to run the dg project at `project` as a user does: its
+    `workspace.yaml` (the module `module`, location `delta_ops`), a DAGSTER_HOME at `home`
+    whose `dagster.yaml` sets one slot per table pool (docs/dagster.md), and the
+    environment: the project and this repository on the path, no registry override."""
+    from delta_ops.defs.tables import INSTANCE_CONCURRENCY
+    from delta_ops_tests.support.corpus import REPO_ROOT
+
+    (project / "workspace.yaml").write_text(
+        "load_from:\n  - python_module:\n      module_name: "
+        f"{module}\n      location_name: delta_ops\n      working_directory: .\n")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + INSTANCE_CONCURRENCY)
+    env = {**os.environ, "DAGSTER_HOME": str(home),
+           "PYTHONPATH": os.pathsep.join([str(project), str(REPO_ROOT)])}
+    env.pop("DELTA_OPS_REGISTRY", None)
+    return env
+
+
+__all__ = ["FINISHED", "LOCATION", "Dagit", "free_port", "group_members", "project_environment",
+           "start_dagster_dev", "stop_group", "wait_until"]

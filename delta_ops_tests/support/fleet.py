@@ -74,4 +74,13 @@ def write_fleet(root: Path, count: int, *, commits: int = 3, start: int = 0) -> 
     return paths
 
 
-__all__ = ["fleet_configuration", "fleet_path", "write_fleet", "write_table"]
+def numbered_fleet(base: Path, count: int, commits: int = 12) -> dict[str, Path]:
+    """Tables `t00`, `t01`, ... under `base/lake` (table number i at `t<i>`): name -> root."""
+    out = {}
+    for i in range(count):
+        out[f"t{i:02d}"] = base / "lake" / f"t{i:02d}"
+        write_table(out[f"t{i:02d}"], i, commits)
+    return out
+
+
+__all__ = ["fleet_configuration", "fleet_path", "numbered_fleet", "write_fleet", "write_table"]
