@@ -41,6 +41,20 @@ class DeltaOpsError(Exception):
             where.append(f"file {self.file}")
         return f"{self.reason} ({', '.join(where)})" if where else self.reason
 
+    def __reduce__(self):
+        # Pickled with every attribute, whatever the subclass's constructor takes (the
+        # default rebuilds an exception by calling it with its message alone): an error
+        # raised in another process (a Spark executor's Python worker, a process pool)
+        # comes back with its table, version, file and reason.
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type, args: tuple, state: dict) -> DeltaOpsError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class StorageError(DeltaOpsError):
     """A storage operation failed (I/O, permissions, unsupported scheme)."""
