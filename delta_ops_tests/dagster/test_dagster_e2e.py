@@ -42,11 +42,8 @@ from delta_ops.storage import Storage
 from delta_ops_tests.support.corpus import copy_corpus_table
 from delta_ops_tests.support.dagster_dev import (
     Dagit,
-    free_port,
-    group_members,
     project_environment,
-    start_dagster_dev,
-    stop_group,
+    running_dagster_dev,
 )
 from delta_ops_tests.support.dg_project import new_project, write_component
 
@@ -113,16 +110,8 @@ def dagster_dev(tmp_path):
     })
     env = project_environment(project, f"{PROJECT}.definitions", tmp_path / "dagster_home")
     env.pop(UNSET_SECRET, None)
-    port = free_port()
-    log = open(tmp_path / "dagster_dev.log", "wb")
-    proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)
-    try:
-        yield Dagit(f"http://127.0.0.1:{port}/graphql"), project, roots, deleted, proc
-    finally:
-        stop_group(proc)
-        log.close()
-        leftover = group_members(proc.pid)
-        assert not leftover, f"processes of dagster dev still running: {leftover}"
+    with running_dagster_dev(project, env, tmp_path / "dagster_dev.log") as (dagit, proc):
+        yield dagit, project, roots, deleted, proc
 
 
 #: How long a test waits for a sensor's tick. The daemon evaluates sensors in turn, and a

@@ -38,11 +38,8 @@ import pytest
 from delta_ops.defs.keys import COMPONENTS
 from delta_ops_tests.support.dagster_dev import (
     Dagit,
-    free_port,
-    group_members,
     project_environment,
-    start_dagster_dev,
-    stop_group,
+    running_dagster_dev,
     wait_until,
 )
 from delta_ops_tests.support.dg_project import new_project, write_component
@@ -99,16 +96,8 @@ def dagster_dev(tmp_path):
         "tables": [{"name": n, "uri": f"lake/{p}"} for n, p in zip(names, paths, strict=True)],
     })
     env = project_environment(project, f"{PROJECT}.definitions", tmp_path / "dagster_home")
-    port = free_port()
-    log = open(tmp_path / "dagster_dev.log", "wb")
-    proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)
-    try:
-        yield Dagit(f"http://127.0.0.1:{port}/graphql"), names, roots, corrupt, proc
-    finally:
-        stop_group(proc)
-        log.close()
-        leftover = group_members(proc.pid)
-        assert not leftover, f"processes of dagster dev still running: {leftover}"
+    with running_dagster_dev(project, env, tmp_path / "dagster_dev.log") as (dagit, proc):
+        yield dagit, names, roots, corrupt, proc
 
 
 def assert_graph(dagit: Dagit) -> None:

@@ -9,6 +9,7 @@ SIGTERM first, then SIGKILL for whatever is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -489,5 +490,21 @@ def project_environment(project: Path, module: str, home: Path) -> dict[str, str
     return env
 
 
+@contextlib.contextmanager
+def running_dagster_dev(project: Path, env: dict[str, str], log_path: Path):
+    """`dagster dev` on the project's `workspace.yaml` (see `project_environment`), on a free
+    port, its output in `log_path`: yields (the GraphQL client, the process); on exit stops
+    its process group and fails if any of its processes is left."""
+    port = free_port()
+    with open(log_path, "wb") as log:
+        proc = start_dagster_dev(project / "workspace.yaml", project, env, log, port)
+        try:
+            yield Dagit(f"http://127.0.0.1:{port}/graphql"), proc
+        finally:
+            stop_group(proc)
+    leftover = group_members(proc.pid)
+    assert not leftover, f"processes of dagster dev still running: {leftover}"
+
+
 __all__ = ["FINISHED", "LOCATION", "Dagit", "free_port", "group_members", "project_environment",
-           "start_dagster_dev", "stop_group", "wait_until"]
+           "running_dagster_dev", "start_dagster_dev", "stop_group", "wait_until"]
