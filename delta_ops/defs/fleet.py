@@ -25,10 +25,11 @@ The watch sensor (`delta_ops.defs.watch`) requests ranges of at most `tables_per
 partitions naming their due tables (`fleet_requests`), and a table with `own_run` alone. The
 crons of VACUUM, metadata cleanup, OPTIMIZE and statistics become schedules, one per
 component and cron (`fleet_schedules`), each requesting its tables the same way; they are
-stopped by default, as the per-table layout's automation sensor is. Two runs are kept off one
-table by the watch's in-flight check (a table in a queued or running run is not requested);
-there are no per-table pools in this layout, so a run launched by hand beside another may
-repeat its work (the protocol keeps the table whole: every commit is put-if-absent).
+stopped by default, as the per-table layout's automation sensor is. There are no per-table
+pools (one op cannot hold a pool per partition): a run leaves a table to a run created before
+it and not finished that covers it (`claimed_elsewhere`), and the watch does not request a
+table in a queued or running run. Like the pools, this saves duplicate work and is not a
+lock; the protocol keeps the table whole (every commit is put-if-absent).
 
 Protocol sections: those of the operations, through `tables.maintain_table`.
 """
@@ -53,12 +54,14 @@ from dagster import (
     AssetsDefinition,
     AssetSpec,
     BackfillPolicy,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     Failure,
     MaterializeResult,
     MetadataValue,
     PreviewWarning,
     RunRequest,
+    RunsFilter,
     ScheduleDefinition,
     ScheduleEvaluationContext,
     multi_asset,
@@ -69,7 +72,7 @@ from pydantic import Field
 from delta_ops.defs.assets import MaintenanceConfig
 from delta_ops.defs.checks import CHECKS
 from delta_ops.defs.engines import ENGINE_COMPONENTS
-from delta_ops.defs.jobs import TABLE_PARTITIONS
+from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
 from delta_ops.defs.keys import (
     CHECKPOINT,
     COMPONENTS,
@@ -94,6 +97,21 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 #: The tag Dagster puts the data version of a materialization or observation in.
 DATA_VERSION_TAG = "dagster/data_version"
+
+
+#: Run statuses of a run still maintaining its tables.
+IN_PROGRESS = (
+    DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING,
+)
+#: Jobs whose runs maintain the tables of their asset selection: the implicit asset job (the
+#: UI's asset runs, the watch's and the automation's runs), and the `maintenance` job of
+#: older deployments, whose runs may still be queued.
+MAINTAINING_JOBS = ("__ASSET_JOB", MAINTENANCE_JOB)
+#: Jobs partitioned by table (`jobs.TABLE_PARTITIONS`): a run maintains its partition's table.
+TABLE_PARTITION_JOBS = ("row_tracking_backfill", "fsck_repair")
+#: The run tag Dagster puts the partition key in.
+PARTITION_NAME_TAG = "dagster/partition"
 
 
 def is_partitioned(registry: Registry) -> bool:
@@ -206,14 +224,16 @@ def _fleet_body(
     if len(names) > 1:
         context.log.info(f"{len(names)} tables, {names[0]} to {names[-1]}"
                          + (f", {len(only)} of them maintained" if only else ""))
+    claimed = claimed_elsewhere(context, names)
     for name in names:
         if only is not None and name not in only:
-            for component in COMPONENTS:
-                if component in selected:
-                    yield AssetMaterialization(
-                        asset_key=fleet_key(component), partition=name,
-                        metadata={"skipped": True,
-                                  "reason": "not one of this run's tables (run config)"})
+            yield from _skipped(selected, name, "not one of this run's tables (run config)")
+            continue
+        if name in claimed:
+            # What a table's pool does in the per-table layout: one run at a time on it.
+            reason = f"left to run {claimed[name]}, created before this one and not finished"
+            context.log.info(f"{name}: {reason}")
+            yield from _skipped(selected, name, reason)
             continue
         try:
             for event in maintain_table(context, config, registry, spark, name, selected,
@@ -232,6 +252,48 @@ def _fleet_body(
             )
     if failed:
         raise fleet_failure(failed)
+
+
+def _skipped(selected: set[str], name: str, reason: str) -> Iterator[AssetMaterialization]:
+    for component in COMPONENTS:
+        if component in selected:
+            yield AssetMaterialization(asset_key=fleet_key(component), partition=name,
+                                       metadata={"skipped": True, "reason": reason})
+
+
+def claimed_elsewhere(context: AssetExecutionContext, names: Sequence[str]) -> dict[str, str]:
+    """Tables of `names` that a run created before this one, and still queued or running,
+    maintains too (its partition, its range or its config's tables): table -> that run's
+    id. Not a lock (two runs created in the same instant both go ahead, and the protocol
+    keeps the table whole), but it keeps a manual run, a backfill and the watch's runs from
+    doing one table's work twice, as the per-table layout's pools do."""
+    instance = context.instance
+    own = instance.get_run_record_by_id(context.run.run_id)
+    if own is None:
+        return {}
+    wanted = set(names)
+    partitions: list[str] | None = None
+    claimed: dict[str, str] = {}
+    for record in instance.get_run_records(
+            filters=RunsFilter(statuses=list(IN_PROGRESS)), limit=1000):
+        run = record.dagster_run
+        if run.run_id == own.dagster_run.run_id or record.create_timestamp >= own.create_timestamp:
+            continue
+        if run.job_name in TABLE_PARTITION_JOBS:
+            tables = [run.tags[PARTITION_NAME_TAG]] if PARTITION_NAME_TAG in run.tags else []
+        elif run.job_name in MAINTAINING_JOBS and (
+                PARTITION_NAME_TAG in run.tags or RANGE_START_TAG in run.tags) and (
+                run.asset_selection is None
+                or any(k.path[0] == FLEET_PREFIX for k in run.asset_selection)):
+            if partitions is None:
+                partitions = instance.get_dynamic_partitions(TABLE_PARTITIONS.name)
+            tables = run_tables(run, partitions)
+        else:
+            continue
+        for table in tables:
+            if table in wanted:
+                claimed.setdefault(table, run.run_id)
+    return claimed
 
 
 @functools.cache
@@ -384,8 +446,8 @@ def run_tables(run: Any, partitions: Sequence[str]) -> list[str]:
     if isinstance(config, dict) and config.get("tables"):
         return [str(t) for t in config["tables"]]
     tags = run.tags
-    if "dagster/partition" in tags:
-        return [tags["dagster/partition"]]
+    if PARTITION_NAME_TAG in tags:
+        return [tags[PARTITION_NAME_TAG]]
     first = tags.get(RANGE_START_TAG)
     last = tags.get(RANGE_END_TAG)
     if first in partitions and last in partitions:
@@ -453,8 +515,13 @@ __all__ = [
     "FLEET_PREFIX",
     "FLEET_STEP",
     "PARTITIONED",
+    "IN_PROGRESS",
+    "MAINTAINING_JOBS",
+    "PARTITION_NAME_TAG",
+    "TABLE_PARTITION_JOBS",
     "FleetConfig",
     "FleetRun",
+    "claimed_elsewhere",
     "fleet_assets",
     "fleet_event",
     "fleet_failure",

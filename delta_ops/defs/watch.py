@@ -38,7 +38,6 @@ from dagster import (
     AssetObservation,
     AssetSelection,
     DagsterInstance,
-    DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
     RunsFilter,
@@ -56,6 +55,10 @@ from delta_ops.defs.checks import (
 )
 from delta_ops.defs.engines import needs_size
 from delta_ops.defs.fleet import (
+    IN_PROGRESS,
+    MAINTAINING_JOBS,
+    PARTITION_NAME_TAG,
+    TABLE_PARTITION_JOBS,
     fleet_event,
     fleet_health,
     fleet_request,
@@ -64,7 +67,7 @@ from delta_ops.defs.fleet import (
     run_groups,
     run_tables,
 )
-from delta_ops.defs.jobs import MAINTENANCE_JOB, TABLE_PARTITIONS
+from delta_ops.defs.jobs import TABLE_PARTITIONS
 from delta_ops.defs.keys import COMPONENTS, asset_key
 from delta_ops.defs.observations import DATA_VERSION_TAG, log_observation, read_crc
 from delta_ops.defs.overview import fleet_overview
@@ -96,19 +99,6 @@ WATCH_SENSOR = "delta_tables_watch"
 SENSOR_NAME_TAG = "dagster/sensor_name"
 
 
-#: Run statuses of a run still maintaining its tables.
-IN_PROGRESS = (
-    DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING,
-)
-#: Jobs whose runs maintain the tables of their asset selection: the implicit asset job (the
-#: UI's asset runs, the watch's and the automation's runs), and the `maintenance` job of
-#: older deployments, whose runs may still be queued.
-MAINTAINING_JOBS = ("__ASSET_JOB", MAINTENANCE_JOB)
-#: Jobs partitioned by table (`jobs.TABLE_PARTITIONS`): a run maintains its partition's table.
-TABLE_PARTITION_JOBS = ("row_tracking_backfill", "fsck_repair")
-#: The run tag Dagster puts the partition key in.
-PARTITION_NAME_TAG = "dagster/partition"
 
 
 @dataclass(frozen=True)

@@ -452,3 +452,27 @@ def test_the_watch_s_check_results_are_stored_tick_after_tick(tmp_path):
     (record,) = records.values()
     assert record.status.value == "FAILED"  # the third tick saw the broken commit 4
 
+
+
+def test_a_table_an_earlier_run_still_maintains_is_left_to_it(tmp_path):
+    tables = fleet(tmp_path, 3)
+    defs = build_definitions(registry(tmp_path, tables))
+    instance = DagsterInstance.ephemeral()
+    partitions = add_partitions(defs, instance)
+    job = defs.resolve_implicit_global_asset_job_def()
+    # A backfill's run over t00..t01, created first and not finished.
+    earlier = instance.create_run_for_job(
+        job_def=job, asset_selection=frozenset({fleet_key("version_checksum")}),
+        tags={"dagster/asset_partition_range_start": "t00",
+              "dagster/asset_partition_range_end": "t01"})
+    result = run_range(defs, instance, partitions, [fleet_key("version_checksum")])
+    assert result.success
+    assert [crc(tables[n]).exists() for n in sorted(tables)] == [False, False, True]
+    (record,) = instance.fetch_materializations(AssetRecordsFilter(
+        asset_key=fleet_key("version_checksum"), asset_partitions=["t00"]), limit=1).records
+    assert record.asset_materialization.metadata["reason"].value.startswith(
+        f"left to run {earlier.run_id}")
+    # Once that run is over, a new run maintains them.
+    instance.report_run_canceled(earlier)
+    assert run_range(defs, instance, partitions, [fleet_key("version_checksum")]).success
+    assert all(crc(root).exists() for root in tables.values())
