@@ -67,8 +67,25 @@ SLOW_MODULES = frozenset({
 })
 
 
+#: The modules that take longest (a minute or more of one worker each, measured with
+#: `--durations` on 2 cores), longest first. They are collected first, so that the workers
+#: (`--dist loadfile`: a module stays on one worker) start on them and the run does not end
+#: with one worker alone on a long module the other finished waiting for.
+LONGEST_FIRST = (
+    "test_kill", "test_layout_kills", "test_packaging", "test_dagster_e2e",
+    "test_dagster_e2e_partitioned", "test_vacuum_paths_property", "test_engine_equivalence",
+    "test_storage_at_limit", "test_cli", "test_vacuum_partitioned", "test_dagster_fleet",
+    "test_spark_cluster",
+)
+_ORDER = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test of a module in SLOW_MODULES `slow`."""
+    """Mark every test of a module in SLOW_MODULES `slow`; collect the longest modules first
+    (`LONGEST_FIRST`; the order within a module, and of the others, is kept)."""
     for item in items:
         if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: _ORDER.get(
+        item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else "",
+        len(LONGEST_FIRST)))
