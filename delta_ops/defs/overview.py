@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,7 +137,7 @@ def _latest_by_table(
 ) -> dict[tuple[str, str], Any]:
     """(table, component) -> the latest materialization's event log entry: of `[t, c]`, or
     in the partitioned layout of the partition `t` of `[delta_tables, c]` (records read
-    once: `_ENTRIES` keeps them by storage id)."""
+    once: `_ENTRIES` keeps them by instance and storage id)."""
     components = (*SHOWN, DELTA_LOG)
     if not partitioned:
         latest = instance.get_latest_materialization_events(
@@ -145,29 +146,32 @@ def _latest_by_table(
     wanted = set(names)
     found: dict[tuple[str, str], Any] = {}
     current: set[int] = set()
+    entries = _ENTRIES.setdefault(instance, {})
     for component in components:
         key = fleet_key(component)
         ids = {p: i for p, i in instance.event_log_storage.get_latest_storage_id_by_partition(
             key, DagsterEventType.ASSET_MATERIALIZATION).items() if p in wanted}
-        missing = [i for i in ids.values() if i not in _ENTRIES]
+        missing = [i for i in ids.values() if i not in entries]
         for start in range(0, len(missing), 500):
             chunk = missing[start:start + 500]
             result = instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
             for record in result.records:
-                _ENTRIES[record.storage_id] = record.event_log_entry
+                entries[record.storage_id] = record.event_log_entry
         for partition, storage_id in ids.items():
-            found[(partition, component)] = _ENTRIES.get(storage_id)
+            found[(partition, component)] = entries.get(storage_id)
         current.update(ids.values())
-    if len(_ENTRIES) > _MAX_ENTRIES:  # superseded materializations go
-        for storage_id in [i for i in _ENTRIES if i not in current]:
-            del _ENTRIES[storage_id]
+    if len(entries) > _MAX_ENTRIES:  # superseded materializations go
+        for storage_id in [i for i in entries if i not in current]:
+            del entries[storage_id]
     return found
 
 
-#: Materialization entries by storage id (they never change), for the partitioned layout's
-#: overview, which would otherwise read every table's latest records at every tick.
-_ENTRIES: dict[int, Any] = {}
+#: Per instance, its materialization entries by storage id (they never change), for the
+#: partitioned layout's overview, which would otherwise read every table's latest records
+#: at every tick (an instance's storage ids are its own: the cache goes with it).
+_ENTRIES: weakref.WeakKeyDictionary[DagsterInstance, dict[int, Any]] = (
+    weakref.WeakKeyDictionary())
 _MAX_ENTRIES = 100_000
 
 
