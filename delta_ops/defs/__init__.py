@@ -40,7 +40,7 @@ except ImportError as exc:
     ) from exc
 from dagster import in_process_executor
 
-from delta_ops.defs.fleet import fleet_assets, fleet_schedules, is_partitioned
+from delta_ops.defs.fleet import fleet_assets, fleet_schedules
 from delta_ops.defs.fleet_health import fleet_health_checks
 from delta_ops.defs.fsck_job import fsck_repair_job
 from delta_ops.defs.jobs import row_tracking_backfill_job
@@ -100,7 +100,7 @@ def definitions_kwargs(
                 registry if registry is not None else default_registry_path()
             )
         registry_resource = RegistryResource(path=str(Path(registry.path).resolve()))
-    partitioned = is_partitioned(registry)
+    partitioned = registry.partitioned
     sensors = [
         watch_sensor(None if partitioned else registry.names),
         partitions_sensor(registry, row_tracking_backfill_job),

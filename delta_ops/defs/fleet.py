@@ -81,13 +81,12 @@ from delta_ops.defs.keys import (
     UPSTREAM,
     fleet_key,
 )
+from delta_ops.defs.observations import DATA_VERSION_TAG
 from delta_ops.defs.registry import Registry
 from delta_ops.defs.resources import RegistryResource, SparkResource
 from delta_ops.defs.tables import maintain_table
 from delta_ops.defs.translator import CRON_SECTIONS, DESCRIPTIONS
 
-#: The layout's name in `automation.asset_layout`.
-PARTITIONED = "partitioned"
 #: The one step of the layout.
 FLEET_STEP = f"{FLEET_PREFIX}__maintenance"
 #: Tags of the runs this layout requests.
@@ -95,8 +94,6 @@ TABLES_TAG = "delta_ops/tables"
 #: The tags of a run over a range of partitions.
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
-#: The tag Dagster puts the data version of a materialization or observation in.
-DATA_VERSION_TAG = "dagster/data_version"
 
 
 #: Run statuses of a run still maintaining its tables.
@@ -114,11 +111,6 @@ TABLE_PARTITION_JOBS = ("row_tracking_backfill", "fsck_repair")
 PARTITION_NAME_TAG = "dagster/partition"
 
 
-def is_partitioned(registry: Registry) -> bool:
-    """Whether the registry asks for the partitioned layout (its defaults' automation)."""
-    return registry.partitioned
-
-
 class FleetConfig(MaintenanceConfig):
     """Run config of `delta_tables__maintenance`: the per-table step's, and the tables."""
 
@@ -132,36 +124,22 @@ class FleetConfig(MaintenanceConfig):
 def fleet_event(event: Any, name: str) -> Any:
     """A per-table result or event (keyed `[name, component]`) as the same event of the
     partition `name` of `[delta_tables, component]`."""
+    key = fleet_key(event.asset_key.path[-1])
     if isinstance(event, MaterializeResult):
         tags = dict(event.tags or {})
         if event.data_version is not None:
             tags[DATA_VERSION_TAG] = event.data_version.value
-        return AssetMaterialization(
-            asset_key=fleet_key(event.asset_key.path[-1]), metadata=event.metadata,
-            partition=name, tags=tags or None,
-        )
-    if isinstance(event, AssetCheckResult):
+        return AssetMaterialization(asset_key=key, metadata=event.metadata, partition=name,
+                                    tags=tags or None)
+    if isinstance(event, (AssetCheckResult, AssetCheckEvaluation)):
         return AssetCheckEvaluation(
-            asset_key=fleet_key(event.asset_key.path[-1]), check_name=event.check_name,
-            passed=event.passed, metadata=event.metadata, severity=event.severity,
-            description=event.description, partition=name,
+            asset_key=key, check_name=event.check_name, passed=event.passed,
+            metadata=event.metadata, severity=event.severity, description=event.description,
+            partition=name,
         )
-    if isinstance(event, AssetCheckEvaluation):
-        return AssetCheckEvaluation(
-            asset_key=fleet_key(event.asset_key.path[-1]), check_name=event.check_name,
-            passed=event.passed, metadata=event.metadata, severity=event.severity,
-            description=event.description, partition=name,
-        )
-    if isinstance(event, AssetObservation):
-        return AssetObservation(
-            asset_key=fleet_key(event.asset_key.path[-1]), metadata=event.metadata,
-            partition=name, tags=event.tags or None,
-        )
-    if isinstance(event, AssetMaterialization):
-        return AssetMaterialization(
-            asset_key=fleet_key(event.asset_key.path[-1]), metadata=event.metadata,
-            partition=name, tags=event.tags or None,
-        )
+    if isinstance(event, (AssetObservation, AssetMaterialization)):
+        return type(event)(asset_key=key, metadata=event.metadata, partition=name,
+                           tags=event.tags or None)
     raise TypeError(f"not an asset event: {type(event).__name__}")
 
 
@@ -514,11 +492,11 @@ def _schedule(component: str, cron: str) -> ScheduleDefinition:
 __all__ = [
     "FLEET_PREFIX",
     "FLEET_STEP",
-    "PARTITIONED",
     "IN_PROGRESS",
     "MAINTAINING_JOBS",
     "PARTITION_NAME_TAG",
     "TABLE_PARTITION_JOBS",
+    "TABLES_TAG",
     "FleetConfig",
     "FleetRun",
     "claimed_elsewhere",
@@ -532,7 +510,6 @@ __all__ = [
     "fleet_runs",
     "fleet_schedules",
     "fleet_spec",
-    "is_partitioned",
     "run_groups",
     "run_tables",
 ]

@@ -59,11 +59,11 @@ from delta_ops.defs.fleet import (
     MAINTAINING_JOBS,
     PARTITION_NAME_TAG,
     TABLE_PARTITION_JOBS,
+    TABLES_TAG,
     fleet_event,
     fleet_health,
     fleet_request,
     fleet_runs,
-    is_partitioned,
     run_groups,
     run_tables,
 )
@@ -463,7 +463,7 @@ def watch_request(group: list[_Due]) -> RunRequest:
     work = [f"{d.name}:{d.version}:{'+'.join(d.components)}" for d in group]
     components = [c for c in COMPONENTS if any(c in d.components for d in group)]
     tags = {
-        "delta_ops/tables": str(len(group)),
+        TABLES_TAG: str(len(group)),
         "delta_ops/components": ",".join(components),
     }
     if len(group) == 1:
@@ -513,7 +513,7 @@ def watch_sensor(loaded: list[str] | None = None):
     ) -> SensorResult:
         registry_now = registry.load()
         partitions = context.instance.get_dynamic_partitions(TABLE_PARTITIONS.name) if (
-            is_partitioned(registry_now)) else None
+            registry_now.partitioned) else None
         in_flight = runs_in_flight(context.instance, registry_now.names, partitions)
         tick = watch_tick(registry_now, context.cursor, context.log.info, in_flight,
                           loaded_names, partitions)
